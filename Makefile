@@ -1,0 +1,32 @@
+# berth developer commands. `make test` is what CI runs (see .ci/run and README).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install test lint typecheck unit demo bench clean
+
+$(BIN)/berth: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(BIN)/berth
+
+install: $(BIN)/berth
+
+lint: install
+	$(BIN)/ruff check services shared tests
+	$(BIN)/ruff format --check services shared tests
+
+typecheck: install
+	$(BIN)/mypy
+
+unit: install
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+demo: install
+	$(BIN)/berth schedule -f examples/cluster.yaml -f examples/pods.yaml --explain
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
