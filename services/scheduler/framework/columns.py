@@ -1,0 +1,314 @@
+"""NodeColumns: the cluster as numpy columns, the data every Filter and Score plugin reads.
+
+One row per node, in kube-scheduler's NodeTree order (nodes interleaved round-robin across
+zones), so "evaluate nodes in order, resuming where the last pod stopped" is a walk over rows.
+Pods bound to nodes update the columns incrementally (O(resources)); adding or removing a node
+rebuilds them (O(nodes)), as upstream rebuilds its node list when the node set changes.
+
+Rows are positions, not identities: a rebuild may move a node to another row. Keep node names
+(or `index[name]`) across changes, never rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shared.models import Node, Pod, Taint
+from shared.models.resources import non_zero_requests, pod_requests
+
+Rows = slice | NDArray[np.intp]
+"""Which rows a plugin evaluates: `slice(None)` (every node, no copy) or an index array."""
+
+ALL_ROWS: slice = slice(None)
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+REGION_LABEL = "topology.kubernetes.io/region"
+LEGACY_ZONE_LABEL = "failure-domain.beta.kubernetes.io/zone"
+LEGACY_REGION_LABEL = "failure-domain.beta.kubernetes.io/region"
+
+# Fixed leading resource columns; extended resources get columns as they appear.
+CORE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+MISSING = -1
+"""Label code of a node without the key."""
+UNKNOWN_VALUE = -2
+"""Code for a value no node carries: compares unequal to every row."""
+
+
+def zone_key(node: Node) -> str:
+    """Upstream utilnode.GetZoneKey: region and zone joined; "" when the node has neither."""
+    labels = node.metadata.labels
+    zone = labels.get(ZONE_LABEL) or labels.get(LEGACY_ZONE_LABEL, "")
+    region = labels.get(REGION_LABEL) or labels.get(LEGACY_REGION_LABEL, "")
+    if not zone and not region:
+        return ""
+    return f"{region}:\x00:{zone}"
+
+
+def node_tree_order(nodes: Sequence[Node]) -> list[Node]:
+    """Nodes interleaved across zones, as upstream nodeTree.list(): zones in order of first
+    appearance, each zone's nodes in insertion order, one node per zone per round."""
+    zones: dict[str, list[Node]] = {}
+    for node in nodes:
+        zones.setdefault(zone_key(node), []).append(node)
+    ordered: list[Node] = []
+    lists = list(zones.values())
+    depth = max((len(z) for z in lists), default=0)
+    for i in range(depth):
+        ordered.extend(z[i] for z in lists if i < len(z))
+    return ordered
+
+
+@dataclass(slots=True)
+class LabelColumn:
+    """One label key across all nodes: an integer code per row (MISSING when absent)."""
+
+    codes: NDArray[np.int32]
+    value_codes: dict[str, int] = field(default_factory=dict)
+    values: list[str] = field(default_factory=list)
+    _numeric: NDArray[np.float64] | None = None
+
+    def code_of(self, value: str) -> int:
+        return self.value_codes.get(value, UNKNOWN_VALUE)
+
+    def intern(self, value: str) -> int:
+        code = self.value_codes.get(value)
+        if code is None:
+            code = len(self.values)
+            self.value_codes[value] = code
+            self.values.append(value)
+        return code
+
+    def numeric(self) -> NDArray[np.float64]:
+        """Integer value of the label per row for Gt/Lt; NaN when absent or not an integer."""
+        if self._numeric is None:
+            table = np.full(len(self.values) + 1, np.nan)
+            for value, code in self.value_codes.items():
+                with contextlib.suppress(ValueError):
+                    table[code] = int(value)
+            # codes == MISSING (-1) index the trailing NaN.
+            self._numeric = table[self.codes]
+        return self._numeric
+
+
+class NodeColumns:
+    """The scheduler's view of nodes and the pods bound to them, as columns."""
+
+    def __init__(self, nodes: Iterable[Node] = (), pods: Iterable[Pod] = ()) -> None:
+        self._by_name: dict[str, Node] = {}
+        self._arrival: list[str] = []
+        self.resource_names: list[str] = list(CORE_RESOURCES)
+        self.resource_index: dict[str, int] = {n: i for i, n in enumerate(CORE_RESOURCES)}
+        self.generation = 0
+        pods_by_node: dict[str, list[Pod]] = {}
+        for node in nodes:
+            self._by_name[node.metadata.name] = node
+            self._arrival.append(node.metadata.name)
+        for pod in pods:
+            if pod.spec.node_name:
+                pods_by_node.setdefault(pod.spec.node_name, []).append(pod)
+        self._rebuild(pods_by_node)
+
+    # ----------------------------------------------------------------- building
+    def _rebuild(self, pods_by_node: dict[str, list[Pod]]) -> None:
+        self.generation += 1
+        ordered = node_tree_order([self._by_name[n] for n in self._arrival])
+        n = len(ordered)
+        self.nodes: list[Node] = ordered
+        self.names: list[str] = [node.metadata.name for node in ordered]
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+        self.zone_keys: list[str] = [zone_key(node) for node in ordered]
+        for node in ordered:
+            for name in node.status.allocatable:
+                self._resource_col(name)
+        r = len(self.resource_names)
+        self.allocatable: NDArray[np.int64] = np.zeros((n, r), dtype=np.int64)
+        self.requested: NDArray[np.int64] = np.zeros((n, r), dtype=np.int64)
+        """Sum of bound pods' requests per resource; the "pods" column counts pods."""
+        self.non_zero_requested: NDArray[np.int64] = np.zeros((n, 2), dtype=np.int64)
+        """cpu and memory requests with upstream's non-zero defaults, for scoring."""
+        self.unschedulable: NDArray[np.bool_] = np.zeros(n, dtype=np.bool_)
+        self.labels: dict[str, LabelColumn] = {}
+        self.taint_sets: list[tuple[Taint, ...]] = []
+        self._taint_set_ids: dict[tuple[tuple[str, str, str], ...], int] = {}
+        self.taint_set_of: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
+        self.pods_by_node: list[list[Pod]] = [[] for _ in range(n)]
+        self.used_ports: dict[tuple[str, int], dict[int, set[str]]] = {}
+        """(protocol, hostPort) -> row -> host IPs in use there ("0.0.0.0" = all)."""
+        self._images: dict[str, tuple[NDArray[np.intp], NDArray[np.int64]]] | None = None
+        for row, node in enumerate(ordered):
+            self._fill_node_row(row, node)
+        for row, name in enumerate(self.names):
+            for pod in pods_by_node.get(name, ()):
+                self._account_pod(row, pod, +1)
+
+    def _resource_col(self, name: str) -> int:
+        col = self.resource_index.get(name)
+        if col is None:
+            col = len(self.resource_names)
+            self.resource_names.append(name)
+            self.resource_index[name] = col
+            if hasattr(self, "allocatable"):
+                pad = np.zeros((self.allocatable.shape[0], 1), dtype=np.int64)
+                self.allocatable = np.hstack([self.allocatable, pad])
+                self.requested = np.hstack([self.requested, pad])
+        return col
+
+    def _fill_node_row(self, row: int, node: Node) -> None:
+        n = len(self.names)
+        self.allocatable[row, :] = 0
+        for name, value in node.status.allocatable.items():
+            self.allocatable[row, self._resource_col(name)] = value
+        self.unschedulable[row] = node.spec.unschedulable
+        for key, column in self.labels.items():
+            if key not in node.metadata.labels:
+                column.codes[row] = MISSING
+                column._numeric = None
+        for key, value in node.metadata.labels.items():
+            column = self.labels.get(key)
+            if column is None:
+                column = LabelColumn(np.full(n, MISSING, dtype=np.int32))
+                self.labels[key] = column
+            column.codes[row] = column.intern(value)
+            column._numeric = None
+        taints = tuple(node.spec.taints)
+        signature = tuple((t.key, t.value, t.effect) for t in taints)
+        set_id = self._taint_set_ids.get(signature)
+        if set_id is None:
+            set_id = len(self.taint_sets)
+            self._taint_set_ids[signature] = set_id
+            self.taint_sets.append(taints)
+        self.taint_set_of[row] = set_id
+        self._images = None
+
+    def _account_pod(self, row: int, pod: Pod, sign: int) -> None:
+        for name, value in pod_requests(pod).items():
+            self.requested[row, self._resource_col(name)] += sign * value
+        self.requested[row, self.resource_index["pods"]] += sign
+        nz = non_zero_requests(pod)
+        self.non_zero_requested[row, 0] += sign * nz.get("cpu", 0)
+        self.non_zero_requested[row, 1] += sign * nz.get("memory", 0)
+        for container in pod.spec.containers:
+            for port in container.ports:
+                if not port.host_port:
+                    continue
+                key = (port.protocol or "TCP", port.host_port)
+                ip = port.host_ip or "0.0.0.0"
+                by_row = self.used_ports.setdefault(key, {})
+                if sign > 0:
+                    by_row.setdefault(row, set()).add(ip)
+                else:
+                    ips = by_row.get(row)
+                    if ips is not None:
+                        ips.discard(ip)
+                        if not ips:
+                            del by_row[row]
+                    if not by_row:
+                        del self.used_ports[key]
+        if sign > 0:
+            self.pods_by_node[row].append(pod)
+        else:
+            uid = pod.metadata.uid
+            self.pods_by_node[row] = [p for p in self.pods_by_node[row] if p.metadata.uid != uid]
+
+    # ---------------------------------------------------------------- mutation
+    def add_node(self, node: Node) -> None:
+        self.add_nodes([node])
+
+    def add_nodes(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
+            if node.metadata.name not in self._by_name:
+                self._arrival.append(node.metadata.name)
+            self._by_name[node.metadata.name] = node
+        self._rebuild(self._pods_by_name())
+
+    def update_node(self, node: Node) -> None:
+        """Replace a node in place; a zone change moves it in the tree (a rebuild)."""
+        name = node.metadata.name
+        row = self.index.get(name)
+        if row is None:
+            self.add_node(node)
+            return
+        self._by_name[name] = node
+        if zone_key(node) != self.zone_keys[row]:
+            self._rebuild(self._pods_by_name())
+            return
+        self.nodes[row] = node
+        self._fill_node_row(row, node)
+        self.generation += 1
+
+    def remove_node(self, name: str) -> None:
+        if name not in self._by_name:
+            return
+        del self._by_name[name]
+        self._arrival.remove(name)
+        pods = self._pods_by_name()
+        pods.pop(name, None)
+        self._rebuild(pods)
+
+    def add_pod(self, pod: Pod) -> None:
+        """Account a pod bound to (or assumed on) `pod.spec.node_name`."""
+        row = self.index.get(pod.spec.node_name or "")
+        if row is None:
+            raise KeyError(f"pod {pod.key} is bound to unknown node {pod.spec.node_name!r}")
+        self._account_pod(row, pod, +1)
+        self.generation += 1
+
+    def remove_pod(self, pod: Pod) -> None:
+        row = self.index.get(pod.spec.node_name or "")
+        if row is None:
+            return
+        self._account_pod(row, pod, -1)
+        self.generation += 1
+
+    def _pods_by_name(self) -> dict[str, list[Pod]]:
+        return {name: self.pods_by_node[row] for row, name in enumerate(self.names)}
+
+    # ------------------------------------------------------------------ reading
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def size_of(self, rows: Rows) -> int:
+        if isinstance(rows, slice):
+            return len(range(*rows.indices(len(self.names))))
+        return int(rows.shape[0])
+
+    def row_indices(self, rows: Rows) -> NDArray[np.intp]:
+        if isinstance(rows, slice):
+            return np.arange(len(self.names), dtype=np.intp)[rows]
+        return rows
+
+    def label(self, key: str) -> LabelColumn:
+        """The column for a label key; a key no node has gives an all-MISSING column."""
+        column = self.labels.get(key)
+        if column is None:
+            column = LabelColumn(np.full(len(self.names), MISSING, dtype=np.int32))
+            self.labels[key] = column
+        return column
+
+    def images(self) -> dict[str, tuple[NDArray[np.intp], NDArray[np.int64]]]:
+        """Image name -> (rows that have it, its size on each of those rows)."""
+        if self._images is None:
+            rows_of: dict[str, list[int]] = {}
+            sizes_of: dict[str, list[int]] = {}
+            for row, node in enumerate(self.nodes):
+                for image in node.status.images:
+                    for name in image.names:
+                        rows_of.setdefault(name, []).append(row)
+                        sizes_of.setdefault(name, []).append(image.size_bytes)
+            self._images = {
+                name: (np.array(rows, dtype=np.intp), np.array(sizes_of[name], dtype=np.int64))
+                for name, rows in rows_of.items()
+            }
+        return self._images
+
+    def resource_column(self, name: str) -> int | None:
+        return self.resource_index.get(name)
+
+    def pods(self) -> Iterable[Pod]:
+        for pods in self.pods_by_node:
+            yield from pods

@@ -1,0 +1,43 @@
+"""Node (core/v1), trimmed to the fields a scheduler reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.models.meta import ObjectMeta, ResourceList, cluster_meta
+from shared.models.taints import Taint
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeSpec:
+    unschedulable: bool = False
+    taints: list[Taint] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class ContainerImage:
+    names: list[str] = field(default_factory=list)
+    size_bytes: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class NodeStatus:
+    capacity: ResourceList = field(default_factory=dict)
+    # Defaults to capacity when absent, as the API server does (SetDefaults_NodeStatus).
+    allocatable: ResourceList = field(default_factory=dict)
+    images: list[ContainerImage] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.allocatable and self.capacity:
+            self.allocatable = dict(self.capacity)
+
+
+@dataclass(slots=True, kw_only=True)
+class Node:
+    metadata: ObjectMeta = field(default_factory=cluster_meta)
+    spec: NodeSpec = field(default_factory=NodeSpec)
+    status: NodeStatus = field(default_factory=NodeStatus)
+
+    @property
+    def key(self) -> str:
+        return self.metadata.name

@@ -1,0 +1,164 @@
+"""Kubernetes resource quantities (k8s.io/apimachinery/pkg/api/resource), exact arithmetic.
+
+Grammar (upstream parseQuantityString):
+    <quantity>  ::= <sign><digits>[.<digits>]<suffix>      (".5" and "1." are accepted)
+    <suffix>    ::= Ki | Mi | Gi | Ti | Pi | Ei             (binary SI)
+                  | n | u | m | "" | k | M | G | T | P | E  (decimal SI)
+                  | e<signed int> | E<signed int>           (decimal exponent)
+Like upstream, a parsed value is rounded up (away from zero) to a whole nano unit, and
+binary-SI values are capped at 2^63-1.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_SUFFIX_CHARS = frozenset("eEinumkKMGTP")
+_DIGITS = frozenset("0123456789")
+_NANO = Fraction(1, 10**9)
+_MAX_INT64 = 2**63 - 1
+# interpret() accepts [-MaxInt32, MaxInt32] (MinInt32 is rejected: its negation overflows).
+_INT32_MIN, _INT32_MAX = -(2**31 - 1), 2**31 - 1
+# Larger positive exponents would make Python build astronomically large integers; such
+# values cannot be a resource amount (upstream's int64 accessors overflow on them anyway).
+_MAX_EXPONENT = 4096
+
+
+class QuantityError(ValueError):
+    """A string that is not a valid Kubernetes quantity."""
+
+    def __init__(self, text: object, reason: str = "invalid quantity") -> None:
+        super().__init__(f"{reason} {text!r}")
+        self.text = text
+        self.reason = reason
+
+
+QuantityInput = str | int | float | Fraction
+
+
+def _split(text: str) -> tuple[bool, str, str, str]:
+    """Return (negative, integer digits, fraction digits, suffix) or raise QuantityError."""
+    end = len(text)
+    pos = 0
+    negative = False
+    if pos < end and text[0] in "+-":
+        negative = text[0] == "-"
+        pos = 1
+    start = pos
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    whole = text[start:pos]
+    frac = ""
+    if pos < end and text[pos] == ".":
+        pos += 1
+        start = pos
+        while pos < end and text[pos] in _DIGITS:
+            pos += 1
+        frac = text[start:pos]
+    suffix_start = pos
+    while pos < end and text[pos] in _SUFFIX_CHARS:
+        pos += 1
+    if pos < end and text[pos] in "+-":
+        pos += 1
+    while pos < end and text[pos] in _DIGITS:
+        pos += 1
+    if pos != end:
+        raise QuantityError(text)
+    return negative, whole, frac, text[suffix_start:]
+
+
+def _scale(suffix: str, text: str) -> tuple[int, int, bool]:
+    """Return (base, exponent, is_binary) for a suffix."""
+    if suffix in _DECIMAL:
+        return 10, _DECIMAL[suffix], False
+    if suffix in _BINARY:
+        return 2, _BINARY[suffix], True
+    if len(suffix) > 1 and suffix[0] in "eE":
+        digits = suffix[1:]
+        body = digits[1:] if digits[0] in "+-" else digits
+        if body and all(c in _DIGITS for c in body):
+            exponent = int(digits)
+            if _INT32_MIN <= exponent <= _INT32_MAX:
+                return 10, exponent, False
+    raise QuantityError(text, "invalid quantity suffix in")
+
+
+def parse_quantity(value: QuantityInput) -> Fraction:
+    """Parse a quantity into an exact Fraction (YAML ints and floats are accepted too)."""
+    if isinstance(value, bool):
+        raise QuantityError(value)
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(value)
+        text = repr(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise QuantityError(value)
+    if not text:
+        raise QuantityError(text)
+    negative, whole, frac, suffix = _split(text)
+    base, exponent, binary = _scale(suffix, text)
+    mantissa = int(whole + frac) if (whole or frac) else 0
+    amount = Fraction(mantissa, 10 ** len(frac))
+    if mantissa != 0:
+        if exponent > _MAX_EXPONENT:
+            raise QuantityError(text, "quantity out of range")
+        amount *= Fraction(base) ** exponent
+        # Round up to a whole nano unit, so a tiny request is never rounded to nothing.
+        amount = Fraction(math.ceil(amount / _NANO)) * _NANO
+        if binary and amount > _MAX_INT64:
+            amount = Fraction(_MAX_INT64)
+    return -amount if negative else amount
+
+
+def milli_value(q: Fraction) -> int:
+    """ceil(q * 1000), like Quantity.MilliValue()."""
+    return math.ceil(q * 1000)
+
+
+def int_value(q: Fraction) -> int:
+    """ceil(q), like Quantity.Value()."""
+    return math.ceil(q)
+
+
+def resource_value(name: str, value: QuantityInput) -> int:
+    """The integer a resource list stores: millicores for cpu, base units otherwise."""
+    q = parse_quantity(value)
+    return milli_value(q) if name == "cpu" else int_value(q)
+
+
+def resource_list(values: dict[str, QuantityInput]) -> dict[str, int]:
+    """Convert {"cpu": "500m", "memory": "1Gi"} into the integer resource-list convention."""
+    return {name: resource_value(name, v) for name, v in values.items()}
+
+
+def _format_int(value: int) -> str:
+    """Canonical text for an integer amount: binary suffix when exact, else decimal SI."""
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    magnitude = abs(value)
+    for suffix, exponent in reversed(_BINARY.items()):
+        if magnitude % (1 << exponent) == 0:
+            return f"{sign}{magnitude >> exponent}{suffix}"
+    for suffix, exponent in (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3)):
+        if magnitude % 10**exponent == 0:
+            return f"{sign}{magnitude // 10**exponent}{suffix}"
+    return f"{sign}{magnitude}"
+
+
+def format_resource(name: str, value: int) -> str:
+    """Render a resource-list integer back as a quantity string ("1500m", "1Gi", "110")."""
+    if name == "cpu":
+        if value % 1000 == 0:
+            return str(value // 1000)
+        return f"{value}m"
+    return _format_int(value)
