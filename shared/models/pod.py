@@ -156,7 +156,7 @@ class Pod:
 
     @property
     def key(self) -> str:
-        """"namespace/name", the pod's identity in queues and caches."""
+        """ "namespace/name", the pod's identity in queues and caches."""
         return f"{self.metadata.namespace}/{self.metadata.name}"
 
 

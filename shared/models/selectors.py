@@ -25,7 +25,9 @@ NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "G
 NODE_FIELD_NAME = "metadata.name"
 
 
-def _requirement_matches(key: str, operator: str, values: list[str], labels: Mapping[str, str]) -> bool:
+def _requirement_matches(
+    key: str, operator: str, values: list[str], labels: Mapping[str, str]
+) -> bool:
     if operator == "In":
         return key in labels and labels[key] in values
     if operator == "NotIn":

@@ -1,0 +1,105 @@
+"""Pod resource requests, as upstream k8s.io/component-helpers/resource.PodRequests.
+
+Effective request of a pod (sidecar-aware, KEP-753):
+- regular containers are summed;
+- each restartable init container (restartPolicy "Always", a sidecar) is added to that sum
+  and to a running sidecar total;
+- each other init container needs (sidecars started before it + itself) while it runs;
+- result = per-resource max(containers + sidecars, every init container's need), then
+  spec.overhead is added.
+A container's requests default to its limits where a request is absent (API defaulting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shared.models.meta import ResourceList
+from shared.models.pod import CONTAINER_RESTART_ALWAYS, Container, Pod
+
+# schedutil.DefaultMilliCPURequest / DefaultMemoryRequest: what scoring assumes for a
+# container that requests no cpu / memory, so empty pods do not all look free.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+_NON_ZERO_DEFAULTS: ResourceList = {
+    "cpu": DEFAULT_MILLI_CPU_REQUEST,
+    "memory": DEFAULT_MEMORY_REQUEST,
+}
+
+
+def container_requests(container: Container) -> ResourceList:
+    """The container's requests, with limits standing in for absent requests."""
+    resources = container.resources
+    if not resources.limits:
+        return resources.requests
+    merged = dict(resources.limits)
+    merged.update(resources.requests)
+    return merged
+
+
+def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
+    for name, value in extra.items():
+        total[name] = total.get(name, 0) + value
+
+
+def _max(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        if name not in total or value > total[name]:
+            total[name] = value
+
+
+def _with_defaults(requests: ResourceList, non_missing: Mapping[str, int]) -> ResourceList:
+    missing = {name: v for name, v in non_missing.items() if name not in requests}
+    if not missing:
+        return requests
+    return {**requests, **missing}
+
+
+def pod_requests(
+    pod: Pod,
+    *,
+    non_missing: Mapping[str, int] | None = None,
+    exclude_overhead: bool = False,
+) -> ResourceList:
+    """Upstream resourcehelper.PodRequests.
+
+    ``non_missing`` gives a value per resource for containers that do not request it
+    (upstream PodResourcesOptions.NonMissingContainerRequests).
+    """
+    total: dict[str, int] = {}
+    for container in pod.spec.containers:
+        reqs = container_requests(container)
+        if non_missing:
+            reqs = _with_defaults(reqs, non_missing)
+        _add(total, reqs)
+
+    if pod.spec.init_containers:
+        sidecars: dict[str, int] = {}
+        init_max: dict[str, int] = {}
+        for container in pod.spec.init_containers:
+            reqs = container_requests(container)
+            if non_missing:
+                reqs = _with_defaults(reqs, non_missing)
+            if container.restart_policy == CONTAINER_RESTART_ALWAYS:
+                _add(total, reqs)
+                _add(sidecars, reqs)
+                need: Mapping[str, int] = sidecars
+            else:
+                running = dict(reqs)
+                _add(running, sidecars)
+                need = running
+            _max(init_max, need)
+        _max(total, init_max)
+
+    if not exclude_overhead and pod.spec.overhead:
+        _add(total, pod.spec.overhead)
+    return total
+
+
+def non_zero_requests(pod: Pod) -> ResourceList:
+    """Requests as scoring sees them: cpu 100m / memory 200Mi where a container asks none.
+
+    Upstream noderesources calculatePodResourceRequest with useRequested=false (what
+    LeastAllocated, MostAllocated and BalancedAllocation use), and NodeInfo.NonZeroRequested.
+    """
+    return pod_requests(pod, non_missing=_NON_ZERO_DEFAULTS)
