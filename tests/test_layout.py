@@ -1,0 +1,30 @@
+"""The project layout never shadows the standard library."""
+
+import importlib
+import queue
+import sysconfig
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_stdlib_queue_is_not_shadowed_by_services_queue() -> None:
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    assert Path(queue.__file__).resolve().parent == stdlib
+    assert hasattr(queue, "PriorityQueue")
+
+
+def test_services_is_a_regular_package() -> None:
+    # A namespace package (no __init__.py) would let `services/queue` be imported as `queue`.
+    assert (ROOT / "services" / "__init__.py").is_file()
+    module = importlib.import_module("services.queue")
+    assert module.__file__ is not None
+    assert Path(module.__file__).resolve() == ROOT / "services" / "queue" / "__init__.py"
+
+
+def test_console_script_entry_point_resolves() -> None:
+    from importlib.metadata import entry_points
+
+    (script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "berth"]
+    assert script.value == "services.cli:main"
+    assert callable(script.load())
