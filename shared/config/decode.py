@@ -40,6 +40,13 @@ def index(path: str, i: int) -> str:
     return f"{path}[{i}]"
 
 
+def join(path: str, rest: str) -> str:
+    """`path` followed by a relative path such as "a.b[0]" or "[2].c"."""
+    if not rest:
+        return path
+    return path + rest if rest.startswith("[") else child(path, rest)
+
+
 def fail(message: str) -> typing.NoReturn:
     raise InvalidConfigError([message])
 
@@ -53,7 +60,7 @@ def json_name(field: dataclasses.Field[Any]) -> str:
 
 
 @cache
-def _fields(cls: type) -> dict[str, tuple[dataclasses.Field[Any], Any]]:
+def _fields(cls: Any) -> dict[str, tuple[dataclasses.Field[Any], Any]]:
     """json key -> (field, resolved type) for a dataclass."""
     hints = typing.get_type_hints(cls)
     return {json_name(f): (f, hints[f.name]) for f in dataclasses.fields(cls)}
@@ -62,7 +69,7 @@ def _fields(cls: type) -> dict[str, tuple[dataclasses.Field[Any], Any]]:
 def decode(cls: type[T], raw: object, path: str) -> T:
     """Decode a mapping into dataclass `cls`; absent and null keys keep their defaults."""
     mapping = expect_mapping(raw, path)
-    known = _fields(cls)
+    known = _fields(typing.cast(Any, cls))
     values: dict[str, Any] = {}
     for key, value in mapping.items():
         if key not in known:
@@ -85,17 +92,11 @@ def decode_value(hint: Any, value: object, path: str, meta: Mapping[str, Any]) -
         if not isinstance(value, list):
             fail(f"{path}: expected a list, got {type_name(value)}")
         return [decode_value(item, v, index(path, i), {}) for i, v in enumerate(value)]
-    if origin is dict:
-        _, item = typing.get_args(hint)
-        return {
-            str(k): decode_value(item, v, child(path, str(k)), {})
-            for k, v in expect_mapping(value, path).items()
-        }
     if dataclasses.is_dataclass(hint):
         return decode(typing.cast(type, hint), value, path)
     if meta.get("duration"):
         if not isinstance(value, str):
-            fail(f"{path}: expected a duration string such as \"30s\", got {type_name(value)}")
+            fail(f'{path}: expected a duration string such as "30s", got {type_name(value)}')
         return parse_duration(value, path)
     if hint is bool:
         if not isinstance(value, bool):
@@ -200,6 +201,6 @@ _StrictLoader.add_constructor(
 def parse_yaml(text: str) -> object:
     """One YAML document; syntax errors and repeated keys become InvalidConfigError."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        return yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as err:
         raise InvalidConfigError([f"invalid YAML: {err}"]) from err

@@ -34,6 +34,8 @@ def show(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, str):
         return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(show(item) for item in value) + "]"
     return str(value)
 
 

@@ -4,6 +4,23 @@ Resource lists are ``dict[str, int]``: "cpu" in millicores, everything else in i
 units (bytes for memory), rounded up like Quantity.Value().
 """
 
+from shared.models.codec import (
+    SCHEMA_VERSION,
+    CodecError,
+    decode,
+    decode_many,
+    encode,
+    to_dict,
+)
+from shared.models.manifest import (
+    ManifestError,
+    ManifestLoader,
+    Manifests,
+    decode_object,
+    load_manifest_text,
+    load_manifests,
+    resolve_priorities,
+)
 from shared.models.meta import ObjectMeta, OwnerReference, ResourceList, cluster_meta, new_uid
 from shared.models.node import ContainerImage, Node, NodeSpec, NodeStatus
 from shared.models.pod import (
@@ -47,6 +64,14 @@ from shared.models.quantity import (
     resource_list,
     resource_value,
 )
+from shared.models.resources import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    container_requests,
+    non_zero_requests,
+    pod_requests,
+)
+from shared.models.schema import KubeObject
 from shared.models.selectors import (
     LabelSelector,
     LabelSelectorRequirement,
@@ -59,16 +84,24 @@ from shared.models.taints import Taint, Toleration, tolerates_taint
 
 __all__ = [
     "CONTAINER_RESTART_ALWAYS",
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
     "DEFAULT_SCHEDULER_NAME",
     "POD_GROUP_LABEL",
     "PREEMPT_LOWER_PRIORITY",
     "PREEMPT_NEVER",
+    "SCHEMA_VERSION",
     "Affinity",
+    "CodecError",
     "Container",
     "ContainerImage",
     "ContainerPort",
+    "KubeObject",
     "LabelSelector",
     "LabelSelectorRequirement",
+    "ManifestError",
+    "ManifestLoader",
+    "Manifests",
     "Namespace",
     "Node",
     "NodeAffinity",
@@ -101,14 +134,25 @@ __all__ = [
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
     "cluster_meta",
+    "container_requests",
+    "decode",
+    "decode_many",
+    "decode_object",
+    "encode",
     "format_resource",
     "int_value",
+    "load_manifest_text",
+    "load_manifests",
     "milli_value",
     "new_uid",
+    "non_zero_requests",
     "parse_quantity",
+    "pod_requests",
     "priority_of",
+    "resolve_priorities",
     "resource_list",
     "resource_value",
     "selector_matches",
+    "to_dict",
     "tolerates_taint",
 ]

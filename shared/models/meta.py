@@ -29,7 +29,7 @@ class ObjectMeta:
     name: str = ""
     # Namespaced kinds default to "default"; cluster-scoped kinds (Node, Namespace,
     # PriorityClass) use "".
-    namespace: str = "default"
+    namespace: str = field(default="default", metadata={"emit": "nonempty"})
     uid: str = field(default_factory=new_uid)
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
@@ -38,7 +38,8 @@ class ObjectMeta:
     # Set when the object is being deleted (preemption skips nodes with terminating victims).
     deletion_timestamp: float | None = None
     owner_references: list[OwnerReference] = field(default_factory=list)
-    resource_version: int = 0
+    # A string in the Kubernetes API; berth keeps one integer counter.
+    resource_version: int = field(default=0, metadata={"format": "int-string"})
 
 
 def cluster_meta(name: str = "") -> ObjectMeta:

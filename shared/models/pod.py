@@ -136,6 +136,8 @@ class PodSpec:
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     node_name: str = ""
+    # With host networking every container port is also a host port (API defaulting).
+    host_network: bool = False
     # None means the API default of 30 s (victims of preemption get this grace period).
     termination_grace_period_seconds: int | None = None
 

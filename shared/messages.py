@@ -1,0 +1,647 @@
+"""Kafka message schemas between the berth services: dataclasses with msgpack encode/decode.
+
+Every payload is a msgpack map ``{"v": SCHEMA_VERSION, "t": <type>, ...}``. Objects (pods,
+nodes) travel as ``shared.models.codec`` bytes inside it, next to the few header fields the
+queue routes on, so the queue's hot path never decodes a whole Pod.
+
+=====================  =============================  ===================================
+topic                  message                        key
+=====================  =============================  ===================================
+berth.pod-events       PodEvent                       pod uid
+berth.node-events      NodeEvent, PodGroupEvent       node name / namespace/name
+berth.schedule         ScheduleBatch                  uid of the first pod
+berth.outcomes         Outcome                        pod uid
+berth.dlq              DeadLetter                     the original key
+=====================  =============================  ===================================
+
+W3C trace context travels in Kafka headers (`shared.kafka.headers_with_traceparent`), not in
+the payload.
+
+Errors::
+
+    MessageError (ValueError)   undecodable bytes, another schema version, a wrong field
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, cast, get_args
+
+import msgpack
+
+from shared.models import Node, Pod, PodGroup, priority_of
+from shared.models.codec import CodecError, decode, encode
+
+SCHEMA_VERSION = 1
+
+PodOp = Literal["add", "update", "delete"]
+OutcomeResult = Literal["scheduled", "unschedulable", "error", "conflict", "extend"]
+"""
+- scheduled: the pod is bound; the queue forgets it.
+- unschedulable / error: AddUnschedulableIfNotPresent (SPEC A11) with the failed plugins.
+- conflict: the binder found a conflict; the pod goes straight back to active, no backoff.
+- extend: the attempt is still running (e.g. waiting on a permit); renew the lease.
+"""
+POD_OPS: tuple[str, ...] = get_args(PodOp)
+OUTCOME_RESULTS: tuple[str, ...] = get_args(OutcomeResult)
+
+
+class MessageError(ValueError):
+    """A payload that cannot be decoded or does not follow its schema."""
+
+
+# ---------------------------------------------------------------------------------------------
+# field readers: strict, with the field name in the error
+
+
+def _need(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    if name not in body:
+        raise MessageError(f"missing field {name!r}")
+    value = body[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        raise MessageError(f"field {name!r}: expected {_kind_name(kind)}, got {value!r:.80}")
+    return value
+
+
+def _opt(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+    if body.get(name) is None:
+        return default
+    return _need(body, name, kind)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    if isinstance(kind, tuple):
+        return " or ".join(k.__name__ for k in kind)
+    return kind.__name__
+
+
+def _strings(body: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    values = _opt(body, name, list, [])
+    if not all(isinstance(v, str) for v in values):
+        raise MessageError(f"field {name!r}: expected a list of strings")
+    return tuple(values)
+
+
+def _string_map(body: Mapping[str, Any], name: str) -> dict[str, str]:
+    values = _opt(body, name, dict, {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
+        raise MessageError(f"field {name!r}: expected a map of strings")
+    return cast(dict[str, str], values)
+
+
+def _choice(body: Mapping[str, Any], name: str, choices: Sequence[str]) -> Any:
+    value = _need(body, name, str)
+    if value not in choices:
+        raise MessageError(f"field {name!r}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def _number(body: Mapping[str, Any], name: str, default: float | None = None) -> float:
+    if default is not None and body.get(name) is None:
+        return default
+    return float(_need(body, name, (int, float)))
+
+
+def _pack(body: dict[str, Any]) -> bytes:
+    return cast(bytes, msgpack.packb(body, use_bin_type=True))
+
+
+def unpack(data: bytes | bytearray | memoryview) -> tuple[str, dict[str, Any]]:
+    """(type, body) of any berth message; MessageError if it is not one."""
+    try:
+        body = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except Exception as e:  # msgpack raises many unrelated exception types on bad input
+        raise MessageError(f"undecodable msgpack: {e}") from e
+    if not isinstance(body, dict):
+        raise MessageError(f"expected a map, got {type(body).__name__}")
+    version = body.get("v")
+    if version != SCHEMA_VERSION:
+        raise MessageError(f"unsupported schema version {version!r} (expected {SCHEMA_VERSION})")
+    kind = body.get("t")
+    if not isinstance(kind, str):
+        raise MessageError("missing message type 't'")
+    return kind, body
+
+
+def _expect(data: bytes | bytearray | memoryview, kind: str) -> dict[str, Any]:
+    found, body = unpack(data)
+    if found != kind:
+        raise MessageError(f"expected a {kind!r} message, got {found!r}")
+    return body
+
+
+# ---------------------------------------------------------------------------------------------
+# pods
+
+
+def pod_fingerprint(pod: Pod) -> str:
+    """Equal for two versions of a pod iff upstream isPodUpdated would say "not updated".
+
+    isPodUpdated ignores resourceVersion, generation, managedFields, finalizers and status.
+    """
+    stripped = replace(
+        pod,
+        metadata=replace(pod.metadata, resource_version=0),
+        status=type(pod.status)(),
+    )
+    return hashlib.blake2b(encode(stripped), digest_size=10).hexdigest()
+
+
+def _has_required_pod_affinity(pod: Pod) -> bool:
+    affinity = pod.spec.affinity
+    return bool(
+        affinity is not None
+        and affinity.pod_affinity is not None
+        and affinity.pod_affinity.required_during_scheduling_ignored_during_execution
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    """A pod as the queue sees it: routing fields plus the encoded object."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: int = 0
+    priority: int = 0
+    """Resolved priority (spec.priority; 0 when unset)."""
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    """Set once the pod is bound: such a pod is an "assigned pod" event, not queue work."""
+    scheduling_gates: tuple[str, ...] = ()
+    nominated_node_name: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    fingerprint: str = ""
+    """pod_fingerprint(): tells a relevant update (isPodUpdated) from a status-only one."""
+    required_pod_affinity: bool = False
+    """The pod has required pod-affinity terms (an assigned pod may wake it, SPEC A26)."""
+    body: bytes = b""
+    """shared.models.codec.encode(pod)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def from_pod(cls, pod: Pod) -> PodRecord:
+        meta = pod.metadata
+        return cls(
+            namespace=meta.namespace,
+            name=meta.name,
+            uid=meta.uid,
+            resource_version=meta.resource_version,
+            priority=priority_of(pod),
+            scheduler_name=pod.spec.scheduler_name,
+            node_name=pod.spec.node_name,
+            scheduling_gates=tuple(gate.name for gate in pod.spec.scheduling_gates),
+            nominated_node_name=pod.status.nominated_node_name,
+            labels=dict(meta.labels),
+            fingerprint=pod_fingerprint(pod),
+            required_pod_affinity=_has_required_pod_affinity(pod),
+            body=encode(pod),
+        )
+
+    def pod(self) -> Pod:
+        """Decode the object (MessageError if the bytes are not a Pod)."""
+        try:
+            obj = decode(self.body)
+        except CodecError as e:
+            raise MessageError(f"pod {self.key}: {e}") from e
+        if not isinstance(obj, Pod):
+            raise MessageError(f"pod {self.key}: body is a {type(obj).__name__}")
+        return obj
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "ns": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "rv": self.resource_version,
+            "prio": self.priority,
+            "sched": self.scheduler_name,
+            "node": self.node_name,
+            "gates": list(self.scheduling_gates),
+            "nnn": self.nominated_node_name,
+            "labels": self.labels,
+            "fp": self.fingerprint,
+            "aff": self.required_pod_affinity,
+            "body": self.body,
+        }
+
+    @classmethod
+    def from_wire(cls, body: Mapping[str, Any]) -> PodRecord:
+        namespace = _need(body, "ns", str)
+        name = _need(body, "name", str)
+        if not name:
+            raise MessageError("field 'name': empty")
+        return cls(
+            namespace=namespace,
+            name=name,
+            uid=_need(body, "uid", str),
+            resource_version=_opt(body, "rv", int, 0),
+            priority=_opt(body, "prio", int, 0),
+            scheduler_name=_opt(body, "sched", str, "default-scheduler"),
+            node_name=_opt(body, "node", str, ""),
+            scheduling_gates=_strings(body, "gates"),
+            nominated_node_name=_opt(body, "nnn", str, ""),
+            labels=_string_map(body, "labels"),
+            fingerprint=_opt(body, "fp", str, ""),
+            required_pod_affinity=_opt(body, "aff", bool, False),
+            body=_opt(body, "body", bytes, b""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    """A pod was added, updated or deleted (informer semantics; `old` is optional)."""
+
+    op: PodOp
+    pod: PodRecord
+    """The new object (for delete: the last known object)."""
+    old: PodRecord | None = None
+
+    TYPE = "pod"
+
+    @classmethod
+    def of(cls, op: PodOp, pod: Pod, old: Pod | None = None) -> PodEvent:
+        return cls(
+            op=op,
+            pod=PodRecord.from_pod(pod),
+            old=None if old is None else PodRecord.from_pod(old),
+        )
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {"v": SCHEMA_VERSION, "t": self.TYPE, "op": self.op}
+        body["pod"] = self.pod.to_wire()
+        if self.old is not None:
+            body["old"] = self.old.to_wire()
+        return _pack(body)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PodEvent:
+        old = body.get("old")
+        return cls(
+            op=_choice(body, "op", POD_OPS),
+            pod=PodRecord.from_wire(_need(body, "pod", dict)),
+            old=None if old is None else PodRecord.from_wire(_need(body, "old", dict)),
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> PodEvent:
+        return cls.from_body(_expect(data, cls.TYPE))
+
+
+# ---------------------------------------------------------------------------------------------
+# nodes and other cluster objects
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvent:
+    """A node was added, updated or deleted; objects as shared.models.codec bytes."""
+
+    op: PodOp
+    name: str
+    node: bytes = b""
+    """The new node (for delete: the last known node)."""
+    old: bytes | None = None
+
+    TYPE = "node"
+
+    @classmethod
+    def of(cls, op: PodOp, node: Node, old: Node | None = None) -> NodeEvent:
+        return cls(
+            op=op,
+            name=node.metadata.name,
+            node=encode(node),
+            old=None if old is None else encode(old),
+        )
+
+    def nodes(self) -> tuple[Node | None, Node | None]:
+        """(old, new) decoded; MessageError if either is not a Node."""
+        return _decode_node(self.old), _decode_node(self.node or None)
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {"v": SCHEMA_VERSION, "t": self.TYPE, "op": self.op}
+        body.update(name=self.name, node=self.node)
+        if self.old is not None:
+            body["old"] = self.old
+        return _pack(body)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> NodeEvent:
+        return cls(
+            op=_choice(body, "op", POD_OPS),
+            name=_need(body, "name", str),
+            node=_opt(body, "node", bytes, b""),
+            old=_opt(body, "old", bytes, None),
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> NodeEvent:
+        return cls.from_body(_expect(data, cls.TYPE))
+
+
+def _decode_node(data: bytes | None) -> Node | None:
+    if data is None:
+        return None
+    try:
+        obj = decode(data)
+    except CodecError as e:
+        raise MessageError(f"node: {e}") from e
+    if not isinstance(obj, Node):
+        raise MessageError(f"node: body is a {type(obj).__name__}")
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupEvent:
+    """A coscheduling PodGroup was added, updated or deleted."""
+
+    op: PodOp
+    namespace: str
+    name: str
+    body: bytes = b""
+
+    TYPE = "podgroup"
+
+    @classmethod
+    def of(cls, op: PodOp, group: PodGroup) -> PodGroupEvent:
+        meta = group.metadata
+        return cls(op=op, namespace=meta.namespace, name=meta.name, body=encode(group))
+
+    def encode(self) -> bytes:
+        return _pack(
+            {
+                "v": SCHEMA_VERSION,
+                "t": self.TYPE,
+                "op": self.op,
+                "ns": self.namespace,
+                "name": self.name,
+                "body": self.body,
+            }
+        )
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> PodGroupEvent:
+        return cls(
+            op=_choice(body, "op", POD_OPS),
+            namespace=_need(body, "ns", str),
+            name=_need(body, "name", str),
+            body=_opt(body, "body", bytes, b""),
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> PodGroupEvent:
+        return cls.from_body(_expect(data, cls.TYPE))
+
+
+# ---------------------------------------------------------------------------------------------
+# queue -> scheduler workers
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRequest:
+    """One leased pod: schedule it, then publish an Outcome (or a proposal) for `attempt`."""
+
+    tenant: str
+    pod_key: str
+    uid: str
+    attempt: int
+    """QueuedPodInfo.Attempts after this pop; outcomes must echo it (older ones are stale)."""
+    scheduling_cycle: int
+    """The tenant queue's scheduling cycle this pop opened (SPEC A13/A14)."""
+    priority: int
+    timestamp: float
+    """Latest enqueue time, epoch seconds (the PrioritySort tie-break)."""
+    initial_attempt_timestamp: float
+    """First enqueue, epoch seconds (e2e latency)."""
+    lease_expires_at: float
+    nominated_node_name: str = ""
+    redispatches: int = 0
+    """How many leases of this pod expired before (a lost worker or message)."""
+    pod: bytes = b""
+    """shared.models.codec.encode(pod) as the queue last saw it."""
+
+    def decode_pod(self) -> Pod:
+        return PodRecord(namespace="", name=self.pod_key, uid=self.uid, body=self.pod).pod()
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "tenant": self.tenant,
+            "key": self.pod_key,
+            "uid": self.uid,
+            "attempt": self.attempt,
+            "cycle": self.scheduling_cycle,
+            "prio": self.priority,
+            "ts": self.timestamp,
+            "its": self.initial_attempt_timestamp,
+            "lease": self.lease_expires_at,
+            "nnn": self.nominated_node_name,
+            "redispatches": self.redispatches,
+            "pod": self.pod,
+        }
+
+    @classmethod
+    def from_wire(cls, body: Mapping[str, Any]) -> ScheduleRequest:
+        return cls(
+            tenant=_need(body, "tenant", str),
+            pod_key=_need(body, "key", str),
+            uid=_need(body, "uid", str),
+            attempt=_need(body, "attempt", int),
+            scheduling_cycle=_need(body, "cycle", int),
+            priority=_opt(body, "prio", int, 0),
+            timestamp=_number(body, "ts", 0.0),
+            initial_attempt_timestamp=_number(body, "its", 0.0),
+            lease_expires_at=_number(body, "lease", 0.0),
+            nominated_node_name=_opt(body, "nnn", str, ""),
+            redispatches=_opt(body, "redispatches", int, 0),
+            pod=_opt(body, "pod", bytes, b""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleBatch:
+    """Schedule requests in queue order (one tenant's pop, or a few tenants' in WRR order)."""
+
+    requests: tuple[ScheduleRequest, ...]
+
+    TYPE = "schedule"
+
+    def encode(self) -> bytes:
+        return _pack(
+            {
+                "v": SCHEMA_VERSION,
+                "t": self.TYPE,
+                "requests": [request.to_wire() for request in self.requests],
+            }
+        )
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ScheduleBatch:
+        items = _need(body, "requests", list)
+        requests = []
+        for index, item in enumerate(items):
+            if not isinstance(item, dict):
+                raise MessageError(f"requests[{index}]: expected a map")
+            try:
+                requests.append(ScheduleRequest.from_wire(item))
+            except MessageError as e:
+                raise MessageError(f"requests[{index}]: {e}") from None
+        return cls(requests=tuple(requests))
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> ScheduleBatch:
+        return cls.from_body(_expect(data, cls.TYPE))
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduler workers and binder -> queue
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The end (or a heartbeat) of one scheduling attempt of one pod."""
+
+    tenant: str
+    pod_key: str
+    uid: str
+    attempt: int
+    result: OutcomeResult
+    unschedulable_plugins: tuple[str, ...] = ()
+    """Plugins that rejected the pod in PreFilter/Filter/Permit (QueuedPodInfo)."""
+    pending_plugins: tuple[str, ...] = ()
+    """Plugins that returned Pending (upstream PendingPlugins; they wake the pod too)."""
+    message: str = ""
+    """The FitError / status message shown by `berth get pods`."""
+    node_name: str = ""
+    """For scheduled: the node the pod was bound to."""
+    nominated_node_name: str | None = None
+    """None: leave the nomination as is; "": clear it; a name: nominate (preemption)."""
+    pods_to_activate: tuple[str, ...] = ()
+    """Pod keys of the same tenant to Activate (the PodsToActivate cycle-state entry)."""
+    lease_seconds: float | None = None
+    """For extend: the new lease duration (None: the queue's default)."""
+
+    TYPE = "outcome"
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {
+            "v": SCHEMA_VERSION,
+            "t": self.TYPE,
+            "tenant": self.tenant,
+            "key": self.pod_key,
+            "uid": self.uid,
+            "attempt": self.attempt,
+            "result": self.result,
+        }
+        if self.unschedulable_plugins:
+            body["plugins"] = list(self.unschedulable_plugins)
+        if self.pending_plugins:
+            body["pending"] = list(self.pending_plugins)
+        if self.message:
+            body["msg"] = self.message
+        if self.node_name:
+            body["node"] = self.node_name
+        if self.nominated_node_name is not None:
+            body["nnn"] = self.nominated_node_name
+        if self.pods_to_activate:
+            body["activate"] = list(self.pods_to_activate)
+        if self.lease_seconds is not None:
+            body["lease_s"] = self.lease_seconds
+        return _pack(body)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Outcome:
+        lease = body.get("lease_s")
+        return cls(
+            tenant=_need(body, "tenant", str),
+            pod_key=_need(body, "key", str),
+            uid=_need(body, "uid", str),
+            attempt=_need(body, "attempt", int),
+            result=_choice(body, "result", OUTCOME_RESULTS),
+            unschedulable_plugins=_strings(body, "plugins"),
+            pending_plugins=_strings(body, "pending"),
+            message=_opt(body, "msg", str, ""),
+            node_name=_opt(body, "node", str, ""),
+            nominated_node_name=_opt(body, "nnn", str, None),
+            pods_to_activate=_strings(body, "activate"),
+            lease_seconds=None if lease is None else _number(body, "lease_s"),
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> Outcome:
+        return cls.from_body(_expect(data, cls.TYPE))
+
+
+# ---------------------------------------------------------------------------------------------
+# dead letters
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message a service could not use, with where it came from and why."""
+
+    service: str
+    topic: str
+    partition: int
+    offset: int
+    error: str
+    key: bytes | None = None
+    payload: bytes = b""
+
+    TYPE = "dlq"
+
+    def encode(self) -> bytes:
+        return _pack(
+            {
+                "v": SCHEMA_VERSION,
+                "t": self.TYPE,
+                "service": self.service,
+                "topic": self.topic,
+                "partition": self.partition,
+                "offset": self.offset,
+                "error": self.error,
+                "key": self.key,
+                "payload": self.payload,
+            }
+        )
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> DeadLetter:
+        return cls(
+            service=_need(body, "service", str),
+            topic=_need(body, "topic", str),
+            partition=_need(body, "partition", int),
+            offset=_need(body, "offset", int),
+            error=_need(body, "error", str),
+            key=_opt(body, "key", bytes, None),
+            payload=_opt(body, "payload", bytes, b""),
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> DeadLetter:
+        return cls.from_body(_expect(data, cls.TYPE))
+
+
+Message = PodEvent | NodeEvent | PodGroupEvent | ScheduleBatch | Outcome | DeadLetter
+
+_DECODERS: dict[str, Callable[[Mapping[str, Any]], Message]] = {
+    PodEvent.TYPE: PodEvent.from_body,
+    NodeEvent.TYPE: NodeEvent.from_body,
+    PodGroupEvent.TYPE: PodGroupEvent.from_body,
+    ScheduleBatch.TYPE: ScheduleBatch.from_body,
+    Outcome.TYPE: Outcome.from_body,
+    DeadLetter.TYPE: DeadLetter.from_body,
+}
+
+
+def decode_message(data: bytes | bytearray | memoryview) -> Message:
+    """Any berth message; MessageError if undecodable, unknown or invalid."""
+    kind, body = unpack(data)
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
+        raise MessageError(f"unknown message type {kind!r}")
+    return decoder(body)

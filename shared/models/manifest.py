@@ -1,0 +1,351 @@
+"""Load Kubernetes manifests (multi-document YAML or JSON) into berth models.
+
+Supported kinds: v1 Node, Pod, Namespace; scheduling.k8s.io/v1 PriorityClass; policy/v1
+PodDisruptionBudget; scheduling.x-k8s.io/v1alpha1 PodGroup; and ``kind: List`` wrapping them.
+Validation is strict (like ``kubectl --validate=strict`` plus the API server's own checks);
+every problem is a ManifestError naming the kind, namespace/name and field path:
+
+    Pod default/web-1: spec.containers[0].resources.requests.cpu: invalid quantity "abc"
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shared.models.decoding import FieldError, Mode, object_decoder, paused_gc, type_name
+from shared.models.node import Node
+from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
+from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
+from shared.models.schema import KIND_BY_NAME, KindInfo, KubeObject
+from shared.models.validation import SYSTEM_PRIORITY_CLASSES, VALIDATORS, default_pod
+
+_YamlLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ManifestError(ValueError):
+    """An invalid manifest: bad syntax, unknown kind, or an invalid field."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "",
+        name: str = "",
+        path: str = "",
+        source: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.name = name
+        self.path = path
+        self.source = source
+
+
+@dataclass(slots=True, kw_only=True)
+class Manifests:
+    """Loaded objects, one list per kind, each in input order."""
+
+    nodes: list[Node] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
+    priority_classes: list[PriorityClass] = field(default_factory=list)
+    pod_disruption_budgets: list[PodDisruptionBudget] = field(default_factory=list)
+    pod_groups: list[PodGroup] = field(default_factory=list)
+
+    def add(self, obj: KubeObject) -> None:
+        if isinstance(obj, Pod):
+            self.pods.append(obj)
+        elif isinstance(obj, Node):
+            self.nodes.append(obj)
+        elif isinstance(obj, Namespace):
+            self.namespaces.append(obj)
+        elif isinstance(obj, PriorityClass):
+            self.priority_classes.append(obj)
+        elif isinstance(obj, PodDisruptionBudget):
+            self.pod_disruption_budgets.append(obj)
+        else:
+            self.pod_groups.append(obj)
+
+    def objects(self) -> Iterator[KubeObject]:
+        """All objects, dependencies first: namespaces, classes, nodes, groups, PDBs, pods."""
+        yield from self.namespaces
+        yield from self.priority_classes
+        yield from self.nodes
+        yield from self.pod_groups
+        yield from self.pod_disruption_budgets
+        yield from self.pods
+
+    def __len__(self) -> int:
+        return sum(
+            len(group)
+            for group in (
+                self.nodes,
+                self.pods,
+                self.namespaces,
+                self.priority_classes,
+                self.pod_disruption_budgets,
+                self.pod_groups,
+            )
+        )
+
+
+def _describe(info: KindInfo | None, kind: str, doc: Mapping[str, Any]) -> tuple[str, str]:
+    """("Pod", "default/web-1") for error messages, from the raw document."""
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    name_text = name if isinstance(name, str) and name else "<unnamed>"
+    if info is not None and info.namespaced:
+        ns = namespace if isinstance(namespace, str) and namespace else "default"
+        return kind, f"{ns}/{name_text}"
+    return kind, name_text
+
+
+def decode_object(doc: Any, *, source: str = "") -> KubeObject:
+    """Decode, default and validate one manifest object (a parsed JSON/YAML mapping)."""
+    where = f" ({source})" if source else ""
+    if not isinstance(doc, dict):
+        raise ManifestError(
+            f"expected a mapping (an object), got {type_name(doc)}{where}", source=source
+        )
+    kind = doc.get("kind")
+    api_version = doc.get("apiVersion")
+    if not isinstance(kind, str) or not kind:
+        raise ManifestError(f"kind: Required value{where}", path="kind", source=source)
+    info = KIND_BY_NAME.get(kind)
+    label, name = _describe(info, kind, doc)
+    prefix = f"{label} {name}"
+    if info is None:
+        supported = ", ".join(sorted(KIND_BY_NAME))
+        raise ManifestError(
+            f'{prefix}: kind: unknown kind "{kind}" (supported: {supported}){where}',
+            kind=kind,
+            name=name,
+            path="kind",
+            source=source,
+        )
+    if api_version != info.api_version:
+        raise ManifestError(
+            f'{prefix}: apiVersion: unknown apiVersion "{api_version}" for kind {kind} '
+            f'(expected "{info.api_version}"){where}',
+            kind=kind,
+            name=name,
+            path="apiVersion",
+            source=source,
+        )
+    try:
+        obj = object_decoder(info.cls, Mode.MANIFEST)(doc)
+        _finish(obj, info)
+        VALIDATORS[info.cls](obj)
+    except FieldError as e:
+        raise ManifestError(
+            f"{prefix}: {e.path}: {e.reason}{where}",
+            kind=kind,
+            name=name,
+            path=e.path,
+            source=source,
+        ) from None
+    return obj  # type: ignore[no-any-return]
+
+
+def _finish(obj: Any, info: KindInfo) -> None:
+    meta = obj.metadata
+    if not meta.name:
+        raise FieldError("Required value", ".metadata.name")
+    if info.namespaced:
+        meta.namespace = meta.namespace or "default"
+    else:
+        meta.namespace = ""
+    if isinstance(obj, Pod):
+        default_pod(obj)
+
+
+class ManifestLoader:
+    """Accumulates objects from several sources, rejecting duplicates across all of them."""
+
+    def __init__(self) -> None:
+        self.manifests = Manifests()
+        self._seen: dict[tuple[str, str, str], str] = {}
+
+    def add_document(self, doc: Any, *, source: str = "") -> None:
+        if doc is None:  # an empty YAML document (e.g. a trailing "---")
+            return
+        if isinstance(doc, dict) and doc.get("kind") == "List":
+            self._add_list(doc, source)
+            return
+        obj = decode_object(doc, source=source)
+        meta = obj.metadata
+        kind = type(obj).__name__
+        key = (kind, meta.namespace, meta.name)
+        if key in self._seen:
+            name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+            first = self._seen[key]
+            raise ManifestError(
+                f"{kind} {name}: duplicate object (first defined in {first})"
+                + (f" ({source})" if source else ""),
+                kind=kind,
+                name=name,
+                source=source,
+            )
+        self._seen[key] = source or "an earlier document"
+        self.manifests.add(obj)
+
+    def _add_list(self, doc: dict[str, Any], source: str) -> None:
+        if doc.get("apiVersion") != "v1":
+            raise ManifestError(
+                f'List: apiVersion: unknown apiVersion "{doc.get("apiVersion")}" '
+                f'(expected "v1") ({source})',
+                kind="List",
+                path="apiVersion",
+                source=source,
+            )
+        unknown = set(doc) - {"apiVersion", "kind", "items", "metadata"}
+        if unknown:
+            key = sorted(map(str, unknown))[0]
+            raise ManifestError(
+                f"List: {key}: unknown field ({source})", kind="List", path=key, source=source
+            )
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise ManifestError(
+                f"List: items: expected array, got {type_name(items)} ({source})",
+                kind="List",
+                path="items",
+                source=source,
+            )
+        for i, item in enumerate(items):
+            self.add_document(item, source=f"{source}, items[{i}]" if source else f"items[{i}]")
+
+    def add_text(self, text: str, *, source: str = "<string>") -> None:
+        with paused_gc():
+            for index, doc in enumerate(_parse(text, source), start=1):
+                self.add_document(doc, source=f"{source} document {index}")
+
+    def add_file(self, path: str | os.PathLike[str]) -> None:
+        file = Path(path)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ManifestError(f"{file}: cannot read: {e}", source=str(file)) from e
+        self.add_text(text, source=str(file))
+
+
+def _parse(text: str, source: str) -> Iterator[Any]:
+    """Documents of a JSON text (one value) or a YAML stream (any number of documents)."""
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            yield json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ManifestError(
+                f"{source}:{e.lineno}: invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})",
+                source=source,
+            ) from None
+        return
+    try:
+        yield from yaml.load_all(text, Loader=_YamlLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e)
+        at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ManifestError(
+            f"{source}{line}: YAML syntax error: {problem}{at}", source=source
+        ) from None
+
+
+def load_manifest_text(text: str, *, source: str = "<string>") -> Manifests:
+    loader = ManifestLoader()
+    loader.add_text(text, source=source)
+    return loader.manifests
+
+
+def load_manifests(*paths: str | os.PathLike[str]) -> Manifests:
+    """Load files (YAML or JSON, any number of documents each) into one Manifests."""
+    loader = ManifestLoader()
+    for path in paths:
+        loader.add_file(path)
+    return loader.manifests
+
+
+# --- priority resolution (the Priority admission plugin) -----------------------------------
+
+
+def _pod_error(pod: Pod, path: str, reason: str) -> ManifestError:
+    name = pod.key
+    return ManifestError(f"Pod {name}: {path}: {reason}", kind="Pod", name=name, path=path)
+
+
+def resolve_priorities(
+    manifests: Manifests, classes: Iterable[PriorityClass] | None = None
+) -> None:
+    """Set spec.priority (and preemptionPolicy) of every pod from its PriorityClass, in place.
+
+    Like the Priority admission plugin: a pod without priorityClassName gets the globalDefault
+    class (its name is filled in), or priority 0 when there is none; the built-in
+    system-node-critical / system-cluster-critical classes always exist; an unknown class or
+    an explicit spec.priority / preemptionPolicy that disagrees with the class is an error.
+    ``classes`` defaults to the manifests' own PriorityClasses.
+
+    Known gap: preemptionPolicy has a non-None default in the model, so an explicit
+    "PreemptLowerPriority" on a pod whose class says "Never" is taken as unset (upstream
+    rejects it); an explicit "Never" that disagrees is rejected as upstream does.
+    """
+    pcs = list(manifests.priority_classes if classes is None else classes)
+    by_name: dict[str, tuple[int, str]] = {
+        name: (value, PREEMPT_LOWER_PRIORITY) for name, value in SYSTEM_PRIORITY_CLASSES.items()
+    }
+    defaults = [pc for pc in pcs if pc.global_default]
+    if len(defaults) > 1:
+        names = ", ".join(pc.metadata.name for pc in defaults)
+        raise ManifestError(
+            f"PriorityClass {defaults[1].metadata.name}: globalDefault: Forbidden: "
+            f"only one PriorityClass can be marked as globalDefault (found: {names})",
+            kind="PriorityClass",
+            name=defaults[1].metadata.name,
+            path="globalDefault",
+        )
+    for pc in pcs:
+        by_name[pc.metadata.name] = (pc.value, pc.preemption_policy)
+    default = defaults[0] if defaults else None
+
+    for pod in manifests.pods:
+        spec = pod.spec
+        if spec.priority_class_name:
+            found = by_name.get(spec.priority_class_name)
+            if found is None:
+                raise _pod_error(
+                    pod,
+                    "spec.priorityClassName",
+                    f'no PriorityClass with name "{spec.priority_class_name}" was found',
+                )
+            value, policy = found
+        elif default is not None:
+            spec.priority_class_name = default.metadata.name
+            value, policy = default.value, default.preemption_policy
+        else:
+            value, policy = 0, PREEMPT_LOWER_PRIORITY
+        if spec.priority is not None and spec.priority != value:
+            raise _pod_error(
+                pod,
+                "spec.priority",
+                f"the integer value of priority ({spec.priority}) must not be provided in pod "
+                f"spec; priority admission controller computed {value} from the given "
+                "PriorityClass name",
+            )
+        if spec.preemption_policy not in (policy, PREEMPT_LOWER_PRIORITY):
+            raise _pod_error(
+                pod,
+                "spec.preemptionPolicy",
+                f"the string value of PreemptionPolicy ({spec.preemption_policy}) must not be "
+                f"provided in pod spec; priority admission controller computed {policy} from "
+                "the given PriorityClass name",
+            )
+        spec.priority = value
+        spec.preemption_policy = policy
