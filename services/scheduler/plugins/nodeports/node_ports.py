@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
+from numpy.typing import NDArray
 
 from services.scheduler.framework.columns import NodeColumns, Rows
 from services.scheduler.framework.cycle_state import CycleState, MissingStateError, StateKey
@@ -77,9 +78,7 @@ def conflicting_rows(nodes: NodeColumns, wanted: HostPort) -> list[int]:
         return []
     if wanted.host_ip == BIND_ALL_HOST_IP:
         return list(by_row)
-    return [
-        row for row, ips in by_row.items() if wanted.host_ip in ips or BIND_ALL_HOST_IP in ips
-    ]
+    return [row for row, ips in by_row.items() if wanted.host_ip in ips or BIND_ALL_HOST_IP in ips]
 
 
 class NodePorts:
@@ -103,7 +102,7 @@ class NodePorts:
             return Status.error(
                 f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found', self.name
             )
-        conflict: np.ndarray | None = None
+        conflict: NDArray[np.bool_] | None = None
         for port in wanted.ports:
             hits = conflicting_rows(nodes, port)
             if hits:

@@ -1,0 +1,67 @@
+"""Queue settings: PriorityQueue timings from KubeSchedulerConfiguration plus service knobs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from services.queue.hints import QueueingHints
+from shared.config import SchedulerConfiguration
+from shared.kafka import Topics
+from shared.models import DEFAULT_SCHEDULER_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    key_prefix: str = "berth:q:"
+    """Prefix of every Redis key (tests use a unique one each)."""
+    initial_backoff_seconds: float = 1.0
+    """podInitialBackoffSeconds."""
+    max_backoff_seconds: float = 10.0
+    """podMaxBackoffSeconds."""
+    max_in_unschedulable_seconds: float = 300.0
+    """podMaxInUnschedulablePodsDuration (SPEC decision 5: 5 minutes)."""
+    lease_seconds: float = 30.0
+    """How long a dispatched pod stays leased without an outcome before it is dispatched again."""
+    max_inflight_per_tenant: int = 1000
+    """Leased pods per tenant at most (0: no cap)."""
+    dispatch_batch: int = 512
+    """Pods popped per tenant per dispatch round, times the tenant's weight."""
+    message_batch: int = 64
+    """Schedule requests per `berth.schedule` message."""
+    tenant_label: str | None = None
+    """Pod label naming the tenant; the pod's namespace when unset or absent."""
+    tenant_weights: Mapping[str, int] = field(default_factory=dict)
+    """Weighted round-robin weights (default_tenant_weight for the others)."""
+    default_tenant_weight: int = 1
+    scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})
+    """Profiles' schedulerNames: pods naming another scheduler are not queued (SPEC A37)."""
+    backoff_flush_interval: float = 1.0
+    leftover_flush_interval: float = 30.0
+    lease_check_interval: float = 1.0
+    dispatch_idle_interval: float = 0.05
+    """How often an idle dispatcher looks for pods other replicas made active."""
+    hints: QueueingHints = field(default_factory=QueueingHints.default)
+    topics: Topics = field(default_factory=Topics)
+    group_id: str = "berth-queue"
+    """Kafka consumer group of the queue replicas."""
+    topic_partitions: int = 8
+
+    def weight(self, tenant: str) -> int:
+        return max(1, self.tenant_weights.get(tenant, self.default_tenant_weight))
+
+    @classmethod
+    def from_scheduler_config(cls, config: SchedulerConfiguration, **overrides: Any) -> QueueConfig:
+        names = frozenset(p.scheduler_name for p in config.profiles) or frozenset(
+            {DEFAULT_SCHEDULER_NAME}
+        )
+        base = cls(
+            initial_backoff_seconds=float(config.pod_initial_backoff_seconds),
+            max_backoff_seconds=float(config.pod_max_backoff_seconds),
+            max_in_unschedulable_seconds=float(
+                config.pod_max_in_unschedulable_pods_duration_seconds
+            ),
+            scheduler_names=names,
+        )
+        return replace(base, **overrides)
