@@ -60,13 +60,24 @@ class PodIndex:
         self.host_ports: NDArray[np.bool_] = np.zeros(capacity, dtype=np.bool_)
         self.has_labels: NDArray[np.bool_] = np.zeros(capacity, dtype=np.bool_)
         self.namespace: NDArray[np.int32] = np.zeros(capacity, dtype=np.int32)
+        self.position: NDArray[np.intp] = np.zeros(capacity, dtype=np.intp)
+        """Index of the pod in its row's pod list (the order NodeInfo.Pods keeps)."""
         self.pods: list[Pod | None] = [None] * capacity
         self._free: list[int] = list(range(capacity - 1, -1, -1))
 
     def _grow(self) -> None:
         old = self.capacity
         new = max(1024, old * 2)
-        for name in ("alive", "row", "priority", "start", "host_ports", "has_labels", "namespace"):
+        for name in (
+            "alive",
+            "row",
+            "priority",
+            "start",
+            "host_ports",
+            "has_labels",
+            "namespace",
+            "position",
+        ):
             array = getattr(self, name)
             fill = np.nan if name == "start" else 0
             grown = np.full(new, fill, dtype=array.dtype)
@@ -145,6 +156,7 @@ class PodIndex:
         for slot in by_identity.values():
             self._drop(slot)
         self.row_slots[row] = slots
+        self.position[slots] = np.arange(len(slots))
         self._lists[row] = pods
 
     def _rebuild(self, nodes: NodeColumns) -> None:
@@ -158,6 +170,8 @@ class PodIndex:
             [self._put(row, pod, resource_index) for pod in pods]
             for row, pods in enumerate(nodes.pods_by_node)
         ]
+        for slots in self.row_slots:
+            self.position[slots] = np.arange(len(slots))
         self._nodes = nodes
         self._names = nodes.names
         self._lists = list(nodes.pods_by_node)
