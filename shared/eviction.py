@@ -148,9 +148,7 @@ def pods_selected_by(pdb: PodDisruptionBudget, pods: Iterable[Pod]) -> list[Pod]
         return []
     namespace = pdb.metadata.namespace
     return [
-        p
-        for p in pods
-        if p.metadata.namespace == namespace and selector.matches(p.metadata.labels)
+        p for p in pods if p.metadata.namespace == namespace and selector.matches(p.metadata.labels)
     ]
 
 
@@ -163,7 +161,9 @@ def scaled_value(value: int | str, total: int, *, round_up: bool) -> int:
         return value
     text = value.strip()
     if not text.endswith("%"):
-        raise InvalidBudgetError(f"invalid value for IntOrString: invalid type: string is not a percentage: {value!r}")
+        raise InvalidBudgetError(
+            f"invalid value for IntOrString: invalid type: string is not a percentage: {value!r}"
+        )
     try:
         percent = int(text[:-1])
     except ValueError:

@@ -1,8 +1,8 @@
 """Redis key names of the queue, all in one place.
 
 Per tenant, every key carries the hash tag ``{<tenant>}`` so one script touches one slot
-(Redis Cluster). Per-pod state lives in "column" hashes keyed by pod key (namespace/name):
-one HMGET/HSET moves a whole batch, which is what makes 100k-pod wakes cheap.
+(Redis Cluster). A pod's queue is the one sorted set holding it; moving a pod rewrites no
+per-pod hash, which is what makes a 100k-pod wake cheap.
 """
 
 from __future__ import annotations
@@ -13,29 +13,10 @@ from dataclasses import dataclass
 # Sorted sets and small hashes of a tenant queue, in the order the Lua prelude expects.
 QUEUES = ("active", "backoff", "unsched", "gated", "inflight")
 META = ("ctr", "stats", "aff")
-# Column hashes: field = pod key.
-COLUMNS = (
-    "loc",  # a=active b=backoff u=unschedulable g=gated i=in flight
-    "pod",  # the encoded Pod
-    "uid",
-    "rv",  # resourceVersion of the stored pod
-    "prio",
-    "ts",  # QueuedPodInfo.Timestamp (us)
-    "its",  # InitialAttemptTimestamp (us)
-    "att",  # Attempts
-    "cyc",  # scheduling cycle the pod was last popped in
-    "am",  # member in the active sorted set (timestamp, sequence, key)
-    "plg",  # unschedulable + pending plugins, comma-separated (for hint matching)
-    "why",  # msgpack {plugins, pending, msg}: the last failure, for the pending view
-    "nom",  # nominated node name (the nominator)
-    "snn",  # status.nominatedNodeName of the stored pod
-    "red",  # redispatches (expired leases)
-    "cfl",  # binder conflicts
-    "dirty",  # "1": updated (isPodUpdated) while in flight
-    "fp",  # pod fingerprint (isPodUpdated)
-    "sched",  # schedulerName
-)
-ALL = QUEUES + META + COLUMNS
+# Per-pod hashes, field = pod key: packed state (services/queue/state.py), the encoded Pod,
+# and the last failure (msgpack {plugins, pending, msg}).
+PODS = ("st", "pod", "why")
+ALL = QUEUES + META + PODS
 
 LOCATIONS = {
     "a": "active",
@@ -43,6 +24,14 @@ LOCATIONS = {
     "u": "unschedulable",
     "g": "gated",
     "i": "inflight",
+}
+# Sorted set name -> queue name (the active set is keyed by member, the others by pod key).
+QUEUE_OF_SET = {
+    "active": "active",
+    "backoff": "backoff",
+    "unsched": "unschedulable",
+    "gated": "gated",
+    "inflight": "inflight",
 }
 
 _BAD_TENANT = re.compile(r"[{}\s*?\[\]]")

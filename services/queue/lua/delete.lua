@@ -4,8 +4,10 @@ local count = tonumber(ARGV[1])
 local removed = 0
 for i = 1, count do
   local key, uid = ARGV[2 * i], ARGV[2 * i + 1]
-  if uid == '' or redis.call('HGET', C_UID, key) == uid then
-    if forget(key) then removed = removed + 1 end
+  local s = get_state(key)
+  if s and (uid == '' or s[UID] == uid) then
+    forget(key)
+    removed = removed + 1
   end
 end
 stat('deleted', removed)

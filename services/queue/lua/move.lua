@@ -9,17 +9,17 @@ local now, init, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local mode, plugins = ARGV[4], ARGV[5]
 
 local candidates
-local check_loc = false
 if mode == 'all' then
   candidates = redis.call('ZRANGE', K_UNSCHED, 0, -1)
 elseif mode == 'keys' then
   candidates = {}
-  for i = 6, #ARGV do candidates[#candidates + 1] = ARGV[i] end
-  check_loc = true
+  for i = 6, #ARGV do
+    if redis.call('ZSCORE', K_UNSCHED, ARGV[i]) then candidates[#candidates + 1] = ARGV[i] end
+  end
 else
   local cutoff = string.sub(mode, 10)
   candidates = redis.call('ZRANGEBYSCORE', K_UNSCHED, '-inf', '(' .. cutoff)
-  -- upstream calls movePodsToActiveOrBackoffQueue (and so sets moveRequestCycle) only when
+  -- upstream calls movePodsToActiveOrBackoffQueue (which sets moveRequestCycle) only when
   -- some pod is left over.
   if #candidates == 0 then return {0, 0, 0} end
 end
@@ -28,45 +28,36 @@ local wildcard = plugins == '*'
 local wanted = {}
 for name in string.gmatch(plugins, '[^,]+') do wanted[name] = true end
 
-local locs
-if check_loc then locs = hmget(C_LOC, candidates) end
-local plg = hmget(C_PLG, candidates)
-local moving = {}
-local kept = 0
+local st = states(candidates)
+local moving, active, backoff = {}, {}, {}
+local to_active, to_backoff, kept = 0, 0, 0
 for i = 1, #candidates do
-  if not check_loc or locs[i] == 'u' then
-    local p = plg[i]
-    -- No failed plugin: an error or a failure outside Filter; it moves on any event (A21).
-    local match = wildcard or not p or p == ''
-    if not match then
-      for name in string.gmatch(p, '[^,]+') do
-        if wanted[name] then match = true; break end
-      end
+  local key, s = candidates[i], st[i]
+  local p = s[PLG]
+  -- No failed plugin: an error or a failure outside Filter; it moves on any event (A21).
+  local match = wildcard or p == ''
+  if not match then
+    for name in string.gmatch(p, '[^,]+') do
+      if wanted[name] then match = true; break end
     end
-    if match then moving[#moving + 1] = candidates[i] else kept = kept + 1 end
   end
-end
-
-local ts, att, am, prio = hmget(C_TS, moving), hmget(C_ATT, moving), hmget(C_AM, moving), hmget(C_PRIO, moving)
-local active, backoff, locs_out = {}, {}, {}
-local to_active, to_backoff = 0, 0
-for i = 1, #moving do
-  local key = moving[i]
-  local exp = tonumber(ts[i]) + backoff_us(tonumber(att[i]), init, max)
-  if exp > now then
-    backoff[#backoff + 1] = exp; backoff[#backoff + 1] = key
-    locs_out[#locs_out + 1] = key; locs_out[#locs_out + 1] = 'b'
-    to_backoff = to_backoff + 1
+  if match then
+    moving[#moving + 1] = key
+    local exp = s[TS] + backoff_us(s[ATT], init, max)
+    if exp > now then
+      backoff[#backoff + 1] = exp; backoff[#backoff + 1] = key
+      to_backoff = to_backoff + 1
+    else
+      push_active(active, s, key)
+      to_active = to_active + 1
+    end
   else
-    active[#active + 1] = -tonumber(prio[i]); active[#active + 1] = am[i]
-    locs_out[#locs_out + 1] = key; locs_out[#locs_out + 1] = 'a'
-    to_active = to_active + 1
+    kept = kept + 1
   end
 end
 bulk('ZREM', K_UNSCHED, moving, 1)
 bulk('ZADD', K_BACKOFF, backoff, 2)
 bulk('ZADD', K_ACTIVE, active, 2)
-bulk('HSET', C_LOC, locs_out, 2)
 -- A23: always, even when nothing moved.
 redis.call('HSET', K_CTR, 'mrc', scheduling_cycle())
 stat('woken', to_active + to_backoff)

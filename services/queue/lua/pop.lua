@@ -11,32 +11,24 @@ if k == 0 then return {} end
 
 local keys = {}
 for i = 1, k do keys[i] = string.sub(popped[2 * i - 1], AM_PREFIX + 1) end
-local att = hmget(C_ATT, keys)
+local st = states(keys)
+local body = hmget(K_POD, keys)
 local first_cycle = redis.call('HINCRBY', K_CTR, 'scycle', k) - k + 1
 local expiry = now + lease
-local att_pairs, cyc_pairs, loc_pairs, leases = {}, {}, {}, {}
+local st_pairs, leases, out = {}, {}, {}
 for i = 1, k do
-  local key = keys[i]
-  att[i] = tonumber(att[i]) + 1
-  att_pairs[2 * i - 1] = key; att_pairs[2 * i] = att[i]
-  cyc_pairs[2 * i - 1] = key; cyc_pairs[2 * i] = first_cycle + i - 1
-  loc_pairs[2 * i - 1] = key; loc_pairs[2 * i] = 'i'
+  local key, s = keys[i], st[i]
+  s[ATT] = s[ATT] + 1
+  s[CYC] = first_cycle + i - 1
+  s[DIRTY] = 0
+  st_pairs[2 * i - 1] = key; st_pairs[2 * i] = cmsgpack.pack(s)
   leases[2 * i - 1] = expiry; leases[2 * i] = key
-end
-bulk('HSET', C_ATT, att_pairs, 2)
-bulk('HSET', C_CYC, cyc_pairs, 2)
-bulk('HSET', C_LOC, loc_pairs, 2)
-bulk('ZADD', K_INFLIGHT, leases, 2)
-bulk('HDEL', C_DIRTY, keys, 1)
-
-local uid, prio, ts = hmget(C_UID, keys), hmget(C_PRIO, keys), hmget(C_TS, keys)
-local its, nom, red, body = hmget(C_ITS, keys), hmget(C_NOM, keys), hmget(C_RED, keys), hmget(C_POD, keys)
-local out = {}
-for i = 1, k do
   local b = (i - 1) * 10
-  out[b + 1] = keys[i]; out[b + 2] = uid[i]; out[b + 3] = att[i]; out[b + 4] = first_cycle + i - 1
-  out[b + 5] = prio[i]; out[b + 6] = ts[i]; out[b + 7] = its[i]; out[b + 8] = nom[i] or ''
-  out[b + 9] = red[i] or '0'; out[b + 10] = body[i]
+  out[b + 1] = key; out[b + 2] = s[UID]; out[b + 3] = s[ATT]; out[b + 4] = s[CYC]
+  out[b + 5] = s[PRIO]; out[b + 6] = s[TS]; out[b + 7] = s[ITS]; out[b + 8] = s[NOM]
+  out[b + 9] = s[RED]; out[b + 10] = body[i]
 end
+bulk('HSET', K_ST, st_pairs, 2)
+bulk('ZADD', K_INFLIGHT, leases, 2)
 stat('dispatched', k)
 return out

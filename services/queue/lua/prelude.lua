@@ -1,13 +1,16 @@
 -- berth queue: the key slots and helpers every script starts with (prepended when loading).
 -- KEYS order: services/queue/keys.py ALL. Times are integer microseconds.
+--
+-- A pod's state is one cmsgpack array in the `st` hash (fields below); its object is in `pod`,
+-- its last failure in `why`. Where it waits is the one sorted set that holds it (active by
+-- member, the others by key), so moving a pod touches two sorted sets and nothing else.
 local K_ACTIVE, K_BACKOFF, K_UNSCHED, K_GATED, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_CTR, K_STATS, K_AFF = KEYS[6], KEYS[7], KEYS[8]
-local C_LOC, C_POD, C_UID, C_RV, C_PRIO = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local C_TS, C_ITS, C_ATT, C_CYC, C_AM = KEYS[14], KEYS[15], KEYS[16], KEYS[17], KEYS[18]
-local C_PLG, C_WHY, C_NOM, C_SNN, C_RED = KEYS[19], KEYS[20], KEYS[21], KEYS[22], KEYS[23]
-local C_CFL, C_DIRTY, C_FP, C_SCHED = KEYS[24], KEYS[25], KEYS[26], KEYS[27]
-local COLUMNS = {C_LOC, C_POD, C_UID, C_RV, C_PRIO, C_TS, C_ITS, C_ATT, C_CYC, C_AM, C_PLG,
-  C_WHY, C_NOM, C_SNN, C_RED, C_CFL, C_DIRTY, C_FP, C_SCHED}
+local K_ST, K_POD, K_WHY = KEYS[9], KEYS[10], KEYS[11]
+
+-- State fields (services/queue/state.py mirrors them).
+local UID, RV, PRIO, TS, ITS, ATT, CYC, SEQ = 1, 2, 3, 4, 5, 6, 7, 8
+local PLG, NOM, SNN, RED, CFL, DIRTY, FP, SCHED = 9, 10, 11, 12, 13, 14, 15, 16
 
 -- Lua's unpack is limited to a few thousand values: bulk commands go in chunks.
 local CHUNK = 4000
@@ -31,6 +34,24 @@ local function hmget(col, keys)
     for k = 1, #part do out[i + k - 1] = part[k] end
   end
   return out
+end
+
+local function get_state(key)
+  local raw = redis.call('HGET', K_ST, key)
+  if raw then return cmsgpack.unpack(raw) end
+  return nil
+end
+
+local function put_state(key, s)
+  redis.call('HSET', K_ST, key, cmsgpack.pack(s))
+end
+
+local function states(keys)
+  local raw = hmget(K_ST, keys)
+  for i = 1, #raw do
+    if raw[i] then raw[i] = cmsgpack.unpack(raw[i]) end
+  end
+  return raw
 end
 
 -- SPEC A28: d = initial; for i = 1 .. attempts-1: if d > max - d then max else d += d.
@@ -57,18 +78,31 @@ local function next_seq(n)
   return redis.call('HINCRBY', K_CTR, 'seq', n) - n + 1
 end
 
-local function active_member(ts, seq, key)
-  return string.format('%016d%012d', ts, seq) .. key
+-- PrioritySort (SPEC A38): score -priority, then Timestamp, then arrival sequence.
+local function active_member(s, key)
+  return string.format('%016d%012d', s[TS], s[SEQ]) .. key
+end
+
+local function push_active(list, s, key)
+  list[#list + 1] = -s[PRIO]
+  list[#list + 1] = active_member(s, key)
 end
 
 local function stat(name, n)
   if n ~= 0 then redis.call('HINCRBY', K_STATS, name, n) end
 end
 
-local function remove_from_queue(key, loc)
-  if loc == 'a' then
-    local am = redis.call('HGET', C_AM, key)
-    if am then redis.call('ZREM', K_ACTIVE, am) end
+-- Where a known pod waits: a=active b=backoff u=unschedulable g=gated i=in flight.
+local function locate(key)
+  if redis.call('ZSCORE', K_INFLIGHT, key) then return 'i' end
+  if redis.call('ZSCORE', K_BACKOFF, key) then return 'b' end
+  if redis.call('ZSCORE', K_UNSCHED, key) then return 'u' end
+  if redis.call('ZSCORE', K_GATED, key) then return 'g' end
+  return 'a'
+end
+
+local function remove_from_queue(key, loc, s)
+  if loc == 'a' then redis.call('ZREM', K_ACTIVE, active_member(s, key))
   elseif loc == 'b' then redis.call('ZREM', K_BACKOFF, key)
   elseif loc == 'u' then redis.call('ZREM', K_UNSCHED, key)
   elseif loc == 'g' then redis.call('ZREM', K_GATED, key)
@@ -78,16 +112,17 @@ end
 
 -- Drop every trace of a pod; returns where it was (false if unknown).
 local function forget(key)
-  local loc = redis.call('HGET', C_LOC, key)
-  if not loc then return false end
-  remove_from_queue(key, loc)
-  for _, col in ipairs(COLUMNS) do redis.call('HDEL', col, key) end
+  local s = get_state(key)
+  if not s then return false end
+  local loc = locate(key)
+  remove_from_queue(key, loc, s)
+  redis.call('HDEL', K_ST, key)
+  redis.call('HDEL', K_POD, key)
+  redis.call('HDEL', K_WHY, key)
   redis.call('SREM', K_AFF, key)
   return loc
 end
 
-local function to_active(key)
-  local prio = tonumber(redis.call('HGET', C_PRIO, key))
-  redis.call('ZADD', K_ACTIVE, -prio, redis.call('HGET', C_AM, key))
-  redis.call('HSET', C_LOC, key, 'a')
+local function to_active(key, s)
+  redis.call('ZADD', K_ACTIVE, -s[PRIO], active_member(s, key))
 end

@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from shared.models import Node, Pod, Taint
+from shared.models import CONTAINER_RESTART_ALWAYS, Node, Pod, Taint
 from shared.models.resources import non_zero_requests, pod_requests
 
 Rows = slice | NDArray[np.intp]
@@ -224,7 +224,11 @@ class NodeColumns:
         nz = non_zero_requests(pod)
         self.non_zero_requested[row, 0] += sign * nz.get("cpu", 0)
         self.non_zero_requested[row, 1] += sign * nz.get("memory", 0)
-        for container in pod.spec.containers:
+        # Host ports of containers and sidecars (upstream schedutil.GetHostPorts).
+        sidecars = [
+            c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS
+        ]
+        for container in (*sidecars, *pod.spec.containers):
             for port in container.ports:
                 if not port.host_port:
                     continue

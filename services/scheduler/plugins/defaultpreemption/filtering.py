@@ -317,3 +317,21 @@ def _overlay(base: FilterOutcome, idx: NDArray[np.intp], sub: FilterOutcome) -> 
 
 def has_error(outcome: FilterOutcome) -> bool:
     return any(s.code == Code.ERROR and bool(m.any()) for s, m in outcome.failures)
+
+
+def filter_with_nominated_pods(
+    filter_plugins: Sequence[FilterPlugin],
+    pre_filter_plugins: Sequence[object],
+    nominated: Mapping[str, Sequence[Pod]],
+    state: CycleState,
+    pod: Pod,
+    nodes: NodeColumns,
+    rows: NDArray[np.intp],
+) -> FilterOutcome:
+    """The runtime's Filter step with nominated pods (upstream findNodesThatPassFilters calls
+    RunFilterPluginsWithNominatedPods per node): `run_filter_plugins` when no >=-priority pod
+    is nominated to an evaluated node, else the two passes on a scratch copy."""
+    ctx = FilterContext(filter_plugins, extensions_of(pre_filter_plugins), nominated)
+    if not nominated_rows(ctx, pod, nodes, rows):
+        return run_filter_plugins(filter_plugins, state, pod, nodes, rows)
+    return run_filters_with_nominated_pods(ctx, state, pod, Scratch(nodes), rows)

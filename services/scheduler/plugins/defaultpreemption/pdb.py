@@ -43,10 +43,7 @@ def pdb_violations(
             continue
         disrupted = disrupted_pods_of(pdb)
         matched = np.fromiter(
-            (
-                _selected(index.pod(int(s)), selector, disrupted)
-                for s in slots[maybe].tolist()
-            ),
+            (_selected(index.pod(int(s)), selector, disrupted) for s in slots[maybe].tolist()),
             dtype=np.bool_,
             count=maybe.shape[0],
         )

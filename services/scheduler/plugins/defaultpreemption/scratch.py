@@ -187,4 +187,3 @@ class Scratch:
                 break
         if not pods:
             self.added.pop(row, None)
-

@@ -54,6 +54,7 @@ class WantedPorts:
 
 
 _PRE_FILTER = StateKey[WantedPorts](PRE_FILTER_STATE_KEY)
+_NO_ROWS: NDArray[np.intp] = np.zeros(0, dtype=np.intp)
 
 
 def host_ports(pod: Pod) -> list[HostPort]:
@@ -71,14 +72,17 @@ def host_ports(pod: Pod) -> list[HostPort]:
     ]
 
 
-def conflicting_rows(nodes: NodeColumns, wanted: HostPort) -> list[int]:
+def conflicting_rows(nodes: NodeColumns, wanted: HostPort) -> NDArray[np.intp]:
     """Rows whose used ports conflict with `wanted` (upstream HostPortInfo.CheckConflict)."""
     by_row = nodes.used_ports.get((wanted.protocol, wanted.port))
     if not by_row:
-        return []
+        return _NO_ROWS
     if wanted.host_ip == BIND_ALL_HOST_IP:
-        return list(by_row)
-    return [row for row, ips in by_row.items() if wanted.host_ip in ips or BIND_ALL_HOST_IP in ips]
+        return np.fromiter(by_row, dtype=np.intp, count=len(by_row))
+    hits = (wanted.host_ip, BIND_ALL_HOST_IP)
+    return np.fromiter(
+        (row for row, ips in by_row.items() if hits[0] in ips or hits[1] in ips), dtype=np.intp
+    )
 
 
 class NodePorts:
@@ -105,7 +109,7 @@ class NodePorts:
         conflict: NDArray[np.bool_] | None = None
         for port in wanted.ports:
             hits = conflicting_rows(nodes, port)
-            if hits:
+            if hits.size:
                 if conflict is None:
                     conflict = np.zeros(len(nodes), dtype=np.bool_)
                 conflict[hits] = True

@@ -171,3 +171,15 @@ def test_every_row_in_one_call() -> None:
     result = plugin.filter(state, pod, nodes, rows)
     assert isinstance(result, FilterResult)
     assert result.ok.tolist() == [False, True]
+
+
+def test_bound_sidecar_ports_are_used() -> None:
+    """NodeColumns counts bound pods' sidecar host ports too (upstream NodeInfo.UsedPorts)."""
+    bound = make_pod("bound").node("m1").obj()
+    bound.spec.init_containers = [
+        Container(name="sidecar", restart_policy="Always", ports=[ContainerPort(host_port=9003)]),
+        Container(name="init", ports=[ContainerPort(host_port=9004)]),
+    ]
+    nodes = NodeColumns([make_node("m1").obj()], [bound])
+    assert filter_rows(port_pod("", "TCP/0.0.0.0/9003"), nodes) == [CONFLICT]
+    assert filter_rows(port_pod("", "TCP/0.0.0.0/9004"), nodes) == [None]

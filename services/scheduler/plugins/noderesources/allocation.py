@@ -1,8 +1,8 @@
 """Resource-allocation scoring over node columns (upstream resource_allocation.go + strategies).
 
-`allocation()` gathers, for the rows being scored, each configured resource's allocatable and
-the node's requested amount plus the pod's request, as two (rows x resources) int64 matrices.
-The strategies then score every row at once. Per resource, as upstream
+`allocation()` gathers, for the rows being scored, one column pair per configured resource: the
+nodes' allocatable and the nodes' requested amount plus the pod's request. The strategies then
+score every row at once, looping only over the (few) resources. Per resource, as upstream
 `calculateResourceAllocatableRequest`:
 
 - cpu and memory use the node's non-zero requests (100m / 200Mi for containers asking none)
@@ -12,14 +12,18 @@ The strategies then score every row at once. Per resource, as upstream
   tracked at all (e.g. "pods");
 - a node whose allocatable is 0 for a resource leaves that resource out of its score.
 
-Integer math is Go's: every division here has a non-negative numerator, so numpy's floor
-division equals Go's truncation (the RequestedToCapacityRatio shape table truncates
-explicitly, see `broken_linear_table`).
+Integer math is Go's. Every quotient here is in [0, 100] with a non-negative numerator, where
+Go's truncation is numpy's floor. `_div` divides in float64 when that is provably exact and
+divides int64 otherwise (several times slower): with denominators below 2**46 the numerator
+(<= 100 x denominator) is below 2**53, so both convert exactly, and the correctly rounded
+quotient errs by at most 100 x 2**-53, less than the 1/denominator gap between a non-integer
+quotient and the next integer; an integer quotient comes out exact.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,16 +41,20 @@ Int64s = NDArray[np.int64]
 MAX_UTILIZATION = 100
 _NON_ZERO_COLUMN = {CPU: 0, MEMORY: 1}
 """Column of `NodeColumns.non_zero_requested` holding each resource."""
+_FLOAT_EXACT_LIMIT = 1 << 46
 
 
-def take_columns(matrix: Int64s, rows: Rows, cols: Sequence[int]) -> Int64s:
-    """matrix[rows][:, cols] with at most one copy (a view when both are contiguous)."""
-    first = cols[0]
-    if list(cols) == list(range(first, first + len(cols))):
-        return matrix[rows, first : first + len(cols)]
-    if isinstance(rows, slice):
-        return matrix[rows][:, list(cols)]
-    return matrix[np.ix_(rows, np.asarray(cols, dtype=np.intp))]
+@dataclass(frozen=True, slots=True)
+class ResourceColumn:
+    """One scored resource over the rows: allocatable, requested incl. the pod, weight."""
+
+    allocatable: Int64s
+    requested: Int64s
+    weight: int
+
+    def everywhere(self) -> bool:
+        """Every row offers this resource (allocatable > 0), so no per-row masking is needed."""
+        return bool(self.allocatable.size == 0 or self.allocatable.min() > 0)
 
 
 def allocation(
@@ -57,15 +65,9 @@ def allocation(
     pod_requests: Sequence[int],
     *,
     use_requested: bool,
-) -> tuple[Int64s, Int64s, Int64s]:
-    """(allocatable, requested incl. the pod, weights) for the resources that can be scored.
-
-    Matrices are (rows x kept resources); resources no node can offer are dropped here.
-    """
-    cols: list[int] = []
-    kept_weights: list[int] = []
-    pod: list[int] = []
-    non_zero: list[tuple[int, int]] = []
+) -> list[ResourceColumn]:
+    """The columns of the resources that can be scored (others are left out entirely)."""
+    columns: list[ResourceColumn] = []
     for name, weight, request in zip(names, weights, pod_requests, strict=True):
         if not is_tracked_resource(name) or (request == 0 and is_scalar_resource_name(name)):
             continue
@@ -73,54 +75,76 @@ def allocation(
         if col is None:
             continue
         if not use_requested and name in _NON_ZERO_COLUMN:
-            non_zero.append((len(cols), _NON_ZERO_COLUMN[name]))
-        cols.append(col)
-        kept_weights.append(weight)
-        pod.append(request)
-    size = nodes.size_of(rows)
-    if not cols:
-        empty = np.zeros((size, 0), dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=np.int64)
-    allocatable = take_columns(nodes.allocatable, rows, cols)
-    if len(non_zero) == len(cols) == 2 and non_zero == [(0, 0), (1, 1)]:
-        # The default cpu+memory scoring: one slice of the non-zero matrix.
-        used = nodes.non_zero_requested[rows]
-    else:
-        used = take_columns(nodes.requested, rows, cols)
-        if non_zero:
-            used = used.copy()
-            for position, nz_col in non_zero:
-                used[:, position] = nodes.non_zero_requested[rows, nz_col]
-    requested = used + np.asarray(pod, dtype=np.int64)
-    return allocatable, requested, np.asarray(kept_weights, dtype=np.int64)
+            used = nodes.non_zero_requested[rows, _NON_ZERO_COLUMN[name]]
+        else:
+            used = nodes.requested[rows, col]
+        columns.append(ResourceColumn(nodes.allocatable[rows, col], used + request, weight))
+    return columns
 
 
-def _weighted_mean(scores: Int64s, weights: Int64s) -> Int64s:
-    """Σ score·w / Σ w per row (integer division), 0 where the weight sum is 0."""
-    weight_sum = weights.sum(axis=1)
-    total = (scores * weights).sum(axis=1)
-    return np.where(weight_sum > 0, total // np.maximum(weight_sum, 1), 0)
+def _div(numerator: Int64s, denominator: Int64s, max_denominator: int) -> Int64s:
+    """numerator // denominator for quotients in [0, 100] and denominators >= 1."""
+    if max_denominator < _FLOAT_EXACT_LIMIT:
+        return (numerator / denominator).astype(np.int64)
+    return numerator // denominator
 
 
-def least_allocated(allocatable: Int64s, requested: Int64s, weights: Int64s) -> Int64s:
-    """(capacity - requested) * 100 / capacity per resource, 0 when over capacity."""
-    if allocatable.shape[1] == 0:
-        return np.zeros(allocatable.shape[0], dtype=np.int64)
-    present = allocatable != 0
-    capacity = np.where(present, allocatable, 1)
-    free = np.maximum(capacity - requested, 0)
-    scores = free * MAX_NODE_SCORE // capacity
-    return _weighted_mean(scores, present * weights)
+def _weighted_mean(total: Int64s, weight_sum: Int64s | int, size: int) -> Int64s:
+    """total // weight_sum per row (0 where the weight sum is 0); total <= 100 * weight_sum."""
+    if isinstance(weight_sum, int):
+        if weight_sum == 0:
+            return np.zeros(size, dtype=np.int64)
+        return (total / weight_sum).astype(np.int64)
+    return np.where(weight_sum > 0, (total / np.maximum(weight_sum, 1)).astype(np.int64), 0)
 
 
-def most_allocated(allocatable: Int64s, requested: Int64s, weights: Int64s) -> Int64s:
-    """requested * 100 / capacity per resource, requested capped at capacity."""
-    if allocatable.shape[1] == 0:
-        return np.zeros(allocatable.shape[0], dtype=np.int64)
-    present = allocatable != 0
-    capacity = np.where(present, allocatable, 1)
-    scores = np.minimum(requested, capacity) * MAX_NODE_SCORE // capacity
-    return _weighted_mean(scores, present * weights)
+ScoreFn = Callable[[ResourceColumn, Int64s, int], Int64s]
+"""(column, allocatable with 0 raised to 1, max allocatable) -> per-row score of a resource."""
+
+
+def _weighted(columns: Sequence[ResourceColumn], size: int, score: ScoreFn) -> Int64s:
+    """Σ score·w / Σ w over the resources each row offers (integer division, 0 if none)."""
+    total = np.zeros(size, dtype=np.int64)
+    weight_sum: Int64s | int = 0
+    for column in columns:
+        capacity = column.allocatable
+        max_capacity = int(capacity.max()) if size else 0
+        if column.everywhere():
+            resource_score = score(column, capacity, max_capacity)
+            weight_sum = weight_sum + column.weight
+        else:
+            present = capacity > 0
+            resource_score = score(column, np.maximum(capacity, 1), max_capacity)
+            resource_score = np.where(present, resource_score, 0)
+            weight_sum = weight_sum + present * column.weight
+        if column.weight != 1:
+            resource_score *= column.weight
+        total += resource_score
+    return _weighted_mean(total, weight_sum, size)
+
+
+def _least(column: ResourceColumn, capacity: Int64s, max_capacity: int) -> Int64s:
+    free = column.allocatable - column.requested
+    np.maximum(free, 0, out=free)
+    free *= MAX_NODE_SCORE
+    return _div(free, capacity, max_capacity)
+
+
+def _most(column: ResourceColumn, capacity: Int64s, max_capacity: int) -> Int64s:
+    used = np.minimum(column.requested, column.allocatable)
+    used *= MAX_NODE_SCORE
+    return _div(used, capacity, max_capacity)
+
+
+def least_allocated(columns: Sequence[ResourceColumn], size: int) -> Int64s:
+    """(capacity - requested) * 100 / capacity per resource (0 when over capacity), then the
+    weighted mean Σ score·w / Σ w with integer division."""
+    return _weighted(columns, size, _least)
+
+
+def most_allocated(columns: Sequence[ResourceColumn], size: int) -> Int64s:
+    """requested * 100 / capacity per resource, requested capped at capacity; weighted mean."""
+    return _weighted(columns, size, _most)
 
 
 def broken_linear_table(shape: Sequence[tuple[int, int]]) -> Int64s:
@@ -149,56 +173,80 @@ def _broken_linear(shape: Sequence[tuple[int, int]], p: int) -> int:
 
 
 def requested_to_capacity_ratio(
-    allocatable: Int64s, requested: Int64s, weights: Int64s, table: Int64s
+    columns: Sequence[ResourceColumn], size: int, table: Int64s
 ) -> Int64s:
-    """shape(requested * 100 / capacity) per resource; a resource scoring 0 adds no weight.
-
-    The weighted mean is rounded half up, as upstream's math.Round on a positive value.
-    """
-    if allocatable.shape[1] == 0:
-        return np.zeros(allocatable.shape[0], dtype=np.int64)
-    present = allocatable != 0
-    capacity = np.where(present, allocatable, 1)
-    fits = present & (requested <= allocatable)
-    utilization = np.where(fits, requested * MAX_UTILIZATION // capacity, MAX_UTILIZATION)
-    scores = table[utilization]
-    counted = (present & (scores > 0)) * weights
-    weight_sum = counted.sum(axis=1)
-    total = (scores * counted).sum(axis=1)
-    rounded = (2 * total + weight_sum) // np.maximum(2 * weight_sum, 1)
+    """shape(requested * 100 / capacity) per resource (100 when over capacity); a resource
+    scoring 0 adds no weight. The weighted mean is rounded half up, as upstream's math.Round
+    on a positive value: (2·Σ + w) // 2w."""
+    total = np.zeros(size, dtype=np.int64)
+    weight_sum = np.zeros(size, dtype=np.int64)
+    for column in columns:
+        capacity = column.allocatable
+        max_capacity = int(capacity.max()) if size else 0
+        everywhere = column.everywhere()
+        used = np.minimum(column.requested, capacity)
+        used *= MAX_UTILIZATION
+        divisor = capacity if everywhere else np.maximum(capacity, 1)
+        scores = table[_div(used, divisor, max_capacity)]
+        counted = scores > 0
+        if not everywhere:
+            counted &= capacity > 0
+            scores = np.where(counted, scores, 0)
+        if column.weight != 1:
+            scores *= column.weight
+        total += scores
+        weight_sum += counted * column.weight
+    total *= 2
+    total += weight_sum
+    weight_sum *= 2
+    rounded = _div(total, np.maximum(weight_sum, 1), 0)
     return np.where(weight_sum > 0, rounded, 0)
 
 
-def balanced_allocation(allocatable: Int64s, requested: Int64s) -> Int64s:
-    """(1 - std) * 100 over the requested/allocatable fractions (each capped at 1).
+def balanced_allocation(columns: Sequence[ResourceColumn], size: int) -> Int64s:
+    """(1 - std) * 100 over the requested/allocatable fractions (each capped at 1), truncated.
 
     As upstream balancedResourceScorer: resources with allocatable 0 are left out; with two
     fractions std is |a - b| / 2, with more the population standard deviation, with fewer 0.
     Sums run in resource order so the float results match Go bit for bit.
     """
-    size, width = allocatable.shape
-    if width == 0:
+    if not columns:
         return np.full(size, MAX_NODE_SCORE, dtype=np.int64)
-    present = allocatable != 0
-    capacity = np.where(present, allocatable, 1).astype(np.float64)
-    fractions = np.minimum(requested.astype(np.float64) / capacity, 1.0)
-    fractions = np.where(present, fractions, 0.0)
-    count = present.sum(axis=1)
-    if width == 2:
-        std = np.where(count == 2, np.abs((fractions[:, 0] - fractions[:, 1]) / 2), 0.0)
-    else:
-        highest = np.where(present, fractions, -np.inf).max(axis=1)
-        lowest = np.where(present, fractions, np.inf).min(axis=1)
-        total = np.zeros(size)
-        for j in range(width):
-            total = total + fractions[:, j]
-        mean = total / np.maximum(count, 1)
-        squares = np.zeros(size)
-        for j in range(width):
-            squares = squares + np.where(present[:, j], (fractions[:, j] - mean) ** 2, 0.0)
-        std = np.where(
-            count == 2,
-            np.abs((highest - lowest) / 2),
-            np.where(count > 2, np.sqrt(squares / np.maximum(count, 1)), 0.0),
-        )
+    everywhere = all(c.everywhere() for c in columns)
+    fractions = []
+    for c in columns:
+        fraction = c.requested / (c.allocatable if everywhere else np.maximum(c.allocatable, 1))
+        np.minimum(fraction, 1.0, out=fraction)
+        fractions.append(fraction)
+    if everywhere and len(columns) <= 2:
+        if len(columns) == 1:
+            return np.full(size, MAX_NODE_SCORE, dtype=np.int64)
+        # Go: std = |(a - b) / 2|; score = int64((1 - std) * 100). In place, same operations.
+        std = np.subtract(fractions[0], fractions[1], out=fractions[0])
+        std *= 0.5
+        np.abs(std, out=std)
+        np.subtract(1.0, std, out=std)
+        std *= MAX_NODE_SCORE
+        return std.astype(np.int64)
+    present = [c.allocatable > 0 for c in columns]
+    fractions = [np.where(p, f, 0.0) for p, f in zip(present, fractions, strict=True)]
+    count = np.sum(present, axis=0)
+    total = np.zeros(size)
+    for f in fractions:
+        total = total + f
+    mean = total / np.maximum(count, 1)
+    squares = np.zeros(size)
+    for p, f in zip(present, fractions, strict=True):
+        squares = squares + np.where(p, (f - mean) ** 2, 0.0)
+    highest = np.max(
+        [np.where(p, f, -np.inf) for p, f in zip(present, fractions, strict=True)], axis=0
+    )
+    lowest = np.min(
+        [np.where(p, f, np.inf) for p, f in zip(present, fractions, strict=True)], axis=0
+    )
+    std = np.where(
+        count == 2,
+        np.abs((highest - lowest) / 2),
+        np.where(count > 2, np.sqrt(squares / np.maximum(count, 1)), 0.0),
+    )
     return ((1.0 - std) * MAX_NODE_SCORE).astype(np.int64)

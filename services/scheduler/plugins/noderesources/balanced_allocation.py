@@ -8,8 +8,8 @@ useRequested=true), not the 100m / 200Mi non-zero defaults the Fit strategies us
 Differences from older versions and the seeds:
 - [004] (and upstream before v1.22) scored (1 - |cpuFraction - memFraction|) * 100 and gave 0
   when a fraction reached 1; the std-dev form halves the difference and caps fractions instead.
-- A pod requesting none of the resources (best effort) is skipped at PreScore (v1.33+,
-  kubernetes#129138), so it gets no score from this plugin.
+- A pod requesting none of the resources (best effort) is skipped at PreScore
+  (kubernetes#129138), so it gets no score from this plugin.
 - Upstream master after v1.35 (kubernetes#135573) scores the change of balance instead:
   50 + (50 + scoreWithPod - scoreWithoutPod) / 2. Not adopted here (not in a release yet).
 """
@@ -80,10 +80,10 @@ class BalancedAllocation:
             request = self._request(pod)
             if request.is_best_effort():
                 return np.zeros(nodes.size_of(rows), dtype=np.int64)
-        allocatable, requested, _ = allocation.allocation(
+        columns = allocation.allocation(
             nodes, rows, self._resource_names, self._ones, request.requests, use_requested=True
         )
-        return allocation.balanced_allocation(allocatable, requested)
+        return allocation.balanced_allocation(columns, nodes.size_of(rows))
 
 
 def new(args: object | None, handle: Handle) -> BalancedAllocation:

@@ -2,14 +2,15 @@
 
 PreFilter computes the pod's effective request once (containers summed, sidecars and init
 containers as upstream resourcehelper.PodRequests, overhead added). Filter judges every row at
-once: a bit per insufficient resource, so the distinct failure combinations are a handful of
-integers (np.unique) and each gets one Status with all its reasons in upstream's order:
+once, and when some row fails, a bit per insufficient resource turns each row's failure into
+an integer key; the distinct keys (a handful, found with np.bincount) each get one Status
+with all their reasons in upstream's order:
 "Too many pods", cpu, memory, ephemeral-storage, then scalar resources (sorted by name; upstream
 walks a Go map, so its order among several scalar resources is unspecified).
 
-Status code, as upstream since v1.32: UnschedulableAndUnresolvable when the pod's request of an
-insufficient resource exceeds the node's allocatable outright (no preemption can help there),
-Unschedulable otherwise. "Too many pods" alone is always Unschedulable.
+Status code, as current upstream (InsufficientResource.Unresolvable): UnschedulableAndUnresolvable
+when the pod's request of an insufficient resource exceeds the node's allocatable outright (no
+preemption can help there), Unschedulable otherwise. "Too many pods" alone is always Unschedulable.
 
 Score uses the configured strategy (LeastAllocated, MostAllocated, RequestedToCapacityRatio)
 over the configured resources, see allocation.py.
@@ -63,8 +64,8 @@ PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_RESOURCES_FIT
 PRE_SCORE_STATE_KEY = "PreScore" + names.NODE_RESOURCES_FIT
 
 Int64s = NDArray[np.int64]
-Strategy = Callable[[Int64s, Int64s, Int64s], Int64s]
-"""(allocatable, requested incl. the pod, weights) -> one score per row."""
+Strategy = Callable[[Sequence[allocation.ResourceColumn], int], Int64s]
+"""(scored resource columns, number of rows) -> one score per row."""
 
 
 def insufficient_reason(resource: str) -> str:
@@ -84,7 +85,7 @@ class PodResourceRequest:
     checked: tuple[str, ...]
     """Resources the Filter checks, in reason order: positive requests of cpu, memory,
     ephemeral-storage, then scalar resources not ignored by the args."""
-    amounts: Int64s
+    amounts: tuple[int, ...]
     """The request of each checked resource."""
 
 
@@ -97,7 +98,9 @@ class ScoringRequest:
 
 _PRE_FILTER = StateKey[PodResourceRequest](PRE_FILTER_STATE_KEY)
 _TOO_MANY_PODS_KEY = 2
-"""Failure key of "Too many pods" alone (see the key layout in `Fit.filter`)."""
+"""Failure key of "Too many pods" alone (see the key layout in `Fit._failures`)."""
+_BINCOUNT_MAX_RESOURCES = 10
+"""Up to 2**12 distinct keys: counting them beats sorting."""
 _PRE_SCORE = StateKey[ScoringRequest](PRE_SCORE_STATE_KEY)
 
 
@@ -116,7 +119,7 @@ def compute_pod_resource_request(
         and not _ignored(name, ignored_resources, ignored_groups)
     )
     checked.extend(scalars)
-    amounts = np.array([requests[name] for name in checked], dtype=np.int64)
+    amounts = tuple(requests[name] for name in checked)
     return PodResourceRequest(requests, tuple(checked), amounts)
 
 
@@ -163,50 +166,63 @@ class Fit:
                 f'error reading "{PRE_FILTER_STATE_KEY}" from cycleState: not found', self.name
             )
         pods_col = nodes.resource_index[PODS]
-        allowed = nodes.allocatable[rows, pods_col]
-        too_many = nodes.requested[rows, pods_col] >= allowed  # len(pods) + 1 > allowed
+        # len(pods) + 1 > allowed pods
+        too_many = nodes.requested[rows, pods_col] >= nodes.allocatable[rows, pods_col]
         if not request.checked:
             if not too_many.any():
                 return None
             return FilterResult.from_mask(~too_many, self._status(_TOO_MANY_PODS_KEY))
-        allocatable, requested = self._checked_columns(request, nodes, rows)
-        amounts = request.amounts
-        insufficient = amounts > allocatable - requested
-        unresolvable = (insufficient & (amounts > allocatable)).any(axis=1)
-        bits = np.left_shift(np.int64(1), np.arange(1, len(amounts) + 1, dtype=np.int64))
-        # key: bit 0 = unresolvable, bit 1 = too many pods, bit j+2 = checked resource j.
-        key = (insufficient @ bits + too_many) * 2 + unresolvable
-        failed = key != 0
+        columns = self._checked_columns(request, nodes, rows)
+        failed = too_many.copy()
+        insufficient: list[NDArray[np.bool_]] = []
+        for amount, (allocatable, requested) in zip(request.amounts, columns, strict=True):
+            short = amount > allocatable - requested
+            failed |= short
+            insufficient.append(short)
         if not failed.any():
             return None
+        return self._failures(request, columns, too_many, insufficient, failed)
+
+    def _failures(
+        self,
+        request: PodResourceRequest,
+        columns: list[tuple[Int64s, Int64s]],
+        too_many: NDArray[np.bool_],
+        insufficient: list[NDArray[np.bool_]],
+        failed: NDArray[np.bool_],
+    ) -> FilterResult:
+        """One Status per distinct failure combination, keyed by bits per row:
+        bit 0 = unresolvable, bit 1 = too many pods, bit j+2 = checked resource j."""
+        key = too_many.astype(np.int64) << 1
+        for j, (amount, short, (allocatable, _)) in enumerate(
+            zip(request.amounts, insufficient, columns, strict=True)
+        ):
+            key |= short.astype(np.int64) << (j + 2)
+            key |= short & (amount > allocatable)
         if self._statuses_for != request.checked:
             self._statuses = {}
             self._statuses_for = request.checked
-        failures = [
-            (self._status(int(value), request.checked), key == value)
-            for value in np.unique(key[failed]).tolist()
-        ]
+        failing = key[failed]
+        if len(request.checked) <= _BINCOUNT_MAX_RESOURCES:
+            distinct = np.flatnonzero(np.bincount(failing)).tolist()
+        else:
+            distinct = np.unique(failing).tolist()
+        failures = [(self._status(value, request.checked), key == value) for value in distinct]
         return FilterResult(~failed, failures)
 
     def _checked_columns(
         self, request: PodResourceRequest, nodes: NodeColumns, rows: Rows
-    ) -> tuple[Int64s, Int64s]:
-        cols = [nodes.resource_index.get(name) for name in request.checked]
-        present = [col for col in cols if col is not None]
-        if len(present) == len(cols):
-            return (
-                allocation.take_columns(nodes.allocatable, rows, present),
-                allocation.take_columns(nodes.requested, rows, present),
-            )
-        # A resource no node has: allocatable and requested 0 on every row.
-        size = nodes.size_of(rows)
-        allocatable = np.zeros((size, len(cols)), dtype=np.int64)
-        requested = np.zeros((size, len(cols)), dtype=np.int64)
-        for j, col in enumerate(cols):
-            if col is not None:
-                allocatable[:, j] = nodes.allocatable[rows, col]
-                requested[:, j] = nodes.requested[rows, col]
-        return allocatable, requested
+    ) -> list[tuple[Int64s, Int64s]]:
+        """(allocatable, requested) per checked resource; zeros for a resource no node has."""
+        columns = []
+        for name in request.checked:
+            col = nodes.resource_index.get(name)
+            if col is None:
+                zeros = np.zeros(nodes.size_of(rows), dtype=np.int64)
+                columns.append((zeros, zeros))
+            else:
+                columns.append((nodes.allocatable[rows, col], nodes.requested[rows, col]))
+        return columns
 
     def _status(self, key: int, checked: Sequence[str] = ()) -> Status:
         """The Status of one failure combination (see the key layout in `filter`)."""
@@ -240,7 +256,7 @@ class Fit:
         request = state.get(_PRE_SCORE)
         if request is None:
             request = self._scoring_request(pod)
-        allocatable, requested, weights = allocation.allocation(
+        columns = allocation.allocation(
             nodes,
             rows,
             self._resource_names,
@@ -248,7 +264,7 @@ class Fit:
             request.requests,
             use_requested=False,
         )
-        return self._strategy(allocatable, requested, weights)
+        return self._strategy(columns, nodes.size_of(rows))
 
 
 def _strategy(args: NodeResourcesFitArgs) -> Strategy:
@@ -268,9 +284,9 @@ def _strategy(args: NodeResourcesFitArgs) -> Strategy:
         )
 
         def requested_to_capacity_ratio(
-            allocatable: Int64s, requested: Int64s, weights: Int64s
+            columns: Sequence[allocation.ResourceColumn], size: int
         ) -> Int64s:
-            return allocation.requested_to_capacity_ratio(allocatable, requested, weights, table)
+            return allocation.requested_to_capacity_ratio(columns, size, table)
 
         return requested_to_capacity_ratio
     raise FitArgsError(f"scoring strategy {strategy.type} is not supported")

@@ -1,7 +1,7 @@
 """NodeResourcesFit PreFilter and Filter: SPEC F1/F2 and upstream fit_test.go (facts only).
 
 Upstream's TestEnoughRequests node: allocatable cpu 10m, memory 20, pods 32, example.com/aaa 5,
-ephemeral-storage 20, hugepages-2Mi 5; one existing pod holds the "used" amounts. Since v1.32
+ephemeral-storage 20, hugepages-2Mi 5; one existing pod holds the "used" amounts. Current
 upstream answers UnschedulableAndUnresolvable when the pod's request of an insufficient
 resource is larger than the node's allocatable (preemption cannot help), as the expectations
 below say.

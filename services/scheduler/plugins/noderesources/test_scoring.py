@@ -554,3 +554,5 @@ def test_score_on_a_row_subset() -> None:
     rows = np.array([1, 0, 1], dtype=np.intp)
     fit.pre_score(state, pod, nodes, rows)
     assert fit.score(state, pod, nodes, rows).tolist() == [63, 32, 63]  # type: ignore[union-attr]
+    empty = np.zeros(0, dtype=np.intp)
+    assert fit.score(state, pod, nodes, empty).tolist() == []  # type: ignore[union-attr]

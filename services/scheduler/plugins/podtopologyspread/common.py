@@ -46,7 +46,9 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
     TopologySpreadConstraint(
         topology_key=HOSTNAME_LABEL, when_unsatisfiable=SCHEDULE_ANYWAY, max_skew=3
     ),
-    TopologySpreadConstraint(topology_key=ZONE_LABEL, when_unsatisfiable=SCHEDULE_ANYWAY, max_skew=5),
+    TopologySpreadConstraint(
+        topology_key=ZONE_LABEL, when_unsatisfiable=SCHEDULE_ANYWAY, max_skew=5
+    ),
 )
 """Upstream systemDefaultConstraints (SPEC C50)."""
 
@@ -81,7 +83,9 @@ def filter_constraints(
             continue
         selector = parse_label_selector(c.label_selector)
         if selector is not None and c.match_label_keys:
-            extra = [Requirement(k, IN, (pod_labels[k],)) for k in c.match_label_keys if k in pod_labels]
+            extra = [
+                Requirement(k, IN, (pod_labels[k],)) for k in c.match_label_keys if k in pod_labels
+            ]
             if extra:
                 selector = selector.with_requirements(extra)
         result.append(
@@ -174,9 +178,10 @@ class Inclusion:
 def row_included(constraint: Constraint, pod: Pod, nodes: NodeColumns, row: int) -> bool:
     """matchNodeInclusionPolicies for one node."""
     one: Rows = np.array([row], dtype=np.intp)
-    if constraint.node_affinity_policy == HONOR and not required_node_affinity(pod).mask(
-        nodes, one
-    )[0]:
+    if (
+        constraint.node_affinity_policy == HONOR
+        and not required_node_affinity(pod).mask(nodes, one)[0]
+    ):
         return False
     if constraint.node_taints_policy == HONOR:
         taints = nodes.taint_sets[int(nodes.taint_set_of[row])]

@@ -63,7 +63,9 @@ class PreFilterState:
         return {values[c]: int(self.match_num[i][c]) for c in codes}
 
 
-def _initial_paths(values: list[str], counts: NDArray[np.int64], present: NDArray[np.bool_]) -> CriticalPaths:
+def _initial_paths(
+    values: list[str], counts: NDArray[np.int64], present: NDArray[np.bool_]
+) -> CriticalPaths:
     """The paths after feeding every counted domain to update(): its two smallest."""
     codes = np.flatnonzero(present)
     if codes.shape[0] == 0:
@@ -75,7 +77,9 @@ def _initial_paths(values: list[str], counts: NDArray[np.int64], present: NDArra
         rest = nums.copy()
         rest[first] = np.iinfo(np.int64).max
         second = int(np.argmin(rest))
-        paths = CriticalPaths(paths.first, CriticalPath(values[int(codes[second])], int(nums[second])))
+        paths = CriticalPaths(
+            paths.first, CriticalPath(values[int(codes[second])], int(nums[second]))
+        )
     return paths
 
 

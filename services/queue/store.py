@@ -1,0 +1,688 @@
+"""The scheduling queue in Redis: kube-scheduler's PriorityQueue (SPEC A), one per tenant.
+
+Every transition is one Lua script call over one tenant's keys (services/queue/lua), so any
+number of queue replicas may call these methods concurrently: a pod is popped (leased) by one
+caller only, and the periodic flushes are idempotent. Times come from the injected clock and
+are passed into the scripts, so tests drive them.
+
+    store = QueueStore(redis, QueueConfig(...), clock)
+    await store.add([PodRecord.from_pod(pod)])
+    requests = await store.pop("tenant-a", 100)          # leased ScheduleRequests
+    await store.record_outcomes([Outcome(...)])           # done / backoff / unschedulable
+    await store.move_all(NODE_ADD)                        # queueing hints decide who wakes
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import msgpack
+from redis.asyncio import Redis
+
+from services.queue.clock import Clock, SystemClock, from_micros, to_micros
+from services.queue.config import QueueConfig
+from services.queue.hints import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
+    UNSCHEDULABLE_TIMEOUT,
+    ClusterEvent,
+    resized_down,
+)
+from services.queue.keys import LOCATIONS, QUEUE_OF_SET, QueueKeys, check_tenant
+from services.queue.scripts import QueueScripts
+from services.queue.state import PodState, active_member_key
+from shared.messages import MessageError, Outcome, PodOp, PodRecord, ScheduleRequest
+from shared.models import Pod, PodAffinityTerm, selector_matches
+
+NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
+
+_UPSERT_FIELDS = 12
+_POP_FIELDS = 10
+_SCAN_LIMIT = 100_000
+
+
+def _no_namespace_labels(_namespace: str) -> Awaitable[Mapping[str, str]]:
+    async def empty() -> Mapping[str, str]:
+        return {}
+
+    return empty()
+
+
+@dataclass(frozen=True, slots=True)
+class MoveResult:
+    to_active: int = 0
+    to_backoff: int = 0
+    kept: int = 0
+    """Parked pods the event did not match (they stay unschedulable)."""
+
+    def __add__(self, other: MoveResult) -> MoveResult:
+        return MoveResult(
+            self.to_active + other.to_active,
+            self.to_backoff + other.to_backoff,
+            self.kept + other.kept,
+        )
+
+    @property
+    def moved(self) -> int:
+        return self.to_active + self.to_backoff
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    active: int = 0
+    backoff: int = 0
+    unschedulable: int = 0
+    gated: int = 0
+    inflight: int = 0
+
+    @property
+    def pending(self) -> int:
+        return self.active + self.backoff + self.unschedulable + self.gated + self.inflight
+
+    def __add__(self, other: QueueCounts) -> QueueCounts:
+        return QueueCounts(
+            self.active + other.active,
+            self.backoff + other.backoff,
+            self.unschedulable + other.unschedulable,
+            self.gated + other.gated,
+            self.inflight + other.inflight,
+        )
+
+    def summary(self) -> str:
+        """Upstream PendingPods() summary (gated pods live in unschedulablePods there)."""
+        return (
+            f"activeQ:{self.active}; backoffQ:{self.backoff}; "
+            f"unschedulablePods:{self.unschedulable + self.gated}; inFlight:{self.inflight}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPod:
+    """One pending pod as `berth get pods` shows it: where it is, and why."""
+
+    tenant: str
+    key: str
+    uid: str
+    queue: str
+    """active | backoff | unschedulable | gated | inflight"""
+    attempts: int
+    priority: int
+    timestamp: float
+    initial_attempt_timestamp: float
+    unschedulable_plugins: tuple[str, ...] = ()
+    pending_plugins: tuple[str, ...] = ()
+    message: str = ""
+    nominated_node_name: str = ""
+    backoff_expires_at: float | None = None
+    lease_expires_at: float | None = None
+    redispatches: int = 0
+    conflicts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingView:
+    counts: dict[str, QueueCounts]
+    """Per tenant."""
+    pods: list[PendingPod] = field(default_factory=list)
+
+    @property
+    def total(self) -> QueueCounts:
+        return sum(self.counts.values(), QueueCounts())
+
+
+@dataclass(frozen=True, slots=True)
+class NominatedPod:
+    tenant: str
+    key: str
+    node_name: str
+    priority: int
+    pod: bytes
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    return default if value is None else int(value)
+
+
+def _why_blob(plugins: Iterable[str], pending: Iterable[str], message: str) -> bytes:
+    return cast(
+        bytes,
+        msgpack.packb(
+            {"plugins": sorted(plugins), "pending": sorted(pending), "msg": message},
+            use_bin_type=True,
+        ),
+    )
+
+
+def _read_why(blob: bytes | None) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    if not blob:
+        return (), (), ""
+    data = msgpack.unpackb(blob, raw=False)
+    return tuple(data.get("plugins", ())), tuple(data.get("pending", ())), data.get("msg", "")
+
+
+def _gated_why(gates: Sequence[str]) -> bytes:
+    return _why_blob(["SchedulingGates"], [], gates_message(gates))
+
+
+def gates_message(gates: Sequence[str]) -> str:
+    """The SchedulingGates PreEnqueue status message (Go's %v of a []string)."""
+    return f"waiting for scheduling gates: [{' '.join(gates)}]"
+
+
+def _split_unique(items: Sequence[Any], key: Callable[[Any], str]) -> list[list[Any]]:
+    """Consecutive runs without a repeated key: the scripts assume unique keys per call."""
+    runs: list[list[Any]] = [[]]
+    seen: set[str] = set()
+    for item in items:
+        k = key(item)
+        if k in seen:
+            runs.append([])
+            seen.clear()
+        seen.add(k)
+        runs[-1].append(item)
+    return [run for run in runs if run]
+
+
+def affinity_term_matches(
+    term: PodAffinityTerm,
+    owner_namespace: str,
+    pod_namespace: str,
+    pod_labels: Mapping[str, str],
+    namespace_labels: Mapping[str, str],
+) -> bool:
+    """upstream AffinityTerm.Matches: namespace (list or selector), then the label selector."""
+    namespaces = set(term.namespaces)
+    if not namespaces and term.namespace_selector is None:
+        namespaces = {owner_namespace}
+    in_scope = pod_namespace in namespaces or selector_matches(
+        term.namespace_selector, namespace_labels
+    )
+    return in_scope and selector_matches(term.label_selector, pod_labels)
+
+
+def required_affinity_terms(pod: Pod) -> list[PodAffinityTerm]:
+    affinity = pod.spec.affinity
+    if affinity is None or affinity.pod_affinity is None:
+        return []
+    return list(affinity.pod_affinity.required_during_scheduling_ignored_during_execution)
+
+
+class QueueStore:
+    """kube-scheduler's PriorityQueue over Redis; see the module docstring."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        config: QueueConfig | None = None,
+        clock: Clock | None = None,
+        *,
+        namespace_labels: NamespaceLabels | None = None,
+    ) -> None:
+        self.redis = redis
+        self.config = config or QueueConfig()
+        self.clock = clock or SystemClock()
+        self.keys = QueueKeys(self.config.key_prefix)
+        self.scripts = QueueScripts.register(redis)
+        self._namespace_labels = namespace_labels or _no_namespace_labels
+        self._known_tenants: set[str] = set()
+        self._initial_us = to_micros(self.config.initial_backoff_seconds)
+        self._max_us = to_micros(self.config.max_backoff_seconds)
+
+    # ------------------------------------------------------------------ helpers
+
+    def tenant_of(self, pod: PodRecord) -> str:
+        label = self.config.tenant_label
+        if label and pod.labels.get(label):
+            return pod.labels[label]
+        return pod.namespace
+
+    def _now(self) -> int:
+        return to_micros(self.clock.now())
+
+    def _keys(self, tenant: str) -> list[str]:
+        return self.keys.tenant(tenant)
+
+    async def _register(self, tenants: Iterable[str]) -> None:
+        new = [check_tenant(t) for t in set(tenants) - self._known_tenants]
+        if new:
+            await self.redis.sadd(self.keys.tenants, *new)
+            self._known_tenants.update(new)
+
+    async def tenants(self) -> list[str]:
+        members = await self.redis.smembers(self.keys.tenants)
+        found = sorted(_text(m) for m in members)
+        self._known_tenants.update(found)
+        return found
+
+    # ------------------------------------------------------------------ pod events
+
+    async def add(self, pods: Sequence[PodRecord]) -> list[str]:
+        """Add (SPEC A9): new pods go to active, or to gated while they have gates (A10)."""
+        return await self.upsert([("add", pod) for pod in pods])
+
+    async def update(self, pods: Sequence[PodRecord]) -> list[str]:
+        """Update (SPEC A15-A17)."""
+        return await self.upsert([("update", pod) for pod in pods])
+
+    async def upsert(self, items: Sequence[tuple[PodOp, PodRecord]]) -> list[str]:
+        """Adds and updates in order; returns each pod's queue afterwards ("" if stale)."""
+        if not items:
+            return []
+        results: list[str] = [""] * len(items)
+        by_tenant: dict[str, list[int]] = defaultdict(list)
+        for index, (_op, pod) in enumerate(items):
+            by_tenant[self.tenant_of(pod)].append(index)
+        await self._register(by_tenant)
+        now = self._now()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            calls: list[list[int]] = []
+            for tenant, indexes in by_tenant.items():
+                keys = self._keys(tenant)
+                for run in _split_unique(indexes, lambda i: items[i][1].key):
+                    args: list[Any] = [now, self._initial_us, self._max_us, len(run)]
+                    for i in run:
+                        op, pod = items[i]
+                        gates = pod.scheduling_gates
+                        args += [
+                            op,
+                            pod.key,
+                            pod.uid,
+                            pod.resource_version,
+                            pod.priority,
+                            "1" if gates else "",
+                            pod.nominated_node_name,
+                            pod.fingerprint,
+                            "1" if pod.required_pod_affinity else "",
+                            pod.scheduler_name,
+                            _why_blob(["SchedulingGates"], [], gates_message(gates))
+                            if gates
+                            else b"",
+                            pod.body,
+                        ]
+                    await self.scripts.upsert(keys=keys, args=args, client=pipe)
+                    calls.append(run)
+            replies = await pipe.execute()
+        for run, reply in zip(calls, replies, strict=True):
+            for i, loc in zip(run, reply, strict=True):
+                results[i] = LOCATIONS.get(_text(loc), "")
+        return results
+
+    async def delete(self, pods: Sequence[PodRecord]) -> int:
+        """Delete (SPEC A18): from whichever queue holds the pod, lease included."""
+        by_tenant: dict[str, list[PodRecord]] = defaultdict(list)
+        for pod in pods:
+            by_tenant[self.tenant_of(pod)].append(pod)
+        removed = 0
+        for tenant, group in by_tenant.items():
+            args: list[Any] = [len(group)]
+            for pod in group:
+                args += [pod.key, pod.uid]
+            removed += int(await self.scripts.delete(keys=self._keys(tenant), args=args))
+        return removed
+
+    async def activate(self, tenant: str, keys: Sequence[str]) -> int:
+        """Activate (SPEC A19): unschedulable or backing-off pods go to active now."""
+        if not keys:
+            return 0
+        return int(await self.scripts.activate(keys=self._keys(tenant), args=list(keys)))
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def pop(
+        self,
+        tenant: str,
+        max_pods: int,
+        *,
+        max_inflight: int | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[ScheduleRequest]:
+        """Pop (SPEC A13) up to `max_pods` from the head of active and lease them."""
+        [reply] = await self._pop_many([(tenant, max_pods)], max_inflight, lease_seconds)
+        return reply
+
+    async def pop_many(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        *,
+        max_inflight: int | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[list[ScheduleRequest]]:
+        """Several tenants' pops in one round trip (the dispatcher's WRR round)."""
+        return await self._pop_many(wanted, max_inflight, lease_seconds)
+
+    async def _pop_many(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        max_inflight: int | None,
+        lease_seconds: float | None,
+    ) -> list[list[ScheduleRequest]]:
+        cap = self.config.max_inflight_per_tenant if max_inflight is None else max_inflight
+        lease_us = to_micros(self.config.lease_seconds if lease_seconds is None else lease_seconds)
+        now = self._now()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, count in wanted:
+                await self.scripts.pop(
+                    keys=self._keys(tenant), args=[now, count, cap, lease_us], client=pipe
+                )
+            replies = await pipe.execute()
+        lease_at = from_micros(now + lease_us)
+        return [
+            self._requests(tenant, reply, lease_at)
+            for (tenant, _), reply in zip(wanted, replies, strict=True)
+        ]
+
+    @staticmethod
+    def _requests(tenant: str, reply: list[Any], lease_at: float) -> list[ScheduleRequest]:
+        out = []
+        for b in range(0, len(reply), _POP_FIELDS):
+            key, uid, att, cyc, prio, ts, its, nom, red, body = reply[b : b + _POP_FIELDS]
+            out.append(
+                ScheduleRequest(
+                    tenant=tenant,
+                    pod_key=key.decode(),
+                    uid=uid.decode(),
+                    attempt=int(att),
+                    scheduling_cycle=int(cyc),
+                    priority=int(prio),
+                    timestamp=from_micros(int(ts)),
+                    initial_attempt_timestamp=from_micros(int(its)),
+                    lease_expires_at=lease_at,
+                    nominated_node_name=nom.decode(),
+                    redispatches=int(red),
+                    pod=body,
+                )
+            )
+        return out
+
+    # ------------------------------------------------------------------ outcomes
+
+    async def record_outcomes(self, outcomes: Sequence[Outcome]) -> list[str]:
+        """Apply outcomes in order; returns each one's effect (stale, done, backoff, ...)."""
+        results: list[str] = [""] * len(outcomes)
+        by_tenant: dict[str, list[int]] = defaultdict(list)
+        for index, outcome in enumerate(outcomes):
+            by_tenant[outcome.tenant].append(index)
+        now = self._now()
+        lease_us = to_micros(self.config.lease_seconds)
+        for tenant, indexes in by_tenant.items():
+            keys = self._keys(tenant)
+            for run in _split_unique(indexes, lambda i: outcomes[i].pod_key):
+                args: list[Any] = [now, self._initial_us, self._max_us, lease_us, len(run)]
+                for i in run:
+                    o = outcomes[i]
+                    plugins = sorted(set(o.unschedulable_plugins) | set(o.pending_plugins))
+                    nominate = "-" if o.nominated_node_name is None else "=" + o.nominated_node_name
+                    lease = "" if o.lease_seconds is None else to_micros(o.lease_seconds)
+                    args += [
+                        o.pod_key,
+                        o.uid,
+                        o.attempt,
+                        o.result,
+                        ",".join(plugins),
+                        _why_blob(o.unschedulable_plugins, o.pending_plugins, o.message),
+                        nominate,
+                        lease,
+                    ]
+                reply = await self.scripts.outcome(keys=keys, args=args)
+                for i, effect in zip(run, reply, strict=True):
+                    results[i] = _text(effect)
+            activations = [
+                key
+                for i in indexes
+                if results[i] != "stale"
+                for key in outcomes[i].pods_to_activate
+            ]
+            await self.activate(tenant, activations)
+        return results
+
+    # ------------------------------------------------------------------ cluster events
+
+    def _plugins_arg(self, event: ClusterEvent) -> str:
+        plugins = self.config.hints.plugins_for(event)
+        return "*" if plugins is None else ",".join(sorted(plugins))
+
+    async def move_all(
+        self, event: ClusterEvent, *, tenants: Sequence[str] | None = None
+    ) -> MoveResult:
+        """MoveAllToActiveOrBackoffQueue (SPEC A20-A23) in every tenant queue."""
+        names = await self.tenants() if tenants is None else list(tenants)
+        return await self._move([(t, "all", ()) for t in names], event)
+
+    async def move_pods(self, tenant: str, event: ClusterEvent, keys: Sequence[str]) -> MoveResult:
+        """movePodsToActiveOrBackoffQueue for the given pods (a preCheck's answer)."""
+        return await self._move([(tenant, "keys", keys)], event)
+
+    async def _move(
+        self, targets: Sequence[tuple[str, str, Sequence[str]]], event: ClusterEvent
+    ) -> MoveResult:
+        if not targets:
+            return MoveResult()
+        now = self._now()
+        plugins = self._plugins_arg(event)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, mode, keys in targets:
+                await self.scripts.move(
+                    keys=self._keys(tenant),
+                    args=[now, self._initial_us, self._max_us, mode, plugins, *keys],
+                    client=pipe,
+                )
+            replies = await pipe.execute()
+        total = MoveResult()
+        for to_active, to_backoff, kept in replies:
+            total += MoveResult(int(to_active), int(to_backoff), int(kept))
+        return total
+
+    async def assigned_pod_added(self, pod: PodRecord) -> MoveResult:
+        """AssignedPodAdded (SPEC A26): wake the parked pods whose affinity the pod satisfies."""
+        return await self._move(await self._affinity_targets(pod), ASSIGNED_POD_ADD)
+
+    async def assigned_pod_updated(self, old: PodRecord | None, new: PodRecord) -> MoveResult:
+        """AssignedPodUpdated (SPEC A27): a resize down wakes all; else affinity matches only."""
+        if old is not None and resized_down(old.pod(), new.pod()):
+            return await self.move_all(ASSIGNED_POD_UPDATE)
+        return await self._move(await self._affinity_targets(new), ASSIGNED_POD_UPDATE)
+
+    async def assigned_pod_deleted(self, pod: PodRecord) -> MoveResult:
+        """An assigned pod went away: its resources, ports and spread are free again."""
+        return await self.move_all(ASSIGNED_POD_DELETE)
+
+    async def _affinity_targets(self, assigned: PodRecord) -> list[tuple[str, str, Sequence[str]]]:
+        """Per tenant, the unschedulable pods with a required affinity term the pod matches.
+
+        Every tenant gets an entry, even an empty one: upstream sets moveRequestCycle on this
+        path whether or not a pod moves.
+        """
+        tenants = await self.tenants()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant in tenants:
+                pipe.smembers(self.keys.key(tenant, "aff"))
+            members = await pipe.execute()
+        namespace_labels = await self._namespace_labels(assigned.namespace)
+        targets: list[tuple[str, str, Sequence[str]]] = []
+        for tenant, keys in zip(tenants, members, strict=True):
+            matching: list[str] = []
+            candidates = sorted(_text(k) for k in keys)
+            if candidates:
+                scores = await self.redis.zmscore(self.keys.key(tenant, "unsched"), candidates)
+                parked = [k for k, sc in zip(candidates, scores, strict=True) if sc is not None]
+                bodies: list[Any] = []
+                if parked:
+                    bodies = await self.redis.hmget(self.keys.key(tenant, "pod"), parked)
+                for key, body in zip(parked, bodies, strict=True):
+                    if isinstance(body, bytes) and self._affinity_matches(
+                        key, body, assigned, namespace_labels
+                    ):
+                        matching.append(key)
+            targets.append((tenant, "keys", matching))
+        return targets
+
+    @staticmethod
+    def _affinity_matches(
+        key: str, body: bytes, assigned: PodRecord, namespace_labels: Mapping[str, str]
+    ) -> bool:
+        try:
+            parked = PodRecord(namespace="", name=key, uid="", body=body).pod()
+        except MessageError:
+            return True  # cannot tell: waking costs one attempt, never a lost pod
+        return any(
+            affinity_term_matches(
+                term,
+                parked.metadata.namespace,
+                assigned.namespace,
+                assigned.labels,
+                namespace_labels,
+            )
+            for term in required_affinity_terms(parked)
+        )
+
+    # ------------------------------------------------------------------ periodic flushes
+
+    async def flush_backoff_completed(self, *, limit: int = _SCAN_LIMIT) -> int:
+        """flushBackoffQCompleted (SPEC A32), every tenant."""
+        return await self._per_tenant(self.scripts.flush_backoff, [self._now(), limit])
+
+    async def flush_unschedulable_leftover(self) -> MoveResult:
+        """flushUnschedulablePodsLeftover (SPEC A33): parked longer than the maximum (strict >)."""
+        cutoff = self._now() - to_micros(self.config.max_in_unschedulable_seconds)
+        names = await self.tenants()
+        return await self._move(
+            [(t, f"leftover:{cutoff}", ()) for t in names], UNSCHEDULABLE_TIMEOUT
+        )
+
+    async def expire_leases(self, *, limit: int = _SCAN_LIMIT) -> int:
+        """Leases past their expiry: back to active, counted as redispatches."""
+        return await self._per_tenant(self.scripts.expire, [self._now(), limit])
+
+    async def _per_tenant(self, script: Any, args: list[Any]) -> int:
+        names = await self.tenants()
+        if not names:
+            return 0
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant in names:
+                await script(keys=self._keys(tenant), args=args, client=pipe)
+            replies = await pipe.execute()
+        return sum(int(r) for r in replies)
+
+    # ------------------------------------------------------------------ reads
+
+    async def scheduling_cycle(self, tenant: str) -> int:
+        return _int(await self.redis.hget(self.keys.key(tenant, "ctr"), "scycle"), 0)
+
+    async def move_request_cycle(self, tenant: str) -> int:
+        return _int(await self.redis.hget(self.keys.key(tenant, "ctr"), "mrc"), -1)
+
+    async def stats(self, tenant: str) -> dict[str, int]:
+        raw = await self.redis.hgetall(self.keys.key(tenant, "stats"))
+        return {_text(k): int(v) for k, v in raw.items()}
+
+    async def counts(self, tenants: Sequence[str] | None = None) -> dict[str, QueueCounts]:
+        names = await self.tenants() if tenants is None else list(tenants)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant in names:
+                for queue in ("active", "backoff", "unsched", "gated", "inflight"):
+                    pipe.zcard(self.keys.key(tenant, queue))
+            replies = await pipe.execute()
+        return {
+            tenant: QueueCounts(*(int(n) for n in replies[i * 5 : i * 5 + 5]))
+            for i, tenant in enumerate(names)
+        }
+
+    async def location(self, tenant: str, key: str) -> str | None:
+        """The queue a pod waits in (active, backoff, ...), None if the queue does not hold it."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hexists(self.keys.key(tenant, "st"), key)
+            for name in ("inflight", "backoff", "unsched", "gated"):
+                pipe.zscore(self.keys.key(tenant, name), key)
+            known, *scores = await pipe.execute()
+        if not known:
+            return None
+        for name, score in zip(("inflight", "backoff", "unsched", "gated"), scores, strict=True):
+            if score is not None:
+                return QUEUE_OF_SET[name]
+        return "active"
+
+    async def state(self, tenant: str, key: str) -> PodState | None:
+        blob = await self.redis.hget(self.keys.key(tenant, "st"), key)
+        return None if blob is None else PodState.unpack(blob)
+
+    async def pending(self, tenant: str | None = None) -> PendingView:
+        """PendingPods (SPEC A35): counts per queue, and every pending pod with its reasons."""
+        names = await self.tenants() if tenant is None else [tenant]
+        counts = await self.counts(names)
+        pods: list[PendingPod] = []
+        for name in names:
+            pods.extend(await self._pending_pods(name))
+        order = {"active": 0, "backoff": 1, "unschedulable": 2, "gated": 3, "inflight": 4}
+        pods.sort(key=lambda p: (order[p.queue], -p.priority, p.timestamp, p.key))
+        return PendingView(counts=counts, pods=pods)
+
+    async def _pending_pods(self, tenant: str) -> list[PendingPod]:
+        sets = ("active", "backoff", "unsched", "gated", "inflight")
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self.keys.key(tenant, "st"))
+            pipe.hgetall(self.keys.key(tenant, "why"))
+            for name in sets:
+                pipe.zrange(self.keys.key(tenant, name), 0, -1, withscores=True)
+            states, whys, *members = await pipe.execute()
+        where: dict[str, tuple[str, float]] = {}
+        for name, entries in zip(sets, members, strict=True):
+            for member, score in entries:
+                key = active_member_key(member) if name == "active" else _text(member)
+                where[key] = (QUEUE_OF_SET[name], score)
+        pods = []
+        for raw_key, blob in states.items():
+            key = _text(raw_key)
+            state = PodState.unpack(blob)
+            queue, score = where.get(key, ("active", 0.0))
+            plugins, pending, message = _read_why(whys.get(raw_key))
+            pods.append(
+                PendingPod(
+                    tenant=tenant,
+                    key=key,
+                    uid=state.uid,
+                    queue=queue,
+                    attempts=state.attempts,
+                    priority=state.priority,
+                    timestamp=from_micros(state.timestamp),
+                    initial_attempt_timestamp=from_micros(state.initial_attempt_timestamp),
+                    unschedulable_plugins=plugins,
+                    pending_plugins=pending,
+                    message=message,
+                    nominated_node_name=state.nominated_node_name,
+                    backoff_expires_at=from_micros(score) if queue == "backoff" else None,
+                    lease_expires_at=from_micros(score) if queue == "inflight" else None,
+                    redispatches=state.redispatches,
+                    conflicts=state.conflicts,
+                )
+            )
+        return pods
+
+    async def nominated_pods(self) -> dict[str, list[NominatedPod]]:
+        """The nominator: node name -> pods nominated to it (for the workers' fit checks)."""
+        by_node: dict[str, list[NominatedPod]] = defaultdict(list)
+        for tenant in await self.tenants():
+            states = await self.redis.hgetall(self.keys.key(tenant, "st"))
+            nominated = []
+            for raw_key, blob in states.items():
+                state = PodState.unpack(blob)
+                if state.nominated_node_name:
+                    nominated.append((_text(raw_key), state))
+            if not nominated:
+                continue
+            bodies = await self.redis.hmget(
+                self.keys.key(tenant, "pod"), [key for key, _ in nominated]
+            )
+            for (key, state), body in zip(nominated, bodies, strict=True):
+                node = state.nominated_node_name
+                by_node[node].append(NominatedPod(tenant, key, node, state.priority, body or b""))
+        return dict(by_node)

@@ -1,0 +1,322 @@
+"""schedule_pod: find the feasible nodes, score them, pick one (upstream schedulePod).
+
+Port of pkg/scheduler/schedule_one.go: schedulePod, findNodesThatFitPod,
+findNodesThatPassFilters, numFeasibleNodesToFind, prioritizeNodes and selectHost.
+
+Upstream walks the nodes from `nextStartNodeIndex` (wrapping) and stops once it has found
+`numFeasibleNodesToFind` (K) feasible ones. berth evaluates every candidate row in one
+data-parallel pass, then keeps the first K feasible rows in that rotated order, and counts as
+processed the nodes up to and including the K-th feasible one (all of them when fewer are
+feasible): the next pod starts right after it. Only the rejections of processed nodes are
+reported, as upstream reports only the nodes it visited. (Upstream's 16 parallel workers may
+overshoot K a little, nondeterministically; berth follows the rule, not the race.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from services.scheduler.framework.columns import ALL_ROWS, NodeColumns, Rows
+from services.scheduler.framework.cycle_state import CycleState
+from services.scheduler.framework.errors import CycleError, FitError, NoNodesAvailableError
+from services.scheduler.framework.interfaces import Diagnosis
+from services.scheduler.framework.runtime import Framework, Rejections
+from services.scheduler.framework.status import Code, Status
+from shared.models import Pod
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+"""Below this many nodes every node is checked (SPEC G1)."""
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+"""The adaptive percentage never drops below this."""
+
+
+@dataclass(slots=True)
+class NodeScores:
+    """Scores of the feasible rows (explain): totals and each plugin's weighted score."""
+
+    rows: NDArray[np.intp]
+    totals: NDArray[np.int64]
+    by_plugin: dict[str, NDArray[np.int64]]
+
+    def by_node(self, nodes: NodeColumns) -> dict[str, tuple[int, dict[str, int]]]:
+        """node -> (total, {plugin: weighted score}), in row order."""
+        out: dict[str, tuple[int, dict[str, int]]] = {}
+        plugins = {name: scores.tolist() for name, scores in self.by_plugin.items()}
+        totals = self.totals.tolist()
+        for i, row in enumerate(self.rows.tolist()):
+            out[nodes.names[row]] = (totals[i], {name: s[i] for name, s in plugins.items()})
+        return out
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    """Where the pod goes, and what the cycle saw (upstream ScheduleResult, plus diagnosis)."""
+
+    suggested_host: str
+    evaluated_nodes: int
+    """Feasible nodes plus the nodes rejected by Filter (those the search visited)."""
+    feasible_nodes: int
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
+    """Why the other visited nodes were rejected."""
+    scores: NodeScores | None = None
+    """Per-node, per-plugin scores: only when asked for (explain) and when scoring ran."""
+
+    def filtered(self, nodes: NodeColumns) -> dict[str, Status]:
+        """node -> the status that rejected it."""
+        return rejected_nodes(self.diagnosis, nodes)
+
+
+def rejected_nodes(diagnosis: Diagnosis, nodes: NodeColumns) -> dict[str, Status]:
+    """node -> the status that rejected it, in row order."""
+    by_row = diagnosis.status_by_row()
+    return {nodes.names[row]: by_row[row] for row in sorted(by_row) if row >= 0}
+
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes end the search (upstream numFeasibleNodesToFind).
+
+    Fewer than 100 nodes: all. Otherwise the percentage (0 or None: adaptive,
+    50 - nodes/125, at least 5), of the nodes, and never fewer than 100.
+    """
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    pct = percentage or 0
+    if pct == 0:
+        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    num_nodes = num_all_nodes * pct // 100
+    return max(num_nodes, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+def select_host(totals: NDArray[np.int64], rng: np.random.Generator) -> int:
+    """The position of the highest total; ties broken uniformly at random (SPEC G8). The
+    generator is drawn from only when there is a tie."""
+    best = totals.max()
+    ties = np.flatnonzero(totals == best)
+    if ties.shape[0] == 1:
+        return int(ties[0])
+    return int(ties[rng.integers(ties.shape[0])])
+
+
+def schedule_pod(
+    framework: Framework,
+    state: CycleState,
+    pod: Pod,
+    nodes: NodeColumns,
+    *,
+    explain: bool = False,
+) -> ScheduleResult:
+    """One pod's placement: PreFilter, Filter, PreScore, Score, selectHost.
+
+    Raises NoNodesAvailableError (no nodes), FitError (no node fits: the caller may run
+    PostFilter with its diagnosis) or CycleError (a plugin failed).
+    """
+    num_all_nodes = len(nodes)
+    if num_all_nodes == 0:
+        raise NoNodesAvailableError
+    diagnosis = Diagnosis(num_all_nodes=num_all_nodes)
+    feasible, visited_rejections = _find_nodes_that_fit(framework, state, pod, nodes, diagnosis)
+    num_feasible = nodes.size_of(feasible)
+    if num_feasible == 0:
+        raise FitError(pod, num_all_nodes, diagnosis)
+    evaluated = num_feasible + visited_rejections
+    if num_feasible == 1:
+        host = nodes.names[int(nodes.row_indices(feasible)[0])]
+        return ScheduleResult(host, evaluated, 1, diagnosis)
+
+    scores: NodeScores | None = None
+    if not framework.has_score_plugins():
+        # Upstream prioritizeNodes: without score plugins every node scores 1 (SPEC B35).
+        totals = np.ones(num_feasible, dtype=np.int64)
+        if explain:
+            scores = NodeScores(nodes.row_indices(feasible), totals, {})
+    else:
+        status = framework.run_pre_score_plugins(state, pod, nodes, feasible)
+        if not status.is_success():
+            raise CycleError(status)
+        outcome = framework.run_score_plugins(state, pod, nodes, feasible, explain=explain)
+        if not outcome.status.is_success():
+            raise CycleError(outcome.status)
+        totals = outcome.totals
+        if outcome.by_plugin is not None:
+            scores = NodeScores(nodes.row_indices(feasible), totals, outcome.by_plugin)
+    chosen = select_host(totals, framework.context.rng)
+    host = nodes.names[_row_at(feasible, chosen, num_all_nodes)]
+    return ScheduleResult(host, evaluated, num_feasible, diagnosis, scores)
+
+
+def _row_at(rows: Rows, position: int, num_rows: int) -> int:
+    if isinstance(rows, slice):
+        return range(num_rows)[rows][position]
+    return int(rows[position])
+
+
+def _find_nodes_that_fit(
+    framework: Framework,
+    state: CycleState,
+    pod: Pod,
+    nodes: NodeColumns,
+    diagnosis: Diagnosis,
+) -> tuple[Rows, int]:
+    """The feasible rows, and how many rejected nodes the search visited (upstream
+    findNodesThatFitPod + findNodesThatPassFilters). Fills `diagnosis`."""
+    num_all_nodes = len(nodes)
+    pre = framework.run_pre_filter_plugins(state, pod, nodes)
+    diagnosis.unschedulable_plugins = pre.plugins_with_nodes
+    if not pre.status.is_success():
+        if not pre.status.is_rejected():
+            raise CycleError(pre.status)
+        # Every node gets the PreFilter status (preemption reads it); the message replaces
+        # the per-node reasons in the FitError.
+        all_rows = np.arange(num_all_nodes, dtype=np.intp)
+        diagnosis.rejections = [(pre.status, all_rows)]
+        diagnosis.pre_filter_msg = pre.status.message()
+        _add_plugin_status(diagnosis, pre.status)
+        return all_rows[:0], 0
+
+    nominated = _evaluate_nominated_node(framework, state, pod, nodes)
+    if nominated is not None:
+        return nominated, 0
+
+    candidates: Rows = ALL_ROWS
+    if pre.result is not None and pre.result.node_names is not None:
+        candidates = _narrow(pre.result.node_names, pre.narrowed_by, nodes, diagnosis)
+    num_candidates = nodes.size_of(candidates)
+    start = framework.context.next_start_node_index
+    if num_candidates == 0:
+        return candidates, 0
+
+    to_find = num_feasible_nodes_to_find(_percentage(framework), num_candidates)
+    if not framework.has_score_plugins():
+        to_find = 1  # upstream: nothing to rank, the first feasible node will do
+    outcome = framework.run_filter_plugins_with_nominated_pods(state, pod, nodes, candidates)
+    if not outcome.status.is_success():
+        framework.context.next_start_node_index = (start + num_candidates) % num_all_nodes
+        raise CycleError(outcome.status)
+
+    feasible, processed, rejections = _first_feasible(
+        outcome.feasible, outcome.rejections, candidates, num_candidates, start, to_find
+    )
+    framework.context.next_start_node_index = (start + processed) % num_all_nodes
+    visited = 0
+    for status, rows in rejections:
+        visited += int(rows.shape[0])
+        diagnosis.rejections.append((status, rows))
+        _add_plugin_status(diagnosis, status)
+    return feasible, visited
+
+
+def _percentage(framework: Framework) -> int | None:
+    if framework.percentage_of_nodes_to_score is not None:
+        return framework.percentage_of_nodes_to_score
+    return framework.context.percentage_of_nodes_to_score
+
+
+def _first_feasible(
+    feasible: Rows,
+    rejections: Rejections,
+    candidates: Rows,
+    num_candidates: int,
+    start: int,
+    to_find: int,
+) -> tuple[Rows, int, Rejections]:
+    """Keep the first `to_find` feasible rows in rotated order (from position `start` of the
+    candidates, wrapping). Returns them (ascending), the number of candidates the sequential
+    walk would have processed, and the rejections among those."""
+    num_feasible = num_candidates if isinstance(feasible, slice) else int(feasible.shape[0])
+    if num_feasible <= to_find:
+        return feasible, num_candidates, rejections
+    offset = start % num_candidates
+    if isinstance(feasible, slice) and isinstance(candidates, slice):
+        # Every candidate is feasible: the first `to_find` from `offset`, as slices if no wrap.
+        end = offset + to_find
+        if end <= num_candidates:
+            return slice(offset, end), to_find, rejections
+        rows = np.concatenate(
+            (np.arange(end - num_candidates, dtype=np.intp), np.arange(offset, num_candidates))
+        )
+        return rows, to_find, rejections
+    positions = _positions(feasible, candidates, num_candidates)
+    split = int(np.searchsorted(positions, offset))
+    rotated = np.concatenate((positions[split:], positions[:split]))
+    last = int(rotated[to_find - 1])
+    processed = (last - offset) % num_candidates + 1
+    kept = np.sort(rotated[:to_find])
+    rows = kept if isinstance(candidates, slice) else candidates[kept]
+    visited: Rejections = []
+    for status, rejected in rejections:
+        kept_rows = rejected[_visited_mask(rejected, candidates, num_candidates, offset, processed)]
+        if kept_rows.shape[0]:
+            visited.append((status, kept_rows))
+    return rows, processed, visited
+
+
+def _positions(rows: Rows, candidates: Rows, num_candidates: int) -> NDArray[np.intp]:
+    """Positions of `rows` within the (ascending) candidate rows."""
+    if isinstance(rows, slice):
+        return np.arange(num_candidates, dtype=np.intp)
+    if isinstance(candidates, slice):
+        return rows
+    return np.searchsorted(candidates, rows).astype(np.intp)
+
+
+def _visited_mask(
+    rows: NDArray[np.intp], candidates: Rows, num_candidates: int, offset: int, processed: int
+) -> NDArray[np.bool_]:
+    rank = (_positions(rows, candidates, num_candidates) - offset) % num_candidates
+    return rank < processed
+
+
+def _narrow(
+    names: set[str],
+    narrowed_by: list[tuple[str, set[str]]],
+    nodes: NodeColumns,
+    diagnosis: Diagnosis,
+) -> NDArray[np.intp]:
+    """The rows named by the PreFilterResult (unknown names dropped, as upstream); every
+    other node is rejected as upstream's "absent nodes" status says, attributed to the first
+    plugin whose result left it out."""
+    index = nodes.index
+    rows = np.array(sorted(index[name] for name in names if name in index), dtype=np.intp)
+    listed = " ".join(sorted(name for name, _ in narrowed_by))
+    excluded = np.ones(len(nodes), dtype=np.bool_)
+    excluded[rows] = False
+    reason = f"node(s) didn't satisfy plugin(s) [{listed}]"
+    for plugin, plugin_names in narrowed_by:
+        if not excluded.any():
+            break
+        kept = np.zeros(len(nodes), dtype=np.bool_)
+        kept[[index[name] for name in plugin_names if name in index]] = True
+        by_plugin = excluded & ~kept
+        if by_plugin.any():
+            status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (reason,), plugin)
+            diagnosis.rejections.append((status, np.flatnonzero(by_plugin).astype(np.intp)))
+            excluded &= kept
+    return rows
+
+
+def _evaluate_nominated_node(
+    framework: Framework, state: CycleState, pod: Pod, nodes: NodeColumns
+) -> NDArray[np.intp] | None:
+    """A pod nominated by an earlier preemption tries its nominated node first; when that node
+    passes every filter it is the only candidate (upstream evaluateNominatedNode)."""
+    nominated = pod.status.nominated_node_name
+    if not nominated:
+        return None
+    row = nodes.index.get(nominated)
+    if row is None:
+        return None
+    outcome = framework.run_filter_plugins_with_nominated_pods(
+        state, pod, nodes, np.array([row], dtype=np.intp)
+    )
+    if outcome.status.is_success() and nodes.size_of(outcome.feasible) == 1:
+        return nodes.row_indices(outcome.feasible)
+    return None
+
+
+def _add_plugin_status(diagnosis: Diagnosis, status: Status) -> None:
+    """Upstream Diagnosis.AddPluginStatus (Pending plugins are not tracked separately)."""
+    if status.plugin and status.is_rejected():
+        diagnosis.unschedulable_plugins.add(status.plugin)
