@@ -18,10 +18,10 @@ from collections.abc import Sequence
 def _cmd_schedule(args: argparse.Namespace) -> int:
     from services.scheduler.dryrun import run_dry, to_json, to_table
     from shared.config import ConfigError, default_config, load_config
-    from shared.models import ManifestError, load_manifest_files
+    from shared.models import ManifestError, load_manifests
 
     try:
-        manifests = load_manifest_files(args.file)
+        manifests = load_manifests(*args.file)
         config = load_config(args.config) if args.config else default_config()
         report = run_dry(manifests, config, seed=args.seed, explain=args.explain)
     except (ManifestError, ConfigError) as exc:
@@ -40,13 +40,19 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from services.scheduler.bench import run_bench
 
-    result = run_bench(
-        mode=args.mode,
-        workload=args.workload,
-        nodes=args.nodes,
-        pods=args.pods,
-        seed=args.seed,
-    )
+    try:
+        result = run_bench(
+            mode=args.mode,
+            workload=args.workload,
+            nodes=args.nodes,
+            pods=args.pods,
+            running=args.running,
+            percentage=args.percentage,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     if args.output == "json":
         print(json.dumps(result, indent=2))
     else:
@@ -84,7 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--mode", choices=["in-process"], default="in-process")
     bench.add_argument("--workload", default="scheduling-basic")
     bench.add_argument("--nodes", type=int, default=5000)
-    bench.add_argument("--pods", type=int, default=10000)
+    bench.add_argument("--pods", type=int, default=10000, help="pods to schedule")
+    bench.add_argument("--running", type=int, default=0, help="pods already running")
+    bench.add_argument(
+        "--percentage", type=int, default=100, help="percentageOfNodesToScore (default 100)"
+    )
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("-o", "--output", choices=["json", "table"], default="table")
     bench.set_defaults(run=_cmd_bench)

@@ -1,7 +1,7 @@
 """`berth schedule` as a library: where would these pods go, and why (issue #2, section 6).
 
     report = run_dry(load_manifests("cluster.yaml"), load_config("sched.yaml"), seed=1)
-    print(to_table(report))          # or to_json(report)
+    print(to_table(report))          # or print(json.dumps(to_json(report), indent=2))
 
 Semantics:
 - Pods with spec.nodeName run on that node (their requests count there). Pods without it
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -311,9 +310,9 @@ def _scores(scores: NodeScores | None, cluster: LocalCluster) -> dict[str, NodeS
 
 
 # ------------------------------------------------------------------------- output
-def to_json(report: DryRunReport) -> str:
-    """The `-o json` document (issue #2 section 6)."""
-    return json.dumps(report.to_dict(), indent=2)
+def to_json(report: DryRunReport) -> dict[str, object]:
+    """The `-o json` document (issue #2 section 6), as JSON-ready data: json.dumps it."""
+    return report.to_dict()
 
 
 def to_table(report: DryRunReport) -> str:
@@ -327,7 +326,7 @@ def to_table(report: DryRunReport) -> str:
         "   ".join([*(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])), row[-1]])
         for row in rows
     ]
-    return "\n".join(line.rstrip() for line in lines) + "\n"
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _reason(pod: PodResult) -> str:
@@ -356,7 +355,3 @@ __all__ = [
     "to_json",
     "to_table",
 ]
-
-
-def _unused(status: Status) -> Status:  # pragma: no cover - keeps Status imported for typing
-    return status

@@ -26,7 +26,6 @@ The calls are blocking (urllib); an asyncio caller runs them with `asyncio.to_th
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import os
 import ssl
@@ -36,7 +35,6 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -46,7 +44,7 @@ from services.scheduler.framework.columns import NodeColumns
 from services.scheduler.framework.interfaces import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE
 from services.scheduler.framework.status import Status
 from shared.config.types import DEFAULT_EXTENDER_TIMEOUT_SECONDS, Extender
-from shared.models import Node, Pod, format_resource
+from shared.models import Node, Pod, to_dict
 
 SCORE_SCALE = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
 """MaxNodeScore / MaxExtenderPriority = 10."""
@@ -72,41 +70,9 @@ class ExtenderFilterResult:
 
 
 # ------------------------------------------------------------------------ JSON encoding
-_TIME_FIELDS = frozenset({"creation_timestamp", "deletion_timestamp", "start_time"})
-_RESOURCE_FIELDS = frozenset({"requests", "limits", "overhead", "capacity", "allocatable"})
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def _rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def to_kube_json(obj: Any) -> Any:
-    """A model object as Kubernetes JSON: camelCase keys, quantities as strings, RFC 3339
-    times; empty and None fields are omitted (omitempty)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if value is None or (isinstance(value, (list, dict, str)) and not value):
-                continue
-            key = f.metadata.get("json", _camel(f.name))
-            if f.name in _TIME_FIELDS and isinstance(value, (int, float)):
-                out[key] = _rfc3339(float(value))
-            elif f.name in _RESOURCE_FIELDS and isinstance(value, dict):
-                out[key] = {name: format_resource(name, v) for name, v in value.items()}
-            else:
-                out[key] = to_kube_json(value)
-        return out
-    if isinstance(obj, dict):
-        return {str(k): to_kube_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [to_kube_json(v) for v in obj]
-    return obj
+def to_kube_json(obj: Pod | Node) -> dict[str, Any]:
+    """A Pod or Node as Kubernetes JSON (apiVersion, kind, camelCase, quantity strings)."""
+    return to_dict(obj)
 
 
 def _lower_keys(value: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from shared.models.quantity import QuantityError, int_value, milli_value, parse_quantity
+from shared.models.quantity import QuantityError, parse_quantity, resource_value
 from shared.models.schema import fields_of, ignored_fields
 
 Decoder = Callable[[Any], Any]
@@ -173,13 +173,18 @@ def _dec_resources_manifest(value: Any) -> dict[str, int]:
         if type(name) is not str:
             raise _expected("string key", name).at(f".{name}")
         try:
-            q = parse_quantity(raw)
+            amount = resource_value(name, raw)
         except QuantityError:
             raise FieldError(f"invalid quantity {_quote(raw)}", f".{name}") from None
-        if q < 0:
+        if amount < 0 or (amount == 0 and _is_negative(raw)):
             raise FieldError(f"invalid quantity {_quote(raw)}: must be non-negative", f".{name}")
-        out[name] = milli_value(q) if name == "cpu" else int_value(q)
+        out[name] = amount
     return out
+
+
+def _is_negative(raw: Any) -> bool:
+    # ceil() turns "-0.1" into 0: look at the value itself before calling it non-negative.
+    return parse_quantity(raw) < 0
 
 
 def _dec_resources_raw(value: Any) -> dict[str, int]:

@@ -238,16 +238,24 @@ class ManifestLoader:
 
 
 def _parse(text: str, source: str) -> Iterator[Any]:
-    """Documents of a JSON text (one value) or a YAML stream (any number of documents)."""
+    """Documents of a JSON text (one value) or a YAML stream (any number of documents).
+
+    JSON is tried first when the text looks like it (much faster); YAML, a superset, is the
+    fallback, e.g. for JSON-style documents separated by "---".
+    """
     if text.lstrip()[:1] in ("{", "["):
         try:
-            yield json.loads(text)
+            doc = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ManifestError(
-                f"{source}:{e.lineno}: invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})",
-                source=source,
-            ) from None
-        return
+            if source.endswith(".json"):
+                raise ManifestError(
+                    f"{source}:{e.lineno}: invalid JSON: {e.msg} "
+                    f"(line {e.lineno}, column {e.colno})",
+                    source=source,
+                ) from None
+        else:
+            yield doc
+            return
     try:
         yield from yaml.load_all(text, Loader=_YamlLoader)
     except yaml.YAMLError as e:

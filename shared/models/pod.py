@@ -158,7 +158,7 @@ class Pod:
 
     @property
     def key(self) -> str:
-        """ "namespace/name", the pod's identity in queues and caches."""
+        """The pod's identity in queues and caches: "namespace/name"."""
         return f"{self.metadata.namespace}/{self.metadata.name}"
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 
 _BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _SUFFIX_CHARS = frozenset("eEinumkKMGTP")
 _DIGITS = frozenset("0123456789")
-_NANO = Fraction(1, 10**9)
+_NANOS_PER_UNIT = 10**9
+_NANOS_PER_MILLI = 10**6
 _MAX_INT64 = 2**63 - 1
 # interpret() accepts [-MaxInt32, MaxInt32] (MinInt32 is rejected: its negation overflows).
 _INT32_MIN, _INT32_MAX = -(2**31 - 1), 2**31 - 1
@@ -86,37 +88,56 @@ def _scale(suffix: str, text: str) -> tuple[int, int, bool]:
     raise QuantityError(text, "invalid quantity suffix in")
 
 
-def parse_quantity(value: QuantityInput) -> Fraction:
-    """Parse a quantity into an exact Fraction (YAML ints and floats are accepted too)."""
+def _text_of(value: QuantityInput) -> str:
     if isinstance(value, bool):
         raise QuantityError(value)
-    if isinstance(value, Fraction):
-        return value
-    if isinstance(value, int):
-        return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
             raise QuantityError(value)
-        text = repr(value)
-    elif isinstance(value, str):
-        text = value
-    else:
-        raise QuantityError(value)
+        return repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return value
+    raise QuantityError(value)
+
+
+@lru_cache(maxsize=4096)
+def _nanos(text: str) -> int:
+    """The quantity in whole nano units, rounded up away from zero (cached: manifests repeat
+    the same few quantity strings thousands of times)."""
     if not text:
         raise QuantityError(text)
     negative, whole, frac, suffix = _split(text)
     base, exponent, binary = _scale(suffix, text)
     mantissa = int(whole + frac) if (whole or frac) else 0
-    amount = Fraction(mantissa, 10 ** len(frac))
-    if mantissa != 0:
-        if exponent > _MAX_EXPONENT:
-            raise QuantityError(text, "quantity out of range")
-        amount *= Fraction(base) ** exponent
-        # Round up to a whole nano unit, so a tiny request is never rounded to nothing.
-        amount = Fraction(math.ceil(amount / _NANO)) * _NANO
-        if binary and amount > _MAX_INT64:
-            amount = Fraction(_MAX_INT64)
-    return -amount if negative else amount
+    if mantissa == 0:
+        return 0
+    if exponent > _MAX_EXPONENT:
+        raise QuantityError(text, "quantity out of range")
+    if base == 10 and len(whole) + exponent < -9:
+        # Below one nano unit (and far too small to compute 10**exponent): rounds up to 1n.
+        return -1 if negative else 1
+    # value = mantissa / 10**len(frac) * base**exponent, in nano units: num / den.
+    num = mantissa * _NANOS_PER_UNIT
+    den = 10 ** len(frac)
+    if exponent >= 0:
+        num *= base**exponent
+    else:
+        den *= base**-exponent
+    nanos: int = -(-num // den)  # round up so a tiny request is never rounded to nothing
+    if binary and nanos > _MAX_INT64 * _NANOS_PER_UNIT:
+        nanos = _MAX_INT64 * _NANOS_PER_UNIT
+    return -nanos if negative else nanos
+
+
+def parse_quantity(value: QuantityInput) -> Fraction:
+    """Parse a quantity into an exact Fraction (YAML ints and floats are accepted too)."""
+    if isinstance(value, Fraction):
+        return value
+    if type(value) is int:
+        return Fraction(value)
+    return Fraction(_nanos(_text_of(value)), _NANOS_PER_UNIT)
 
 
 def milli_value(q: Fraction) -> int:
@@ -130,9 +151,17 @@ def int_value(q: Fraction) -> int:
 
 
 def resource_value(name: str, value: QuantityInput) -> int:
-    """The integer a resource list stores: millicores for cpu, base units otherwise."""
-    q = parse_quantity(value)
-    return milli_value(q) if name == "cpu" else int_value(q)
+    """The integer a resource list stores: millicores for cpu, base units otherwise.
+
+    Same result as milli_value/int_value of parse_quantity, computed in integers.
+    """
+    if type(value) is int:
+        return value * 1000 if name == "cpu" else value
+    if isinstance(value, Fraction):
+        return milli_value(value) if name == "cpu" else int_value(value)
+    nanos: int = _nanos(_text_of(value))
+    divisor = _NANOS_PER_MILLI if name == "cpu" else _NANOS_PER_UNIT
+    return -(-nanos // divisor)
 
 
 def resource_list(values: dict[str, QuantityInput]) -> dict[str, int]:

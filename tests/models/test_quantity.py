@@ -229,7 +229,9 @@ def test_milli_and_int_value(text, milli, value):
 
 
 def test_resource_list_uses_millicores_for_cpu_only():
-    assert resource_list({"cpu": "1500m", "memory": "1Gi", "pods": 110, "example.com/x": "0.5"}) == {
+    assert resource_list(
+        {"cpu": "1500m", "memory": "1Gi", "pods": 110, "example.com/x": "0.5"}
+    ) == {
         "cpu": 1500,
         "memory": Gi,
         "pods": 110,

@@ -88,6 +88,8 @@ def test_tolerates(toleration, taint, expected):
 
 def test_tolerates_taint_any():
     taint = Taint(key="k", value="v", effect="NoSchedule")
-    assert tolerates_taint([Toleration(key="x", operator="Exists"), Toleration(key="k", value="v")], taint)
+    assert tolerates_taint(
+        [Toleration(key="x", operator="Exists"), Toleration(key="k", value="v")], taint
+    )
     assert not tolerates_taint([Toleration(key="x", operator="Exists")], taint)
     assert not tolerates_taint([], taint)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from services.scheduler.framework.status import Code
-from services.scheduler.plugins.defaultpreemption import DefaultPreemption
+from services.scheduler.plugins.defaultpreemption import DefaultPreemption, evaluator
 from services.scheduler.plugins.defaultpreemption.pdb import split_by_pdb_violation
 from shared.models import Node, Pod, PodDisruptionBudget, priority_of
 from shared.models.resources import pod_requests
@@ -192,3 +192,11 @@ def test_same_decision_as_reference(seed: int) -> None:
     expected = reference(w)
     assert berth(w, node_by_node=False) == expected
     assert berth(w, node_by_node=True) == expected
+
+
+@pytest.mark.parametrize("seed", range(0, 150, 3))
+def test_small_chunks_make_the_same_decision(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nodes evaluated a few at a time (4, 8, 16, ...) in rotation order.
+    monkeypatch.setattr(evaluator, "MIN_CHUNK", 1)
+    w = world(seed)
+    assert berth(w, node_by_node=False) == reference(w)

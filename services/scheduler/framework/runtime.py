@@ -453,7 +453,7 @@ class Framework:
                 )
                 return _score_error(size, message, name)
             raw[i] = normalized
-        totals = np.zeros(size, dtype=np.int64)
+        totals: NDArray[np.int64] | None = None
         by_plugin: dict[str, NDArray[np.int64]] | None = {} if explain else None
         for (name, _, weight, _), scores in zip(active, raw, strict=True):
             if scores.shape[0] != size:
@@ -462,7 +462,10 @@ class Framework:
                     f"for {size} nodes"
                 )
                 return _score_error(size, message, name)
-            if size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+            if scores.dtype != np.int64:
+                scores = scores.astype(np.int64)
+            # One pass for both bounds: as uint64, a negative score is huge (MIN_NODE_SCORE 0).
+            if size and scores.view(np.uint64).max() > MAX_NODE_SCORE:
                 bad = scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0]
                 message = (
                     f'applying score defaultWeights on Score plugins: plugin "{name}" returns an '
@@ -471,9 +474,14 @@ class Framework:
                 )
                 return _score_error(size, message, name)
             weighted = scores * weight if weight != 1 else scores
-            totals += weighted
+            if totals is None:
+                totals = weighted.copy()
+            else:
+                totals += weighted
             if by_plugin is not None:
-                by_plugin[name] = np.asarray(weighted, dtype=np.int64)
+                by_plugin[name] = weighted
+        if totals is None:
+            totals = np.zeros(size, dtype=np.int64)
         return ScoreOutcome(totals, by_plugin)
 
     # ------------------------------------------------------------ Reserve/Permit

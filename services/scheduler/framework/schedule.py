@@ -75,19 +75,22 @@ def rejected_nodes(diagnosis: Diagnosis, nodes: NodeColumns) -> dict[str, Status
     return {nodes.names[row]: by_row[row] for row in sorted(by_row) if row >= 0}
 
 
-def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
-    """How many feasible nodes end the search (upstream numFeasibleNodesToFind).
+def percentage_of_nodes_to_score(configured: int | None, num_all_nodes: int) -> int:
+    """The percentage in effect: the configured one, or (None or 0) the adaptive default
+    50 - nodes/125, never below 5 (50% at 100 nodes, 10% at 5,000, 5% from 5,625 on)."""
+    if configured:
+        return configured
+    return max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
 
-    Fewer than 100 nodes: all. Otherwise the percentage (0 or None: adaptive,
-    50 - nodes/125, at least 5), of the nodes, and never fewer than 100.
-    """
+
+def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
+    """How many feasible nodes end the search (upstream numFeasibleNodesToFind): all of
+    them below 100 nodes, else the percentage of the nodes, never fewer than 100. (A
+    percentage above 100 asks for more nodes than exist: all are searched.)"""
     if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
         return num_all_nodes
-    pct = percentage or 0
-    if pct == 0:
-        pct = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
-    num_nodes = num_all_nodes * pct // 100
-    return max(num_nodes, MIN_FEASIBLE_NODES_TO_FIND)
+    pct = percentage_of_nodes_to_score(percentage, num_all_nodes)
+    return max(num_all_nodes * pct // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
 def select_host(totals: NDArray[np.int64], rng: np.random.Generator) -> int:
@@ -129,6 +132,8 @@ def schedule_pod(
     scores: NodeScores | None = None
     if not framework.has_score_plugins():
         # Upstream prioritizeNodes: without score plugins every node scores 1 (SPEC B35).
+        # (The search then stops at the first feasible node, so this needs extenders or a
+        # nominated node to be reached; kept for them.)
         totals = np.ones(num_feasible, dtype=np.int64)
         if explain:
             scores = NodeScores(nodes.row_indices(feasible), totals, {})

@@ -51,7 +51,7 @@ from services.scheduler.plugins.defaultpreemption.filtering import (
     run_filters_with_nominated_pods,
 )
 from services.scheduler.plugins.defaultpreemption.pdb import pdb_violations
-from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex
+from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex, group_starts, runs
 from services.scheduler.plugins.defaultpreemption.scratch import Scratch
 from shared.models import PREEMPT_NEVER, Pod, PodDisruptionBudget, priority_of
 
@@ -64,6 +64,8 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 DISRUPTION_TARGET = "DisruptionTarget"
 
 NO_VICTIMS = Status.unresolvable(MSG_NO_VICTIMS)
+MIN_CHUNK = 128
+"""Nodes evaluated together at least, when the dry run walks the nodes chunk by chunk."""
 
 
 class PreemptionExtender(Protocol):
@@ -104,11 +106,25 @@ class _SlotCandidate:
 
 @dataclass(slots=True)
 class DryRun:
-    candidates: list[Candidate]
+    """Candidates (nodes without PDB violations first), and why other nodes are not."""
+
+    picked: list[_SlotCandidate]
     statuses: dict[int, Status]
     """Row -> why that node is not a candidate (nodes evaluated and rejected)."""
     errors: list[str]
+    index: PodIndex
+    names: list[str]
     table: CandidateTable | None = None
+    """The candidates' victims as arrays, for pick_one."""
+
+    def candidate(self, i: int) -> Candidate:
+        found = self.picked[i]
+        victims = [self.index.pod(s) for s in found.slots.tolist()]
+        return Candidate(self.names[found.row], victims, found.num_pdb_violations)
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [self.candidate(i) for i in range(len(self.picked))]
 
 
 IsEligiblePod = Callable[[Pod, Pod, NodeColumns, int], bool]
@@ -229,29 +245,35 @@ class Evaluator:
         offset = self.offset(int(potential.shape[0]))
         wanted = num_candidates(int(potential.shape[0]), self.min_percentage, self.min_absolute)
         run = self.dry_run(state, pod, env, potential, offset, wanted)
-        if run.errors and not run.candidates:
+        if run.errors and not run.picked:
             return None, Status.error(aggregate_errors(run.errors))
-        if not run.candidates:
+        if not run.picked:
             return PostFilterResult(nominated_node=""), Status.unschedulable(
                 fit_error_message(num_nodes, run.statuses)
             )
-        candidates, status = self.call_extenders(pod, env, run.candidates)
-        if not status.is_success():
-            return None, status
-        if run.table is not None and candidates is run.candidates:
-            best_index = pick_one(run.table)
-        else:
+        if self._preempting_extenders(pod, env):
+            candidates, status = self.call_extenders(pod, env, run.candidates)
+            if not status.is_success():
+                return None, status
             best_index = pick_one(CandidateTable.from_candidates(candidates, self.clock()))
-        if best_index < 0:
+            best = candidates[best_index] if best_index >= 0 else None
+        else:
+            assert run.table is not None
+            best_index = pick_one(run.table)
+            best = run.candidate(best_index) if best_index >= 0 else None
+        if best is None:
             return None, Status.unschedulable(MSG_NO_CANDIDATE)
-        best = candidates[best_index]
         return PostFilterResult(nominated_node=best.node_name, victims=list(best.victims)), SUCCESS
+
+    @staticmethod
+    def _preempting_extenders(pod: Pod, env: PreemptionEnvironment) -> list[PreemptionExtender]:
+        return [e for e in env.extenders if e.supports_preemption() and e.is_interested(pod)]
 
     def call_extenders(
         self, pod: Pod, env: PreemptionEnvironment, candidates: list[Candidate]
     ) -> tuple[list[Candidate], Status]:
         """Upstream callExtenders: extenders that support preemption filter the candidates."""
-        extenders = [e for e in env.extenders if e.supports_preemption() and e.is_interested(pod)]
+        extenders = self._preempting_extenders(pod, env)
         if not extenders:
             return candidates, SUCCESS
         victims: dict[str, Victims] = {
@@ -301,7 +323,7 @@ class Evaluator:
         ctx = FilterContext(
             env.filter_plugins, extensions_of(env.pre_filter_plugins), env.nominated
         )
-        eligible = self._eligible_slots(pod, nodes, potential)
+        eligible = self._eligible(pod, nodes, potential)
         rotated = np.roll(potential, -offset)
         extensions = ctx.active_extensions(state)
         if extensions:
@@ -310,35 +332,20 @@ class Evaluator:
             )
         return self._all_nodes(state, pod, env, ctx, rotated, eligible, wanted, now)
 
-    def _eligible_slots(
+    def _eligible(
         self, pod: Pod, nodes: NodeColumns, potential: NDArray[np.intp]
-    ) -> NDArray[np.intp]:
-        """Slots of pods on potential nodes that this pod may preempt (lower priority)."""
+    ) -> NDArray[np.bool_]:
+        """Per slot: a pod on a potential node that this pod may preempt (lower priority)."""
         index = self.index
         on_potential = np.zeros(len(nodes), dtype=np.bool_)
         on_potential[potential] = True
-        cap = index.capacity
-        mask = index.alive[:cap] & (index.priority[:cap] < priority_of(pod))
-        mask &= on_potential[index.row[:cap]]
-        slots = np.flatnonzero(mask).astype(np.intp)
+        mask = index.alive & (index.priority < priority_of(pod))
+        mask &= on_potential[index.row]
         check = self.is_eligible_pod
-        if check is not None and slots.shape[0]:
-            keep = [check(index.pod(s), pod, nodes, int(index.row[s])) for s in slots.tolist()]
-            slots = slots[np.array(keep, dtype=np.bool_)]
-        return slots
-
-    def _importance_order(self, slots: NDArray[np.intp], now: float) -> NDArray[np.intp]:
-        """Slots grouped by row, each row most important first (then pod order)."""
-        index = self.index
-        order = np.lexsort(
-            (
-                index.position[slots],
-                index.start_or(slots, now),
-                -index.priority[slots],
-                index.row[slots],
-            )
-        )
-        return slots[order]
+        if check is not None:
+            for slot in np.flatnonzero(mask).tolist():
+                mask[slot] = check(index.pod(slot), pod, nodes, int(index.row[slot]))
+        return mask
 
     # ------------------------------------------------------------ all nodes at once
     def _all_nodes(
@@ -348,17 +355,52 @@ class Evaluator:
         env: PreemptionEnvironment,
         ctx: FilterContext,
         rotated: NDArray[np.intp],
-        eligible: NDArray[np.intp],
+        eligible: NDArray[np.bool_],
         wanted: int,
         now: float,
     ) -> DryRun:
+        """The dry run over chunks of nodes in rotation order (each chunk evaluated at once),
+        until the chunks so far hold enough candidates: the answer a sequential walk gives."""
+        scratch = Scratch(env.nodes, self.index)
+        collected = _Collected(wanted)
+        evaluated: list[_Chunk] = []
+        begin, size = 0, max(2 * wanted, MIN_CHUNK)
+        while begin < rotated.shape[0] and not collected.done:
+            chunk = self._evaluate_chunk(
+                state, pod, env, ctx, scratch, rotated[begin : begin + size], eligible
+            )
+            collected.add(chunk)
+            evaluated.append(chunk)
+            begin += size
+            size *= 2
+        picked = collected.fine + collected.bad
+        statuses: dict[int, Status] = {}
+        errors: list[str] = []
+        if not picked:
+            for chunk in evaluated:
+                self._why_not(chunk, statuses, errors)
+        return self._result(picked, statuses, errors, now)
+
+    def _evaluate_chunk(
+        self,
+        state: CycleState,
+        pod: Pod,
+        env: PreemptionEnvironment,
+        ctx: FilterContext,
+        scratch: Scratch,
+        rows_in_order: NDArray[np.intp],
+        eligible: NDArray[np.bool_],
+    ) -> _Chunk:
+        """SelectVictimsOnNode for every node of the chunk at once."""
         index = self.index
-        nodes = env.nodes
-        n = len(nodes)
-        slots = self._importance_order(eligible, now)
+        n = len(env.nodes)
+        in_chunk = np.zeros(n, dtype=np.bool_)
+        in_chunk[rows_in_order] = True
+        ordered = index.ordered
+        slots = ordered[eligible[ordered] & in_chunk[index.row[ordered]]]
         rows = index.row[slots]
-        with_victims, counts = np.unique(rows, return_counts=True)
-        scratch = Scratch(nodes, index)
+        with_victims, counts = runs(rows)
+        # Remove every potential victim, then: does the pod fit at all?
         scratch.remove_slots(slots)
         first = run_filters_with_nominated_pods(ctx, state, pod, scratch, with_victims)
 
@@ -366,16 +408,16 @@ class Evaluator:
         vslots, vrows = slots[keep], rows[keep]
         violating = pdb_violations(index, vslots, vrows, env.pdbs)
         # Reprieve order: violating victims first, each group most important first.
-        order = np.lexsort((np.arange(vslots.shape[0]), ~violating, vrows))
+        if bool(violating.any()):
+            order = np.argsort(vrows * 2 + ~violating, kind="stable").astype(np.intp)
+        else:
+            order = np.arange(vslots.shape[0], dtype=np.intp)
         rrows = vrows[order]
-        rank = np.arange(rrows.shape[0]) - np.searchsorted(rrows, rrows)
+        rank = np.arange(rrows.shape[0]) - group_starts(rrows)
         is_victim = np.zeros(order.shape[0], dtype=np.bool_)
-        by_rank = np.argsort(rank, kind="stable")
-        bounds: list[int] = [0]
-        if rank.shape[0]:
-            bounds.extend(np.cumsum(np.bincount(rank)).tolist())
-        for k in range(len(bounds) - 1):
-            sel = by_rank[bounds[k] : bounds[k + 1]]
+        # Step k reprieves the k-th victim of every node at once (rows are distinct).
+        for k in range(int(rank.max()) + 1 if rank.shape[0] else 0):
+            sel = np.flatnonzero(rank == k)
             step_slots = vslots[order[sel]]
             scratch.restore_slots(step_slots)
             out = run_filters_with_nominated_pods(ctx, state, pod, scratch, rrows[sel])
@@ -391,47 +433,32 @@ class Evaluator:
         violations_per_row = np.bincount(
             victim_rows, weights=violating[chosen], minlength=n
         ).astype(np.int64)
-        first_victim = np.searchsorted(victim_rows, np.arange(n))
+        return _Chunk(
+            rows_in_order,
+            with_victims,
+            first,
+            victim_slots,
+            victim_rows,
+            victims_per_row,
+            violations_per_row,
+        )
 
-        picked = _pick_rows(rotated, victims_per_row, violations_per_row, wanted)
-        candidates = [
-            _SlotCandidate(
-                row,
-                victim_slots[first_victim[row] : first_victim[row] + victims_per_row[row]],
-                int(violations_per_row[row]),
-            )
-            for row in picked
-        ]
-        statuses: dict[int, Status] = {}
-        errors: list[str] = []
-        if not candidates:
-            statuses, errors = self._why_not(rotated, with_victims, first, victims_per_row)
-        return self._result(candidates, statuses, errors, now)
-
-    def _why_not(
-        self,
-        rotated: NDArray[np.intp],
-        with_victims: NDArray[np.intp],
-        first: FilterOutcome,
-        victims_per_row: NDArray[np.int64],
-    ) -> tuple[dict[int, Status], list[str]]:
-        nodes_names = self.index_names()
-        failed = first.statuses_by_row()
-        has_victims = set(with_victims.tolist())
-        statuses: dict[int, Status] = {}
-        errors: list[str] = []
-        for row in rotated.tolist():
+    def _why_not(self, chunk: _Chunk, statuses: dict[int, Status], errors: list[str]) -> None:
+        names = self.index_names()
+        failed = chunk.first.statuses_by_row()
+        has_victims = set(chunk.with_victims.tolist())
+        for row in chunk.rows.tolist():
             if row not in has_victims:
-                statuses[row] = NO_VICTIMS
+                status = NO_VICTIMS
             elif row in failed:
-                statuses[row] = failed[row]
-            elif victims_per_row[row] == 0:
-                statuses[row] = _no_victim_error(nodes_names[row])
+                status = failed[row]
+            elif chunk.victims_per_row[row] == 0:
+                status = _no_victim_error(names[row])
             else:
                 continue
-            if statuses[row].code == Code.ERROR:
-                errors.append(statuses[row].message())
-        return statuses, errors
+            statuses[row] = status
+            if status.code == Code.ERROR:
+                errors.append(status.message())
 
     def index_names(self) -> list[str]:
         names = self.index._names
@@ -445,11 +472,6 @@ class Evaluator:
         now: float,
     ) -> DryRun:
         index = self.index
-        names = self.index_names()
-        candidates = [
-            Candidate(names[c.row], [index.pod(s) for s in c.slots.tolist()], c.num_pdb_violations)
-            for c in picked
-        ]
         table = None
         if picked:
             all_slots = np.concatenate([c.slots for c in picked])
@@ -461,7 +483,7 @@ class Evaluator:
                 index.priority[all_slots],
                 index.start_or(all_slots, now),
             )
-        return DryRun(candidates, statuses, errors, table)
+        return DryRun(picked, statuses, errors, index, self.index_names(), table)
 
     # ---------------------------------------------------------------- node by node
     def _node_by_node(
@@ -472,14 +494,13 @@ class Evaluator:
         ctx: FilterContext,
         extensions: Sequence[PreFilterExtensions],
         rotated: NDArray[np.intp],
-        eligible: NDArray[np.intp],
+        eligible: NDArray[np.bool_],
         wanted: int,
         now: float,
     ) -> DryRun:
         index = self.index
         scratch = Scratch(env.nodes, index)
-        is_eligible = np.zeros(index.capacity, dtype=np.bool_)
-        is_eligible[eligible] = True
+        is_eligible = eligible
         names = self.index_names()
         fine: list[_SlotCandidate] = []
         violating: list[_SlotCandidate] = []
@@ -557,7 +578,7 @@ class Evaluator:
             out = run_filters_with_nominated_pods(ctx, copy, pod, scratch, one)
             if not bool(out.ok[0]):
                 return None, out.status_at(0)
-            ordered = self._importance_order(np.array(row_slots, dtype=np.intp), now)
+            ordered = index.in_order(np.array(row_slots, dtype=np.intp))
             violating = pdb_violations(index, ordered, np.full(len(ordered), row), env.pdbs)
             reprieve = [int(s) for s in ordered[violating]] + [int(s) for s in ordered[~violating]]
             victims: set[int] = set()
@@ -585,24 +606,55 @@ def _no_victim_error(node_name: str) -> Status:
     return Status.error(f'expected at least one victim pod on node "{node_name}"')
 
 
-def _pick_rows(
-    rotated: NDArray[np.intp],
-    victims_per_row: NDArray[np.int64],
-    violations_per_row: NDArray[np.int64],
-    wanted: int,
-) -> list[int]:
-    """The candidates a sequential dry run from the offset collects before it stops: as soon as
-    one candidate violates no PDB and both lists (each capped at `wanted`) hold `wanted`."""
-    is_candidate = victims_per_row[rotated] > 0
-    fine = is_candidate & (violations_per_row[rotated] == 0)
-    bad = is_candidate & ~fine
-    count_fine = np.cumsum(fine)
-    count_bad = np.cumsum(bad)
-    done = (count_fine > 0) & (
-        np.minimum(count_fine, wanted) + np.minimum(count_bad, wanted) >= wanted
-    )
-    stop = int(np.argmax(done)) + 1 if bool(done.any()) else int(rotated.shape[0])
-    head = rotated[:stop]
-    fine_rows = head[fine[:stop]][:wanted].tolist()
-    bad_rows = head[bad[:stop]][:wanted].tolist()
-    return [int(r) for r in fine_rows + bad_rows]
+@dataclass(slots=True)
+class _Chunk:
+    """Nodes evaluated together, and what SelectVictimsOnNode found on each."""
+
+    rows: NDArray[np.intp]
+    """The chunk's rows in rotation order."""
+    with_victims: NDArray[np.intp]
+    first: FilterOutcome
+    """Filter with every potential victim removed, over `with_victims`."""
+    victim_slots: NDArray[np.intp]
+    victim_rows: NDArray[np.intp]
+    victims_per_row: NDArray[np.int64]
+    violations_per_row: NDArray[np.int64]
+
+    def candidate(self, row: int) -> _SlotCandidate:
+        begin = int(np.searchsorted(self.victim_rows, row))
+        end = begin + int(self.victims_per_row[row])
+        return _SlotCandidate(row, self.victim_slots[begin:end], int(self.violations_per_row[row]))
+
+
+class _Collected:
+    """The candidate lists of upstream's dry run: each holds at most `wanted` candidates, and
+    the walk stops once one candidate violates no PDB and both lists hold `wanted`."""
+
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.fine: list[_SlotCandidate] = []
+        self.bad: list[_SlotCandidate] = []
+        self.seen_fine = 0
+        self.seen_bad = 0
+        self.done = False
+
+    def add(self, chunk: _Chunk) -> None:
+        rows = chunk.rows
+        is_candidate = chunk.victims_per_row[rows] > 0
+        fine = is_candidate & (chunk.violations_per_row[rows] == 0)
+        bad = is_candidate & ~fine
+        count_fine = self.seen_fine + np.cumsum(fine)
+        count_bad = self.seen_bad + np.cumsum(bad)
+        wanted = self.wanted
+        done = (count_fine > 0) & (
+            np.minimum(count_fine, wanted) + np.minimum(count_bad, wanted) >= wanted
+        )
+        self.done = bool(done.any())
+        stop = int(np.argmax(done)) + 1 if self.done else int(rows.shape[0])
+        head = rows[:stop]
+        for row in head[fine[:stop]][: wanted - len(self.fine)].tolist():
+            self.fine.append(chunk.candidate(int(row)))
+        for row in head[bad[:stop]][: wanted - len(self.bad)].tolist():
+            self.bad.append(chunk.candidate(int(row)))
+        self.seen_fine = int(count_fine[stop - 1]) if stop else self.seen_fine
+        self.seen_bad = int(count_bad[stop - 1]) if stop else self.seen_bad

@@ -139,10 +139,20 @@ class Scratch:
         rows = index.row[slots]
         requested = self.columns.requested
         non_zero = self.columns.non_zero_requested
-        if slots.shape[0] == 1 or int(np.unique(rows).shape[0]) == int(rows.shape[0]):
+        step = np.diff(rows)
+        if slots.shape[0] == 1 or bool((step > 0).all()):
+            # One pod per row (a reprieve step): plain fancy indexing.
             requested[rows] += sign * index.requests[slots]
             non_zero[rows] += sign * index.non_zero[slots]
             self.removed_per_row[rows] -= sign
+        elif bool((step >= 0).all()):
+            # Grouped by row (all victims at once): one sum per row.
+            starts = np.flatnonzero(np.concatenate(([True], step != 0)))
+            unique_rows = rows[starts]
+            requested[unique_rows] += sign * np.add.reduceat(index.requests[slots], starts)
+            non_zero[unique_rows] += sign * np.add.reduceat(index.non_zero[slots], starts)
+            counts = np.diff(np.append(starts, rows.shape[0]))
+            self.removed_per_row[unique_rows] -= sign * counts
         else:
             np.add.at(requested, rows, sign * index.requests[slots])
             np.add.at(non_zero, rows, sign * index.non_zero[slots])

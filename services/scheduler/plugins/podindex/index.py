@@ -18,6 +18,7 @@ Rows change when nodes are added or removed: the index then rebuilds itself from
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Final, TypeVar
@@ -37,8 +38,10 @@ PREFERRED_ANTI_AFFINITY: Final = 3
 KINDS: Final = 4
 
 _INITIAL_CAPACITY = 256
-_MAX_CACHED = 4096
+_MAX_CACHED = 1024
 """Selector and incoming-pod caches are dropped wholesale past this many entries."""
+_MAX_HOT = 32
+"""Queries whose per-row counts are kept up to date on every bind (least recently used out)."""
 
 GroupKey = tuple[str, frozenset[tuple[str, str]]]
 
@@ -65,6 +68,19 @@ class TermHits:
     weights: NDArray[np.int64]
 
 
+class _HotCounts:
+    """Per-row counts of one query, kept current as pods come and go."""
+
+    __slots__ = ("counts", "queries", "skip_terminating")
+
+    def __init__(
+        self, queries: tuple[PodQuery, ...], skip_terminating: bool, counts: NDArray[np.int64]
+    ) -> None:
+        self.queries = queries
+        self.skip_terminating = skip_terminating
+        self.counts = counts
+
+
 class _LazyMask:
     """A boolean per group (or signature), evaluated for new ids as they appear."""
 
@@ -89,22 +105,33 @@ def _grown(array: NDArray[_T], size: int) -> NDArray[_T]:
 class PodIndex:
     """Bound pods by row, grouped by label set; use `PodIndex.of(nodes)`."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner: NodeColumns | None = None) -> None:
+        self._owner = None if owner is None else weakref.ref(owner)
         self._dirty = True
         self._reset()
 
     # ------------------------------------------------------------------ lifecycle
     @staticmethod
     def of(nodes: NodeColumns) -> PodIndex:
-        """The index attached to these NodeColumns (created and attached on first use)."""
+        """The index attached to these NodeColumns (created and attached on first use).
+
+        A shallow copy of a NodeColumns shares its listener list but not its pods (preemption's
+        scratch copies): it gets a throwaway index, never the original's."""
         for listener in nodes.pod_listeners:
-            if isinstance(listener, PodIndex):
+            if isinstance(listener, PodIndex) and listener._owned_by(nodes):
                 listener._sync(nodes)
                 return listener
-        index = PodIndex()
+        if any(isinstance(listener, PodIndex) for listener in nodes.pod_listeners):
+            transient = PodIndex()
+            transient._sync(nodes)
+            return transient
+        index = PodIndex(nodes)
         nodes.pod_listeners.append(index)
         index._sync(nodes)
         return index
+
+    def _owned_by(self, nodes: NodeColumns) -> bool:
+        return self._owner is not None and self._owner() is nodes
 
     def _reset(self) -> None:
         # pod table
@@ -138,6 +165,7 @@ class PodIndex:
         # caches
         self._group_masks: dict[Hashable, _LazyMask] = {}
         self._sig_masks: dict[Hashable, _LazyMask] = {}
+        self._hot: dict[tuple[tuple[PodQuery, ...], bool], _HotCounts] = {}
 
     def _sync(self, nodes: NodeColumns) -> None:
         if not self._dirty:
@@ -181,14 +209,16 @@ class PodIndex:
         self._rows = _grown(self._rows, size)
         self._groups = _grown(self._groups, size)
         self._terminating = _grown(self._terminating, size)
+        gid = self._group_of(pod)
         self._rows[slot] = row
-        self._groups[slot] = self._group_of(pod)
+        self._groups[slot] = gid
         terminating = pod.metadata.deletion_timestamp is not None
         self._terminating[slot] = terminating
         self._terminating_count += terminating
         self._slot_of[uid] = slot
         self._uid_at.append(uid)
         self._count = size
+        self._bump_hot(row, gid, terminating, 1)
         if pod.spec.affinity is not None:
             self._insert_terms(row, pod)
 
@@ -240,7 +270,9 @@ class PodIndex:
         slot = self._slot_of.pop(uid, None)
         if slot is None:
             return
-        self._terminating_count -= bool(self._terminating[slot])
+        terminating = bool(self._terminating[slot])
+        self._terminating_count -= terminating
+        self._bump_hot(int(self._rows[slot]), int(self._groups[slot]), terminating, -1)
         last = self._count - 1
         if slot != last:
             moved = self._uid_at[last]
@@ -253,6 +285,13 @@ class PodIndex:
         self._count = last
         for entry in sorted(self._entries_of.pop(uid, ()), reverse=True):
             self._delete_entry(entry)
+
+    def _bump_hot(self, row: int, gid: int, terminating: bool, delta: int) -> None:
+        for hot in self._hot.values():
+            if terminating and hot.skip_terminating:
+                continue
+            if self.group_mask(hot.queries)[gid]:
+                hot.counts[row] += delta
 
     def _delete_entry(self, entry: int) -> None:
         self.kind_entries[int(self._sig_kind[self._entry_sig[entry]])] -= 1
@@ -295,7 +334,23 @@ class PodIndex:
         terminating pods). An empty tuple of queries matches nothing."""
         self._sync(nodes)
         size = len(nodes)
-        if not queries or self._count == 0:
+        if not queries:
+            return np.zeros(size, dtype=np.int64)
+        key = (queries, skip_terminating)
+        hot = self._hot.pop(key, None)
+        if hot is None or hot.counts.shape[0] != size:
+            hot = _HotCounts(
+                queries, skip_terminating, self._count_rows(queries, skip_terminating, size)
+            )
+            if len(self._hot) >= _MAX_HOT:
+                del self._hot[next(iter(self._hot))]
+        self._hot[key] = hot  # most recently used last
+        return hot.counts.copy()
+
+    def _count_rows(
+        self, queries: tuple[PodQuery, ...], skip_terminating: bool, size: int
+    ) -> NDArray[np.int64]:
+        if self._count == 0:
             return np.zeros(size, dtype=np.int64)
         groups = self.group_mask(queries)
         if not groups.any():
@@ -340,9 +395,13 @@ class PodIndex:
         if not any(self.kind_entries[k] for k in kinds):
             return {}
         sigs = len(self.sig_terms)
-        wanted = self.signature_mask(
-            pod.metadata.namespace, pod.metadata.labels, namespace_labels
-        ) & np.isin(self._sig_kind[:sigs], kinds)
+        kind_of = self._sig_kind[:sigs]
+        wanted = self.signature_mask(pod.metadata.namespace, pod.metadata.labels, namespace_labels)
+        if len(kinds) < KINDS:
+            of_kind = kind_of == kinds[0]
+            for kind in kinds[1:]:
+                of_kind |= kind_of == kind
+            wanted = wanted & of_kind
         if not wanted.any():
             return {}
         entry_sig = self._entry_sig[: self._entries]
@@ -352,12 +411,16 @@ class PodIndex:
         sig = entry_sig[hit]
         rows = self._entry_row[: self._entries][hit].astype(np.intp)
         topology = self._sig_topology[sig]
+        present = np.flatnonzero(np.bincount(topology, minlength=len(self.topology_keys)))
         out: dict[str, TermHits] = {}
-        for tid in np.unique(topology).tolist():
-            mine = topology == tid
-            mine_sig = sig[mine]
+        for tid in present.tolist():
+            if present.shape[0] == 1:
+                mine_rows, mine_sig = rows, sig
+            else:
+                mine = topology == tid
+                mine_rows, mine_sig = rows[mine], sig[mine]
             out[self.topology_keys[tid]] = TermHits(
-                rows[mine], self._sig_kind[mine_sig], self._sig_weight[mine_sig]
+                mine_rows, self._sig_kind[mine_sig], self._sig_weight[mine_sig]
             )
         return out
 

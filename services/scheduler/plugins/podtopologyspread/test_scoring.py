@@ -12,7 +12,11 @@ from services.scheduler.framework.columns import NodeColumns
 from services.scheduler.framework.cycle_state import CycleState
 from services.scheduler.framework.status import Code
 from services.scheduler.plugins.helper.testing import by_name
-from services.scheduler.plugins.podindex import StaticClusterObjects
+from services.scheduler.plugins.podindex import (
+    LabelQuery,
+    StaticClusterObjects,
+    parse_label_selector,
+)
 from services.scheduler.plugins.podtopologyspread import (
     PodTopologySpread,
     PodTopologySpreadArgsError,
@@ -21,7 +25,8 @@ from services.scheduler.plugins.podtopologyspread import (
     score_for_count,
     topology_normalizing_weight,
 )
-from services.scheduler.plugins.podtopologyspread.scoring import normalize
+from services.scheduler.plugins.podtopologyspread.common import Constraint
+from services.scheduler.plugins.podtopologyspread.scoring import compute, normalize
 from shared.config.plugin_args import LIST_DEFAULTING, PodTopologySpreadArgs
 from shared.models import LabelSelector, Node, OwnerReference, Pod, TopologySpreadConstraint
 from tests.builders import PodBuilder, label_selector, make_node, make_pod
@@ -527,3 +532,37 @@ def test_new_validates_args() -> None:
         new(bad, None)  # type: ignore[arg-type]
     with pytest.raises(PodTopologySpreadArgsError):
         new(object(), None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("require_all", "want_ignored", "want_weights"),
+    [
+        # upstream TestPreScoreStateEmptyNodes: zone size 2 (zone1, zone2), hostname size 3.
+        pytest.param(True, {"node-d"}, [math.log(2 + 2), math.log(3 + 2)], id="explicit"),
+        # System defaults: node-d (no zone) is scored and adds the "" zone domain.
+        pytest.param(False, set(), [math.log(3 + 2), math.log(4 + 2)], id="system-defaults"),
+    ],
+)
+def test_pre_score_weights_and_ignored_nodes(
+    require_all: bool, want_ignored: set[str], want_weights: list[float]
+) -> None:
+    nodes = [
+        host("node-a", zone="zone1"),
+        host("node-b", zone="zone1"),
+        host("node-x", zone="zone2"),
+        host("node-d"),
+    ]
+    columns = NodeColumns(nodes, pods_on({"node-a": 1}))
+    query = parse(FOO)
+    constraints = [Constraint(1, "zone", query), Constraint(1, HOST, query)]
+    state = compute(
+        make_pod("p").label("foo", "").obj(), columns, slice(None), constraints, require_all
+    )
+    assert {columns.names[r] for r in np.flatnonzero(state.ignored)} == want_ignored
+    assert list(state.weights) == pytest.approx(want_weights)
+
+
+def parse(selector: LabelSelector) -> LabelQuery:
+    query = parse_label_selector(selector)
+    assert query is not None
+    return query

@@ -1,0 +1,158 @@
+"""The binder's re-checks, reusing the scheduler plugins' PreFilter + Filter on one row.
+
+- Cross-node (InterPodAffinity, PodTopologySpread DoNotSchedule): PreFilter over the binder's
+  whole view (every node and bound or assumed pod), Filter on the chosen node's row only.
+- NodeAffinity, when the node changed since the worker saw it: PreFilter + Filter on a one-node
+  NodeColumns of the current node.
+
+Which plugins run, and with which args, follows the pod's profile (schedulerName) in the
+KubeSchedulerConfiguration, as in the worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from services.binder.view import ClusterView
+from services.scheduler.framework.columns import NodeColumns
+from services.scheduler.framework.cycle_state import CycleState
+from services.scheduler.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
+from services.scheduler.framework.status import SUCCESS, Status
+from services.scheduler.plugins import names
+from services.scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
+from services.scheduler.plugins.nodeaffinity.node_affinity import NodeAffinity
+from services.scheduler.plugins.noderesources.fit import compute_pod_resource_request
+from services.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
+from shared.config import (
+    InterPodAffinityArgs,
+    NodeAffinityArgs,
+    NodeResourcesFitArgs,
+    Plugins,
+    PodTopologySpreadArgs,
+    Profile,
+    SchedulerConfiguration,
+    default_config,
+)
+from shared.models import Node, Pod
+
+
+def filter_enabled(plugins: Plugins, name: str) -> bool:
+    """Whether `name` runs at Filter: enabled there, or by MultiPoint and not disabled there."""
+    point = plugins.filter
+    if any(p.name == name for p in point.enabled):
+        return True
+    if any(p.name in (name, "*") for p in point.disabled):
+        return False
+    return any(p.name == name for p in plugins.multi_point.enabled)
+
+
+class FilteringPlugin(PreFilterPlugin, FilterPlugin, Protocol):
+    """A plugin with both PreFilter and Filter (every plugin the binder re-runs)."""
+
+
+def run_filter(plugin: FilteringPlugin, pod: Pod, columns: NodeColumns, row: int) -> Status:
+    """PreFilter over `columns`, then Filter on `row`: the plugin's verdict for that node."""
+    state = CycleState()
+    pre_result, status = plugin.pre_filter(state, pod, columns)
+    if status.is_skip():
+        return SUCCESS
+    if not status.is_success():
+        return status.with_plugin(plugin.name)
+    narrowed = pre_result.node_names if pre_result is not None else None
+    if narrowed is not None and columns.names[row] not in narrowed:
+        reason = "node(s) didn't satisfy plugin(s) [" + plugin.name + "]"
+        return Status.unresolvable(reason, plugin=plugin.name)
+    result = plugin.filter(state, pod, columns, np.array([row], dtype=np.intp))
+    if result is None:
+        return SUCCESS
+    if isinstance(result, Status):
+        return result.with_plugin(plugin.name)
+    return _row_status(result, plugin.name)
+
+
+def _row_status(result: FilterResult, plugin: str) -> Status:
+    if bool(result.ok[0]):
+        return SUCCESS
+    for status, mask in result.failures:
+        if bool(mask[0]):
+            return status.with_plugin(plugin)
+    return Status.unschedulable("rejected", plugin=plugin)
+
+
+@dataclass(frozen=True, slots=True)
+class FitRequest:
+    """What check-and-reserve checks for NodeResourcesFit: (resource, amount) pairs."""
+
+    check: tuple[tuple[str, int], ...]
+
+
+class ProfileChecks:
+    """The checks of one profile."""
+
+    def __init__(self, profile: Profile, view: ClusterView) -> None:
+        plugins = profile.plugins
+        self.scheduler_name = profile.scheduler_name
+        self._view = view
+        fit = profile.plugin_args(NodeResourcesFitArgs)
+        self._fit_enabled = filter_enabled(plugins, names.NODE_RESOURCES_FIT)
+        self._ignored = frozenset(fit.ignored_resources)
+        self._ignored_groups = frozenset(fit.ignored_resource_groups)
+        self.node_affinity: NodeAffinity | None = None
+        if filter_enabled(plugins, names.NODE_AFFINITY):
+            args = profile.plugin_args(NodeAffinityArgs)
+            self.node_affinity = NodeAffinity(args.added_affinity)
+        self.cross_node: list[FilteringPlugin] = []
+        objects = view.cluster_objects
+        if filter_enabled(plugins, names.POD_TOPOLOGY_SPREAD):
+            spread = PodTopologySpread(profile.plugin_args(PodTopologySpreadArgs), objects)
+            self.cross_node.append(spread)
+        if filter_enabled(plugins, names.INTER_POD_AFFINITY):
+            affinity = InterPodAffinity(profile.plugin_args(InterPodAffinityArgs), objects)
+            self.cross_node.append(affinity)
+
+    def fit_check(self, pod: Pod) -> tuple[tuple[str, int], ...]:
+        if not self._fit_enabled:
+            return ()
+        request = compute_pod_resource_request(pod, self._ignored, self._ignored_groups)
+        return tuple(zip(request.checked, request.amounts, strict=True))
+
+    def check_node_static(self, pod: Pod, node: Node) -> Status:
+        """NodeAffinity (incl. nodeSelector) against `node` as it is now."""
+        if self.node_affinity is None:
+            return SUCCESS
+        return run_filter(self.node_affinity, pod, NodeColumns([node]), 0)
+
+    def check_cross_node(self, pod: Pod, node: str) -> Status:
+        """InterPodAffinity and PodTopologySpread on `node`, over the binder's view."""
+        if not self.cross_node:
+            return SUCCESS
+        columns = self._view.columns
+        row = columns.index.get(node)
+        if row is None:
+            return Status.error(f"node {node!r} is not in the binder's view yet")
+        for plugin in self.cross_node:
+            status = run_filter(plugin, pod, columns, row)
+            if not status.is_success():
+                return status
+        return SUCCESS
+
+
+class Checks:
+    """ProfileChecks by schedulerName."""
+
+    def __init__(self, config: SchedulerConfiguration | None, view: ClusterView) -> None:
+        config = config if config is not None else default_config()
+        self._profiles = {p.scheduler_name: ProfileChecks(p, view) for p in config.profiles}
+        self._first = next(iter(self._profiles.values()))
+
+    def for_pod(self, pod: Pod) -> ProfileChecks:
+        """The pod's profile (the first profile for a schedulerName no profile has)."""
+        return self._profiles.get(pod.spec.scheduler_name, self._first)
+
+    @property
+    def profiles(self) -> Sequence[ProfileChecks]:
+        return list(self._profiles.values())

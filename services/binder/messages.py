@@ -1,0 +1,165 @@
+"""`berth.proposals`: what a scheduler worker asks the binder to do (msgpack, like
+shared.messages: ``{"v": SCHEMA_VERSION, "t": "proposal", ...}``, key = node name).
+
+A *bind* proposal carries the node the worker chose after Reserve and Permit, the node's
+resourceVersion it saw, and its Permit result. A *preempt* proposal carries the victims the
+worker's PostFilter chose and the node to nominate; the binder evicts the victims, records the
+nomination and reports the attempt unschedulable (with the nomination), as upstream does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast, get_args
+
+import msgpack
+
+from shared.messages import SCHEMA_VERSION, MessageError, unpack
+
+ProposalKind = Literal["bind", "preempt"]
+PermitCode = Literal["allow", "wait"]
+PROPOSAL_KINDS: tuple[str, ...] = get_args(ProposalKind)
+PERMIT_CODES: tuple[str, ...] = get_args(PermitCode)
+
+
+def _need(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    if name not in body:
+        raise MessageError(f"missing field {name!r}")
+    value = body[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise MessageError(f"field {name!r}: wrong type {type(value).__name__}")
+    return value
+
+
+def _opt(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+    return default if body.get(name) is None else _need(body, name, kind)
+
+
+def _strings(body: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    values = _opt(body, name, list, [])
+    if not all(isinstance(v, str) for v in values):
+        raise MessageError(f"field {name!r}: expected a list of strings")
+    return tuple(values)
+
+
+def _choice(body: Mapping[str, Any], name: str, choices: tuple[str, ...], default: str) -> Any:
+    value = _opt(body, name, str, default)
+    if value not in choices:
+        raise MessageError(f"field {name!r}: {value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """A pod the worker's preemption chose to evict."""
+
+    pod_key: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    tenant: str
+    pod_key: str
+    """namespace/name"""
+    uid: str
+    attempt: int
+    """The queue's attempt number (ScheduleRequest.attempt); outcomes echo it."""
+    node_name: str
+    """bind: the node the worker chose; preempt: the node to nominate."""
+    kind: ProposalKind = "bind"
+    node_resource_version: int = 0
+    """The node's resourceVersion in the worker's snapshot (0: unknown). When the node changed
+    since, the binder re-runs NodeAffinity on the current node."""
+    pod_fingerprint: str = ""
+    """shared.messages.pod_fingerprint of the pod the worker scheduled ("": not checked); the
+    binder answers "conflict" when the stored pod's spec differs."""
+    scheduling_cycle: int = 0
+    permit: PermitCode = "allow"
+    """The worker's Permit result: allow, or wait (a Permit plugin asked to wait)."""
+    permit_timeout_seconds: float = 0.0
+    permit_plugins: tuple[str, ...] = ()
+    """The plugins that asked to wait."""
+    victims: tuple[Victim, ...] = ()
+    """preempt: the pods to evict."""
+    unschedulable_plugins: tuple[str, ...] = ()
+    """preempt: the plugins of the FitError (the attempt's outcome is unschedulable)."""
+    message: str = ""
+    """preempt: the FitError message."""
+    pods_to_activate: tuple[str, ...] = ()
+
+    TYPE = "proposal"
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {
+            "v": SCHEMA_VERSION,
+            "t": self.TYPE,
+            "tenant": self.tenant,
+            "key": self.pod_key,
+            "uid": self.uid,
+            "attempt": self.attempt,
+            "node": self.node_name,
+            "kind": self.kind,
+        }
+        if self.node_resource_version:
+            body["nrv"] = self.node_resource_version
+        if self.pod_fingerprint:
+            body["fp"] = self.pod_fingerprint
+        if self.scheduling_cycle:
+            body["cycle"] = self.scheduling_cycle
+        if self.permit != "allow":
+            body["permit"] = self.permit
+            body["permit_s"] = self.permit_timeout_seconds
+            body["permit_plugins"] = list(self.permit_plugins)
+        if self.victims:
+            body["victims"] = [{"key": v.pod_key, "uid": v.uid} for v in self.victims]
+        if self.unschedulable_plugins:
+            body["plugins"] = list(self.unschedulable_plugins)
+        if self.message:
+            body["msg"] = self.message
+        if self.pods_to_activate:
+            body["activate"] = list(self.pods_to_activate)
+        return cast(bytes, msgpack.packb(body, use_bin_type=True))
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Proposal:
+        attempt = _need(body, "attempt", int)
+        if attempt < 0:
+            raise MessageError("field 'attempt': negative")
+        node = _need(body, "node", str)
+        if not node:
+            raise MessageError("field 'node': empty")
+        key = _need(body, "key", str)
+        if key.count("/") != 1:
+            raise MessageError(f"field 'key': {key!r} is not namespace/name")
+        victims = []
+        for index, item in enumerate(_opt(body, "victims", list, [])):
+            if not isinstance(item, dict):
+                raise MessageError(f"victims[{index}]: expected a map")
+            victims.append(Victim(_need(item, "key", str), _need(item, "uid", str)))
+        return cls(
+            tenant=_need(body, "tenant", str),
+            pod_key=key,
+            uid=_need(body, "uid", str),
+            attempt=attempt,
+            node_name=node,
+            kind=_choice(body, "kind", PROPOSAL_KINDS, "bind"),
+            node_resource_version=_opt(body, "nrv", int, 0),
+            pod_fingerprint=_opt(body, "fp", str, ""),
+            scheduling_cycle=_opt(body, "cycle", int, 0),
+            permit=_choice(body, "permit", PERMIT_CODES, "allow"),
+            permit_timeout_seconds=float(_opt(body, "permit_s", (int, float), 0.0)),
+            permit_plugins=_strings(body, "permit_plugins"),
+            victims=tuple(victims),
+            unschedulable_plugins=_strings(body, "plugins"),
+            message=_opt(body, "msg", str, ""),
+            pods_to_activate=_strings(body, "activate"),
+        )
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> Proposal:
+        kind, body = unpack(data)
+        if kind != cls.TYPE:
+            raise MessageError(f"expected a {cls.TYPE!r} message, got {kind!r}")
+        return cls.from_body(body)

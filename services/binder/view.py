@@ -1,0 +1,246 @@
+"""The binder's own view of the cluster, for the cross-node checks.
+
+Loaded from a store snapshot and kept fresh from the change stream: nodes and the pods bound to
+them as NodeColumns (what InterPodAffinity and PodTopologySpread read), plus namespaces, pod
+groups and PodDisruptionBudgets. Pods this binder reserved are *assumed* on their node until
+their binding arrives through the stream (or they are forgotten on Unreserve), so two
+proposals handled by one binder always see each other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from services.scheduler.framework.columns import NodeColumns
+from services.scheduler.plugins.podindex import StaticClusterObjects
+from shared.models import LabelSelector, Namespace, Node, Pod, PodDisruptionBudget, PodGroup
+from shared.store import Change, Snapshot
+
+
+class ViewClusterObjects:
+    """ClusterObjects over the view's namespaces (berth has no Services or controllers)."""
+
+    def __init__(self, namespaces: Mapping[str, Namespace]) -> None:
+        self._namespaces = namespaces
+        self._empty = StaticClusterObjects()
+
+    def namespace(self, name: str) -> Namespace | None:
+        return self._namespaces.get(name)
+
+    def namespaces(self) -> Iterable[Namespace]:
+        return self._namespaces.values()
+
+    def service_selectors(self, namespace: str) -> Iterable[Mapping[str, str] | None]:
+        return self._empty.service_selectors(namespace)
+
+    def replication_controller_selector(
+        self, namespace: str, name: str
+    ) -> Mapping[str, str] | None:
+        return self._empty.replication_controller_selector(namespace, name)
+
+    def replica_set_selector(self, namespace: str, name: str) -> LabelSelector | None:
+        return self._empty.replica_set_selector(namespace, name)
+
+    def stateful_set_selector(self, namespace: str, name: str) -> LabelSelector | None:
+        return self._empty.stateful_set_selector(namespace, name)
+
+
+class ClusterView:
+    def __init__(self) -> None:
+        self.columns = NodeColumns()
+        self.resource_version = 0
+        self.namespaces: dict[str, Namespace] = {}
+        self.pod_groups: dict[str, PodGroup] = {}
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        self.cluster_objects = ViewClusterObjects(self.namespaces)
+        self._counted: dict[str, Pod] = {}
+        """uid -> the pod counted in `columns` (bound, or assumed by this binder)."""
+        self._assumed: set[str] = set()
+        self._orphans: dict[str, dict[str, Pod]] = {}
+        """node -> uid -> bound pods whose node the view does not have (yet)."""
+        self._advanced = asyncio.Event()
+
+    # ---------------------------------------------------------------- loading
+    def load(self, snapshot: Snapshot) -> None:
+        self.namespaces.clear()
+        self.namespaces.update((ns.metadata.name, ns) for ns in _typed(snapshot, Namespace))
+        self.pod_groups = {g.key: g for g in _typed(snapshot, PodGroup)}
+        self.pdbs = {b.key: b for b in _typed(snapshot, PodDisruptionBudget)}
+        nodes = snapshot.nodes
+        names = {n.metadata.name for n in nodes}
+        bound = [p for p in snapshot.pods if p.spec.node_name]
+        assumed = [self._counted[uid] for uid in self._assumed if uid in self._counted]
+        self._orphans.clear()
+        self._counted = {}
+        placed: list[Pod] = []
+        for pod in bound:
+            if pod.spec.node_name in names:
+                placed.append(pod)
+                self._counted[pod.metadata.uid] = pod
+            else:
+                self._orphans.setdefault(pod.spec.node_name, {})[pod.metadata.uid] = pod
+        bound_uids = set(self._counted)
+        keep = [
+            p for p in assumed if p.metadata.uid not in bound_uids and p.spec.node_name in names
+        ]
+        self._assumed = {p.metadata.uid for p in keep}
+        for pod in keep:
+            self._counted[pod.metadata.uid] = pod
+        listeners = self.columns.pod_listeners
+        self.columns = NodeColumns(nodes, [*placed, *keep])
+        self.columns.pod_listeners.extend(listeners)
+        self._set_version(snapshot.resource_version)
+
+    def apply(self, changes: Sequence[Change]) -> None:
+        """Apply a batch of stream changes (consecutive new nodes cost one rebuild)."""
+        new_nodes: list[Node] = []
+        for change in changes:
+            obj = change.object
+            if (
+                change.kind == "Node"
+                and change.op == "put"
+                and isinstance(obj, Node)
+                and obj.metadata.name not in self.columns.index
+            ):
+                new_nodes.append(obj)
+                continue
+            if new_nodes:
+                self._add_nodes(new_nodes)
+                new_nodes = []
+            self._apply_one(change)
+        if new_nodes:
+            self._add_nodes(new_nodes)
+        if changes:
+            self._set_version(changes[-1].resource_version)
+
+    def _apply_one(self, change: Change) -> None:
+        obj = change.object
+        if change.kind == "Pod":
+            if change.op == "delete" or not isinstance(obj, Pod):
+                self._uncount(change.uid)
+                self._forget_orphan(change.uid)
+            else:
+                self._pod_put(obj)
+        elif change.kind == "Node":
+            if change.op == "delete":
+                self._remove_node(change.key)
+            elif isinstance(obj, Node):
+                self.columns.update_node(obj)
+        elif change.kind == "Namespace":
+            self._keyed(self.namespaces, change, Namespace)
+        elif change.kind == "PodGroup":
+            self._keyed(self.pod_groups, change, PodGroup)
+        elif change.kind == "PodDisruptionBudget":
+            self._keyed(self.pdbs, change, PodDisruptionBudget)
+
+    @staticmethod
+    def _keyed(table: dict[str, Any], change: Change, kind: type) -> None:
+        if change.op == "delete":
+            table.pop(change.key, None)
+        elif isinstance(change.object, kind):
+            table[change.key] = change.object
+
+    def _pod_put(self, pod: Pod) -> None:
+        uid = pod.metadata.uid
+        self._forget_orphan(uid)
+        if not pod.spec.node_name:
+            if uid not in self._assumed:
+                self._uncount(uid)
+            return
+        self._uncount(uid)
+        self._count(pod)
+
+    def _count(self, pod: Pod) -> None:
+        node = pod.spec.node_name
+        if node not in self.columns.index:
+            self._orphans.setdefault(node, {})[pod.metadata.uid] = pod
+            return
+        self.columns.add_pod(pod)
+        self._counted[pod.metadata.uid] = pod
+
+    def _uncount(self, uid: str) -> None:
+        pod = self._counted.pop(uid, None)
+        self._assumed.discard(uid)
+        if pod is not None:
+            self.columns.remove_pod(pod)
+
+    def _forget_orphan(self, uid: str) -> None:
+        for pods in self._orphans.values():
+            pods.pop(uid, None)
+
+    def _add_nodes(self, nodes: list[Node]) -> None:
+        self.columns.add_nodes(nodes)
+        for node in nodes:
+            for pod in self._orphans.pop(node.metadata.name, {}).values():
+                self._count(pod)
+
+    def _remove_node(self, name: str) -> None:
+        row = self.columns.index.get(name)
+        if row is None:
+            return
+        for pod in list(self.columns.pods_by_node[row]):
+            uid = pod.metadata.uid
+            self._counted.pop(uid, None)
+            if uid in self._assumed:
+                self._assumed.discard(uid)
+            else:
+                self._orphans.setdefault(name, {})[uid] = pod
+        self.columns.remove_node(name)
+
+    # ---------------------------------------------------------------- assuming
+    def assume(self, pod: Pod, node: str) -> bool:
+        """Count `pod` on `node` until its binding arrives or it is forgotten. False when
+        the view does not have the node."""
+        if node not in self.columns.index:
+            return False
+        uid = pod.metadata.uid
+        if uid in self._counted:
+            return True
+        assumed = _on_node(pod, node)
+        self.columns.add_pod(assumed)
+        self._counted[uid] = assumed
+        self._assumed.add(uid)
+        return True
+
+    def forget(self, uid: str) -> None:
+        """Drop an assumed pod (Unreserve); a pod whose binding arrived stays."""
+        if uid in self._assumed:
+            self._uncount(uid)
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self._assumed
+
+    def bound_pods(self) -> list[Pod]:
+        return list(self.columns.pods())
+
+    # ---------------------------------------------------------------- catching up
+    def _set_version(self, rv: int) -> None:
+        self.resource_version = max(self.resource_version, rv)
+        self._advanced.set()
+        self._advanced = asyncio.Event()
+
+    async def wait_for(self, rv: int, seconds: float) -> bool:
+        """Until the view has applied every change up to `rv` (False after `seconds`)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while self.resource_version < rv:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._advanced.wait(), remaining)
+            except TimeoutError:
+                return self.resource_version >= rv
+        return True
+
+
+def _on_node(pod: Pod, node: str) -> Pod:
+    """A shallow copy of the pod with spec.nodeName set (the stored pod is not touched)."""
+    return replace(pod, spec=replace(pod.spec, node_name=node))
+
+
+def _typed(snapshot: Snapshot, kind: type[Any]) -> list[Any]:
+    return [obj for obj in snapshot.of_kind(kind.__name__) if isinstance(obj, kind)]

@@ -1,0 +1,56 @@
+"""The cluster store: objects, per-node usage, bindings and a change stream in Redis.
+
+See `shared.store.store` (objects, snapshot, follow) and `shared.store.bindings` (the binder's
+reservations, bindings, nominations and gangs); key layout in `shared.store.keys`.
+"""
+
+from shared.store.bindings import (
+    DEFAULT_RESERVATION_TTL,
+    Bindings,
+    BindResult,
+    GangRejectResult,
+    GangState,
+    ReleasedReservation,
+    ReserveRequest,
+    ReserveResult,
+    ReserveStatus,
+)
+from shared.store.errors import (
+    ApplyRejectedError,
+    CorruptObjectError,
+    StoreError,
+    StreamGapError,
+)
+from shared.store.keys import KINDS, InvalidNameError, StoreKeys, object_key
+from shared.store.records import HostPort, NodeUsage, PodCharge, host_ports, pod_group_key
+from shared.store.store import Applied, Change, ClusterStore, Snapshot, decorate
+
+__all__ = [
+    "DEFAULT_RESERVATION_TTL",
+    "KINDS",
+    "Applied",
+    "ApplyRejectedError",
+    "BindResult",
+    "Bindings",
+    "Change",
+    "ClusterStore",
+    "CorruptObjectError",
+    "GangRejectResult",
+    "GangState",
+    "HostPort",
+    "InvalidNameError",
+    "NodeUsage",
+    "PodCharge",
+    "ReleasedReservation",
+    "ReserveRequest",
+    "ReserveResult",
+    "ReserveStatus",
+    "Snapshot",
+    "StoreError",
+    "StoreKeys",
+    "StreamGapError",
+    "decorate",
+    "host_ports",
+    "object_key",
+    "pod_group_key",
+]

@@ -1,0 +1,288 @@
+"""Reservations, bindings, nominations and gangs: the binder's side of the store.
+
+Every call is one Lua script over the cluster's keys, so any number of binders may call them
+concurrently: a node is never over-committed (check-and-reserve counts every reservation and
+binding), a pod is bound at most once, and each (pod uid, attempt) is acted on once.
+
+Attempt states recorded per pod uid (`attempt_of`):
+    r reserved · b bound · c conflict · u unreserved (gang rejected, permit failed)
+    x reservation expired · p preemption handled · e error
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from redis.asyncio import Redis
+
+from shared.models import Toleration
+from shared.store.keys import StoreKeys
+from shared.store.records import PodCharge, pack, tolerations_wire, unpack
+from shared.store.scripts import StoreScripts
+
+DEFAULT_RESERVATION_TTL = 120.0
+"""Seconds a reservation survives without a bind or unreserve (a binder died holding it)."""
+
+AttemptState = Literal["r", "b", "c", "u", "x", "p", "e"]
+GangDecision = Literal["none", "permit", "wait"]
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class ReserveStatus(enum.StrEnum):
+    OK = "ok"
+    CONFLICT = "conflict"
+    """Final for this attempt: the node cannot take the pod now."""
+    STALE = "stale"
+    """An older attempt than one already seen: ignore."""
+    DUPLICATE = "dup"
+    """This attempt was seen already: ignore (or adopt a reservation nobody drives)."""
+    GONE = "gone"
+    """No pod with this uid."""
+    BOUND = "bound"
+    """The pod is bound already."""
+    POD_CHANGED = "pod_changed"
+    """The pod's resourceVersion is not the one the caller checked: re-read and retry."""
+    NODE_CHANGED = "node_changed"
+    """The node's resourceVersion is not the one the caller checked: re-check and retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveRequest:
+    pod_key: str
+    uid: str
+    attempt: int
+    node: str
+    priority: int
+    charge: PodCharge
+    check: Sequence[tuple[str, int]] = ()
+    """(resource, amount) pairs NodeResourcesFit checks (positive, not ignored)."""
+    tolerations: Sequence[Toleration] = ()
+    pod_resource_version: int = 0
+    """The pod version the caller checked (0: any)."""
+    node_resource_version: int = 0
+    """The node version the caller checked (0: any)."""
+    gang: str = ""
+    """"namespace/group" of a coscheduling PodGroup, or ""."""
+    min_member: int = 0
+    ttl_seconds: float = DEFAULT_RESERVATION_TTL
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveResult:
+    status: ReserveStatus
+    reasons: tuple[str, ...] = ()
+    """CONFLICT: why, in upstream Filter wording."""
+    store_resource_version: int = 0
+    """OK: the store's resourceVersion when the reservation was taken (a view that reached it
+    has seen every binding committed before)."""
+    gang: GangDecision = "none"
+    gang_generation: int = 0
+    seen_attempt: int = 0
+    seen_state: str = ""
+    node: str = ""
+    """DUPLICATE: the node this attempt holds a reservation on ("" if none); BOUND: the node."""
+    resource_version: int = 0
+    """POD_CHANGED / NODE_CHANGED: the current version."""
+
+    @classmethod
+    def parse(cls, reply: Sequence[Any]) -> ReserveResult:
+        status = ReserveStatus(_text(reply[0]))
+        if status is ReserveStatus.OK:
+            gang: GangDecision = "none"
+            decision = _text(reply[2])
+            if decision == "permit":
+                gang = "permit"
+            elif decision == "wait":
+                gang = "wait"
+            return cls(
+                status,
+                store_resource_version=int(reply[1]),
+                gang=gang,
+                gang_generation=int(reply[3]),
+            )
+        if status is ReserveStatus.CONFLICT:
+            return cls(status, reasons=tuple(_text(r) for r in reply[1:]))
+        if status is ReserveStatus.STALE:
+            return cls(status, seen_attempt=int(reply[1]), seen_state=_text(reply[2]))
+        if status is ReserveStatus.DUPLICATE:
+            return cls(
+                status,
+                seen_state=_text(reply[1]),
+                node=_text(reply[2]),
+                gang_generation=int(reply[3]),
+            )
+        if status is ReserveStatus.BOUND:
+            return cls(status, node=_text(reply[1]))
+        if status in (ReserveStatus.POD_CHANGED, ReserveStatus.NODE_CHANGED):
+            return cls(status, resource_version=int(reply[1]))
+        return cls(status)
+
+
+BindStatus = Literal["ok", "lost", "gone"]
+
+
+@dataclass(frozen=True, slots=True)
+class BindResult:
+    status: BindStatus
+    resource_version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasedReservation:
+    pod_key: str
+    uid: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class GangRejectResult:
+    status: Literal["rejected", "permitted", "stale"]
+    released: tuple[ReleasedReservation, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GangState:
+    generation: int = 0
+    state: str = ""
+    """"w" waiting, "p" permitted, "" never seen."""
+    members: frozenset[str] = field(default_factory=frozenset)
+
+
+def _released(flat: Sequence[Any]) -> tuple[ReleasedReservation, ...]:
+    return tuple(
+        ReleasedReservation(_text(flat[i]), _text(flat[i + 1]), int(flat[i + 2]))
+        for i in range(0, len(flat), 3)
+    )
+
+
+class Bindings:
+    def __init__(
+        self, redis: Redis, keys: StoreKeys, scripts: StoreScripts, stream_maxlen: int
+    ) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.scripts = scripts
+        self.stream_maxlen = stream_maxlen
+
+    async def reserve(self, request: ReserveRequest, now: float) -> ReserveResult:
+        """Check the node-local constraints against the authoritative usage and, if they hold,
+        reserve the pod's charge on the node (one script). See reserve.lua."""
+        r = request
+        check = {"n": [name for name, _ in r.check], "a": [amount for _, amount in r.check]}
+        reply = await self.scripts.reserve(
+            keys=[self.keys.rv],
+            args=[
+                repr(now),
+                r.pod_key,
+                r.uid,
+                r.attempt,
+                r.node,
+                r.pod_resource_version,
+                r.node_resource_version,
+                r.priority,
+                pack(r.charge.wire()),
+                pack(check),
+                pack(tolerations_wire(r.tolerations)),
+                r.gang,
+                r.min_member,
+                repr(r.ttl_seconds),
+            ],
+        )
+        return ReserveResult.parse(reply)
+
+    async def bind(self, pod_key: str, uid: str, attempt: int, node: str) -> BindResult:
+        """Turn the reservation of (uid, attempt) on `node` into the binding; streamed."""
+        reply = await self.scripts.bind(
+            keys=[self.keys.rv], args=[self.stream_maxlen, pod_key, uid, attempt, node]
+        )
+        status = _text(reply[0])
+        if status == "ok":
+            return BindResult("ok", int(reply[1]))
+        return BindResult("gone" if status == "gone" else "lost")
+
+    async def unreserve(
+        self, pod_key: str, uid: str, attempt: int, state: AttemptState = "u"
+    ) -> bool:
+        """Release the reservation of (uid, attempt) if it still exists; record `state`."""
+        reply = await self.scripts.unreserve(
+            keys=[self.keys.rv], args=[pod_key, uid, attempt, state]
+        )
+        return bool(int(reply))
+
+    async def gang_reject(self, gang: str, generation: int) -> GangRejectResult:
+        """Unreserve every reserved member of `gang` in `generation` unless it was permitted."""
+        reply = await self.scripts.gang_reject(keys=[self.keys.rv], args=[gang, generation])
+        status = _text(reply[0])
+        if status == "rejected":
+            return GangRejectResult("rejected", _released(reply[1:]))
+        return GangRejectResult("permitted" if status == "permitted" else "stale")
+
+    async def gang_state(self, gang: str) -> GangState:
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hmget(self.keys.gang(gang), ["gen", "state"])
+        pipe.smembers(self.keys.gang_members(gang))
+        (gen, state), members = await pipe.execute()
+        return GangState(
+            int(gen or 0), _text(state) if state else "", frozenset(_text(m) for m in members)
+        )
+
+    async def gang_states(self, gangs: Sequence[str]) -> list[tuple[int, str]]:
+        """(generation, state) of several gangs in one round trip."""
+        pipe = self.redis.pipeline(transaction=False)
+        for gang in gangs:
+            pipe.hmget(self.keys.gang(gang), ["gen", "state"])
+        replies = await pipe.execute()
+        return [(int(gen or 0), _text(state) if state else "") for gen, state in replies]
+
+    async def claim(
+        self, uid: str, attempt: int, state: AttemptState = "p"
+    ) -> tuple[str, int, str]:
+        """Record an attempt that reserves nothing. ("ok" | "stale" | "dup", seen, state)."""
+        reply = await self.scripts.claim(keys=[self.keys.rv], args=[uid, attempt, state])
+        status = _text(reply[0])
+        if status == "stale":
+            return status, int(reply[1]), _text(reply[2])
+        if status == "dup":
+            return status, attempt, _text(reply[1])
+        return status, attempt, state
+
+    async def nominate(
+        self, pod_key: str, uid: str, node: str, priority: int, charge: PodCharge
+    ) -> int | None:
+        """Set (node) or clear ("") the pod's nominated node. Returns the change's rv, or
+        None when nothing changed (same nomination, or no such pod)."""
+        reply = await self.scripts.nominate(
+            keys=[self.keys.rv],
+            args=[self.stream_maxlen, pod_key, uid, node, priority, pack(charge.wire())],
+        )
+        return int(reply[1]) if _text(reply[0]) == "ok" else None
+
+    async def expire(self, now: float, limit: int = 500) -> tuple[ReleasedReservation, ...]:
+        """Release reservations whose ttl passed (their binder is gone)."""
+        reply = await self.scripts.expire(keys=[self.keys.rv], args=[repr(now), limit])
+        return _released(reply)
+
+    async def attempt_of(self, uid: str) -> tuple[int, str] | None:
+        raw = await self.redis.hget(self.keys.attempts, uid)
+        if raw is None:
+            return None
+        attempt, _, state = _text(raw).partition(" ")
+        return int(attempt), state
+
+    async def charge_of(self, pod_key: str) -> dict[str, Any] | None:
+        """The reservation ("s": "r") or binding ("s": "b") a pod holds, as stored."""
+        raw = await self.redis.hget(self.keys.charges, pod_key)
+        if raw is None:
+            return None
+        record: dict[str, Any] = unpack(bytes(raw) if isinstance(raw, bytes) else raw.encode())
+        return record
+
+    async def bound_node(self, pod_key: str) -> str | None:
+        raw = await self.redis.hget(self.keys.pod_node, pod_key)
+        return None if raw is None else _text(raw)

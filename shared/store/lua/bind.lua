@@ -1,0 +1,31 @@
+-- Bind a reserved pod: its reservation becomes a binding, spec.nodeName is set (the pod's
+-- resourceVersion moves and the change is streamed), its nomination is cleared.
+-- ARGV: 1 stream maxlen, 2 pod key, 3 uid, 4 attempt, 5 node.
+-- Returns {"ok", rv}, {"lost"} (no such reservation any more) or {"gone"} (pod deleted).
+local maxlen, podkey, uid, attempt, node = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local charge = reservation_of(podkey, uid, attempt)
+if not charge or charge.node ~= node then return {"lost"} end
+local _, pod_uid = split_pair(redis.call("HGET", meta_key("Pod"), podkey))
+if pod_uid ~= uid then
+  release(podkey)
+  return {"gone"}
+end
+local nominated = redis.call("HGET", NOMOF, podkey)
+local body = redis.call("HGET", obj_key("Pod"), podkey)
+local rv = emit(maxlen, "Pod", podkey, "put", body, uid, {node = node, nom = ""})
+redis.call("HSET", meta_key("Pod"), podkey, int(rv) .. " " .. uid)
+charge.s = "b"
+redis.call("HSET", CHARGES, podkey, cmsgpack.pack(charge))
+redis.call("ZREM", RESV, podkey)
+redis.call("HSET", PODNODE, podkey, node)
+record_attempt(uid, attempt, "b")
+if nominated then
+  redis.call("HDEL", nom_key(nominated), podkey)
+  redis.call("HDEL", NOMOF, podkey)
+end
+if charge.g ~= "" then
+  redis.call("SREM", gang_members_key(charge.g), podkey)
+  redis.call("HINCRBY", GANGBOUND, charge.g, 1)
+  settle_gang(charge.g)
+end
+return {"ok", rv}

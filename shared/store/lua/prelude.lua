@@ -1,0 +1,116 @@
+-- Shared by every store script (Redis 6.2 Lua: scripts cannot share functions, so this text is
+-- prepended to each). KEYS[1] is <base>rv; the other keys derive from its prefix, see
+-- shared/store/keys.py for the layout. All of them carry the cluster's hash tag.
+local RV_KEY = KEYS[1]
+local BASE = string.sub(RV_KEY, 1, -3)
+local STREAM = BASE .. "stream"
+local CHARGES = BASE .. "charge"
+local PODNODE = BASE .. "podnode"
+local RESV = BASE .. "resv"
+local ATT = BASE .. "att"
+local NOMOF = BASE .. "nomof"
+local GANGBOUND = BASE .. "gangbound"
+local USAGE_NODES = BASE .. "usage-nodes"
+local NODE_FACTS = BASE .. "nf"
+
+local function meta_key(kind) return BASE .. "meta:" .. kind end
+local function obj_key(kind) return BASE .. "obj:" .. kind end
+local function usage_key(node) return BASE .. "usage:" .. node end
+local function nom_key(node) return BASE .. "nom:" .. node end
+local function gang_key(group) return BASE .. "gang:" .. group end
+local function gang_members_key(group) return BASE .. "gangm:" .. group end
+
+-- Lua numbers are doubles; "%d" prints integers without an exponent.
+local function int(n) return string.format("%d", n) end
+
+-- "<number> <text>" (meta "<rv> <uid>", attempts "<attempt> <state>") -> number, text
+local function split_pair(raw)
+  if not raw then return nil, nil end
+  local sp = string.find(raw, " ", 1, true)
+  return tonumber(string.sub(raw, 1, sp - 1)), string.sub(raw, sp + 1)
+end
+
+-- One change: bump the resourceVersion and append its stream entry (id "<rv>-0") before any
+-- other write of the change, so a failing XADD leaves nothing half-done.
+local function emit(maxlen, kind, key, op, body, uid, extra)
+  local rv = redis.call("INCR", RV_KEY)
+  local args = {"XADD", STREAM, "MAXLEN", "~", maxlen, int(rv) .. "-0",
+                "k", kind, "n", key, "o", op, "u", uid}
+  if body then
+    table.insert(args, "b")
+    table.insert(args, body)
+  end
+  if extra then
+    for field, value in pairs(extra) do
+      table.insert(args, field)
+      table.insert(args, value)
+    end
+  end
+  redis.call(unpack(args))
+  return rv
+end
+
+-- Add (sign 1) or remove (sign -1) a charge {r = {resource = amount}, p = {{proto, port, ip}}}
+-- and one pod slot to a node's usage; fields that drop to zero are removed.
+local function add_usage(node, charge, sign)
+  local key = usage_key(node)
+  redis.call("HINCRBY", key, "pods", sign)
+  for resource, amount in pairs(charge.r) do
+    local field = "r:" .. resource
+    if redis.call("HINCRBY", key, field, sign * amount) == 0 then
+      redis.call("HDEL", key, field)
+    end
+  end
+  for _, port in ipairs(charge.p) do
+    local field = "hp:" .. port[1] .. ":" .. int(port[2]) .. ":" .. port[3]
+    if redis.call("HINCRBY", key, field, sign) <= 0 then
+      redis.call("HDEL", key, field)
+    end
+  end
+  redis.call("SADD", USAGE_NODES, node)
+end
+
+-- A permitted gang generation whose reserved members are all gone (bound or released) ends:
+-- the next member starts a new generation and counts bound members afresh.
+local function settle_gang(group)
+  local gk = gang_key(group)
+  if redis.call("SCARD", gang_members_key(group)) == 0
+      and redis.call("HGET", gk, "state") == "p" then
+    redis.call("HINCRBY", gk, "gen", 1)
+    redis.call("HSET", gk, "state", "w")
+    redis.call("HDEL", gk, "since")
+  end
+end
+
+-- Give back what a pod's charge holds (reservation or binding); returns the charge or nil.
+local function release(podkey)
+  local raw = redis.call("HGET", CHARGES, podkey)
+  if not raw then return nil end
+  local charge = cmsgpack.unpack(raw)
+  add_usage(charge.node, charge, -1)
+  redis.call("HDEL", CHARGES, podkey)
+  redis.call("ZREM", RESV, podkey)
+  if charge.s == "b" then
+    redis.call("HDEL", PODNODE, podkey)
+    if charge.g ~= "" and redis.call("HINCRBY", GANGBOUND, charge.g, -1) <= 0 then
+      redis.call("HDEL", GANGBOUND, charge.g)
+    end
+  elseif charge.g ~= "" then
+    redis.call("SREM", gang_members_key(charge.g), podkey)
+    settle_gang(charge.g)
+  end
+  return charge
+end
+
+-- The reservation of `attempt` of pod `uid`, or nil.
+local function reservation_of(podkey, uid, attempt)
+  local raw = redis.call("HGET", CHARGES, podkey)
+  if not raw then return nil end
+  local charge = cmsgpack.unpack(raw)
+  if charge.s ~= "r" or charge.uid ~= uid or charge.att ~= attempt then return nil end
+  return charge
+end
+
+local function record_attempt(uid, attempt, state)
+  redis.call("HSET", ATT, uid, int(attempt) .. " " .. state)
+end

@@ -1,0 +1,152 @@
+-- The binder's check-and-reserve for one attempt of one pod on one node.
+-- ARGV: 1 now, 2 pod key, 3 uid, 4 attempt, 5 node, 6 pod rv the caller checked (0: any),
+--       7 node rv the caller checked (0: any), 8 pod priority, 9 charge {r, p},
+--       10 fit check {n = resource names, a = amounts}, 11 tolerations {{key, op, value, effect}},
+--       12 gang ("ns/group" or ""), 13 minMember, 14 reservation ttl (seconds)
+-- Returns one of
+--   {"ok", store rv, gang ("none" | "permit" | "wait"), gang generation}
+--   {"conflict", reason...}          final for this attempt (recorded)
+--   {"stale", seen attempt, state}   an older attempt: nothing changes
+--   {"dup", state, node held, gen}   this attempt was seen already: nothing changes
+--   {"gone"}                         no pod with this uid
+--   {"bound", node}                  the pod is bound already
+--   {"pod_changed", rv} / {"node_changed", rv}   re-read and call again (not recorded)
+local now = tonumber(ARGV[1])
+local podkey, uid, attempt, node = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local want_pod_rv, want_node_rv = tonumber(ARGV[6]), tonumber(ARGV[7])
+local prio = tonumber(ARGV[8])
+local charge = cmsgpack.unpack(ARGV[9])
+local check = cmsgpack.unpack(ARGV[10])
+local tolerations = cmsgpack.unpack(ARGV[11])
+local group, min_member, ttl = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[14])
+
+local seen, seen_state = split_pair(redis.call("HGET", ATT, uid))
+if seen then
+  if attempt < seen then return {"stale", seen, seen_state} end
+  if attempt == seen then
+    local held = reservation_of(podkey, uid, attempt)
+    if held then return {"dup", seen_state, held.node, held.gen} end
+    return {"dup", seen_state, redis.call("HGET", PODNODE, podkey) or "", 0}
+  end
+end
+
+local pod_rv, pod_uid = split_pair(redis.call("HGET", meta_key("Pod"), podkey))
+if pod_uid ~= uid then return {"gone"} end
+local bound = redis.call("HGET", PODNODE, podkey)
+if bound then return {"bound", bound} end
+if want_pod_rv > 0 and pod_rv ~= want_pod_rv then return {"pod_changed", pod_rv} end
+-- A reservation of an older attempt was abandoned (its binder vanished and the queue's lease
+-- expired): this attempt supersedes it.
+if redis.call("HEXISTS", CHARGES, podkey) == 1 then release(podkey) end
+
+local function reject(...)
+  record_attempt(uid, attempt, "c")
+  return {"conflict", ...}
+end
+
+-- upstream v1 Toleration.ToleratesTaint
+local function tolerates(key, value, effect)
+  for _, t in ipairs(tolerations) do
+    if (t[4] == "" or t[4] == effect) and (t[1] == "" or t[1] == key) then
+      if t[2] == "" or t[2] == "Equal" then
+        if t[3] == value then return true end
+      elseif t[2] == "Exists" then
+        return true
+      end
+    end
+  end
+  return false
+end
+
+local node_rv = split_pair(redis.call("HGET", meta_key("Node"), node))
+if not node_rv then return reject('node "' .. node .. '" not found') end
+if want_node_rv > 0 and node_rv ~= want_node_rv then return {"node_changed", node_rv} end
+local facts = cmsgpack.unpack(redis.call("HGET", NODE_FACTS, node))
+
+-- NodeUnschedulable, TaintToleration
+if facts.u and not tolerates("node.kubernetes.io/unschedulable", "", "NoSchedule") then
+  return reject("node(s) were unschedulable")
+end
+for _, taint in ipairs(facts.t) do
+  if not tolerates(taint[1], taint[2], taint[3]) then
+    return reject("node(s) had untolerated taint {" .. taint[1] .. ": " .. taint[2] .. "}")
+  end
+end
+
+-- What the node's reserved and bound pods use, plus the nominated pods of at least this
+-- priority (upstream addGENominatedPods).
+local used = {}
+local flat = redis.call("HGETALL", usage_key(node))
+for i = 1, #flat, 2 do used[flat[i]] = tonumber(flat[i + 1]) end
+local ports = {}
+for field, count in pairs(used) do
+  if count > 0 and string.sub(field, 1, 3) == "hp:" then
+    local proto, port, ip = string.match(field, "^hp:([^:]*):(%d+):(.*)$")
+    table.insert(ports, {proto, port, ip})
+  end
+end
+local nominated_pods = 0
+local nominated = {}
+local noms = redis.call("HGETALL", nom_key(node))
+for i = 1, #noms, 2 do
+  if noms[i] ~= podkey then
+    local rec = cmsgpack.unpack(noms[i + 1])
+    if rec.prio >= prio then
+      nominated_pods = nominated_pods + 1
+      for resource, amount in pairs(rec.r) do
+        nominated[resource] = (nominated[resource] or 0) + amount
+      end
+      for _, p in ipairs(rec.p) do table.insert(ports, {p[1], int(p[2]), p[3]}) end
+    end
+  end
+end
+
+-- NodePorts (upstream HostPortInfo.CheckConflict)
+for _, want in ipairs(charge.p) do
+  local port = int(want[2])
+  for _, have in ipairs(ports) do
+    if have[1] == want[1] and have[2] == port
+        and (want[3] == "0.0.0.0" or have[3] == "0.0.0.0" or have[3] == want[3]) then
+      return reject("node(s) didn't have free ports for the requested pod ports")
+    end
+  end
+end
+
+-- NodeResourcesFit (upstream fitsRequest)
+local alloc = facts.a
+local reasons = {}
+if (used["pods"] or 0) + nominated_pods + 1 > (alloc["pods"] or 0) then
+  table.insert(reasons, "Too many pods")
+end
+for i, resource in ipairs(check.n) do
+  local free = (alloc[resource] or 0) - (used["r:" .. resource] or 0) - (nominated[resource] or 0)
+  if check.a[i] > free then table.insert(reasons, "Insufficient " .. resource) end
+end
+if #reasons > 0 then return reject(unpack(reasons)) end
+
+-- Reserve.
+local gen = 0
+if group ~= "" then gen = tonumber(redis.call("HGET", gang_key(group), "gen") or "0") end
+add_usage(node, charge, 1)
+redis.call("HSET", CHARGES, podkey, cmsgpack.pack({
+  s = "r", node = node, uid = uid, att = attempt, g = group, gen = gen, prio = prio,
+  r = charge.r, p = charge.p}))
+redis.call("ZADD", RESV, now + ttl, podkey)
+record_attempt(uid, attempt, "r")
+local store_rv = tonumber(redis.call("GET", RV_KEY) or "0")
+if group == "" then return {"ok", store_rv, "none", 0} end
+
+-- Coscheduling Permit: allow once minMember pods of the gang are reserved or bound.
+local gk = gang_key(group)
+local members = gang_members_key(group)
+redis.call("SADD", members, podkey)
+local assigned = redis.call("SCARD", members) + tonumber(redis.call("HGET", GANGBOUND, group) or "0")
+local state = redis.call("HGET", gk, "state")
+if state == "p" or assigned >= min_member then
+  redis.call("HSET", gk, "gen", int(gen), "state", "p")
+  return {"ok", store_rv, "permit", gen}
+end
+if state ~= "w" or not redis.call("HGET", gk, "since") then
+  redis.call("HSET", gk, "gen", int(gen), "state", "w", "since", tostring(now))
+end
+return {"ok", store_rv, "wait", gen}

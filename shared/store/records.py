@@ -1,0 +1,158 @@
+"""What the store's Lua scripts read about objects, computed in Python.
+
+The scripts never decode a whole object: a write passes, next to the encoded object, the few
+facts a later check needs (a node's allocatable, taints and unschedulable flag; a pod's charge:
+the resources and host ports it uses once reserved or bound). They travel as msgpack, which
+Redis' Lua reads with cmsgpack (integers stay exact up to 2**53).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import msgpack
+
+from shared.models import (
+    CONTAINER_RESTART_ALWAYS,
+    POD_GROUP_LABEL,
+    Node,
+    Pod,
+    Toleration,
+    pod_requests,
+    priority_of,
+)
+
+# TaintToleration's Filter only looks at these effects (PreferNoSchedule only scores).
+FILTERED_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+BIND_ALL_HOST_IP = "0.0.0.0"
+DEFAULT_PROTOCOL = "TCP"
+
+
+def pack(value: Any) -> bytes:
+    return cast(bytes, msgpack.packb(value, use_bin_type=True))
+
+
+def unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class HostPort:
+    """A used host port, sanitized like upstream (empty protocol TCP, empty IP 0.0.0.0)."""
+
+    protocol: str
+    port: int
+    host_ip: str
+
+    def field(self) -> str:
+        """The usage-hash field counting this port."""
+        return f"hp:{self.protocol}:{self.port}:{self.host_ip}"
+
+    @staticmethod
+    def parse_field(name: str) -> HostPort | None:
+        if not name.startswith("hp:"):
+            return None
+        protocol, port, host_ip = name[3:].split(":", 2)
+        return HostPort(protocol, int(port), host_ip)
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Upstream HostPortInfo.CheckConflict for one pair."""
+        if (self.protocol, self.port) != (other.protocol, other.port):
+            return False
+        return BIND_ALL_HOST_IP in (self.host_ip, other.host_ip) or self.host_ip == other.host_ip
+
+
+def host_ports(pod: Pod) -> tuple[HostPort, ...]:
+    """Host ports of regular containers and sidecars (upstream schedutil.GetHostPorts)."""
+    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
+    return tuple(
+        HostPort(
+            port.protocol or DEFAULT_PROTOCOL, port.host_port, port.host_ip or BIND_ALL_HOST_IP
+        )
+        for container in (*sidecars, *pod.spec.containers)
+        for port in container.ports
+        if port.host_port > 0
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PodCharge:
+    """What a pod takes from its node while reserved or bound (besides one pod slot)."""
+
+    requests: Mapping[str, int] = field(default_factory=dict)
+    """Effective requests (upstream PodRequests), positive values only."""
+    ports: tuple[HostPort, ...] = ()
+
+    @classmethod
+    def of(cls, pod: Pod) -> PodCharge:
+        requests = {name: value for name, value in pod_requests(pod).items() if value > 0}
+        return cls(requests, host_ports(pod))
+
+    def wire(self) -> dict[str, Any]:
+        return {
+            "r": dict(self.requests),
+            "p": [[p.protocol, p.port, p.host_ip] for p in self.ports],
+        }
+
+
+def tolerations_wire(tolerations: Sequence[Toleration]) -> list[list[str]]:
+    return [[t.key, t.operator, t.value, t.effect] for t in tolerations]
+
+
+def node_facts(node: Node) -> dict[str, Any]:
+    """What check-and-reserve reads about a node: allocatable, filtered taints, unschedulable."""
+    return {
+        "u": bool(node.spec.unschedulable),
+        "a": dict(node.status.allocatable),
+        "t": [
+            [taint.key, taint.value, taint.effect]
+            for taint in node.spec.taints
+            if taint.effect in FILTERED_TAINT_EFFECTS
+        ],
+    }
+
+
+def pod_group_key(pod: Pod) -> str:
+    """ "namespace/group" of a coscheduling gang member, "" for other pods."""
+    group = pod.metadata.labels.get(POD_GROUP_LABEL, "")
+    return f"{pod.metadata.namespace}/{group}" if group else ""
+
+
+def pod_facts(pod: Pod) -> dict[str, Any]:
+    """What an apply of a pod passes: a pod created with spec.nodeName is bound at once."""
+    return {
+        "node": pod.spec.node_name,
+        "c": PodCharge.of(pod).wire(),
+        "g": pod_group_key(pod),
+        "prio": priority_of(pod),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """Requested resources of the pods reserved or bound on a node, as the store counts them."""
+
+    pods: int = 0
+    requested: Mapping[str, int] = field(default_factory=dict)
+    host_ports: Mapping[HostPort, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_hash(cls, raw: Mapping[Any, Any]) -> NodeUsage:
+        pods = 0
+        requested: dict[str, int] = {}
+        ports: dict[HostPort, int] = {}
+        for key, value in raw.items():
+            name = key.decode() if isinstance(key, bytes) else key
+            count = int(value)
+            if name == "pods":
+                pods = count
+            elif name.startswith("r:"):
+                if count:
+                    requested[name[2:]] = count
+            else:
+                port = HostPort.parse_field(name)
+                if port is not None and count > 0:
+                    ports[port] = count
+        return cls(pods, requested, ports)

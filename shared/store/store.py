@@ -1,0 +1,337 @@
+"""The cluster store: Kubernetes objects in Redis, a resourceVersion counter, a change stream.
+
+    store = ClusterStore(redis, cluster="default")
+    await store.apply([node, pod])                 # one Lua script per batch
+    pod = await store.get("Pod", "default", "web-1")
+    snapshot = await store.load_snapshot()         # every object + usage at one rv
+    async for change in store.follow(snapshot.resource_version):
+        ...
+
+Every write is one Lua script that bumps the counter and appends the change-stream entry
+(id "<rv>-0", trimmed with MAXLEN ~) next to the data it changes, so a follower that loaded a
+snapshot at rv R and reads the stream after R sees every later change exactly once, and notices
+(StreamGapError) when the stream was trimmed past R. Objects are stored as
+`shared.models.codec` bytes; the authoritative resourceVersion and uid of each object, and a
+pod's binding and nomination, live beside them and are set on the decoded objects.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from redis.asyncio import Redis
+
+from shared.models import Node, Pod, PodGroup, decode, decode_many, encode
+from shared.models.codec import CodecError
+from shared.models.schema import KIND_BY_CLASS, KubeObject
+from shared.store.bindings import Bindings
+from shared.store.errors import ApplyRejectedError, CorruptObjectError, StreamGapError
+from shared.store.keys import KINDS, StoreKeys, check_kind, object_key
+from shared.store.records import NodeUsage, node_facts, pack, pod_facts
+from shared.store.scripts import StoreScripts
+
+log = logging.getLogger(__name__)
+
+DEFAULT_STREAM_MAXLEN = 200_000
+APPLY_BATCH = 256
+"""Objects per apply script: keeps one script call short (Redis runs nothing else meanwhile)."""
+
+ChangeOp = Literal["put", "delete"]
+ObjectList = list[KubeObject]
+ChangeList = list["Change"]
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What apply wrote for one object."""
+
+    kind: str
+    key: str
+    resource_version: int
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One entry of the change stream."""
+
+    resource_version: int
+    op: ChangeOp
+    kind: str
+    key: str
+    uid: str
+    object: KubeObject | None
+    """The object after the change (for a delete: the last stored object). None if the stored
+    bytes did not decode (logged)."""
+    node_name: str = ""
+    """Pods: the node the pod is bound to ("" when not bound)."""
+    nominated_node_name: str = ""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """Every object and the per-node usage, as of `resource_version`."""
+
+    resource_version: int
+    objects: dict[str, list[KubeObject]] = field(default_factory=dict)
+    usage: dict[str, NodeUsage] = field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> list[KubeObject]:
+        return self.objects.get(check_kind(kind), [])
+
+    @property
+    def nodes(self) -> list[Node]:
+        return cast(list[Node], self.of_kind("Node"))
+
+    @property
+    def pods(self) -> list[Pod]:
+        return cast(list[Pod], self.of_kind("Pod"))
+
+    @property
+    def pod_groups(self) -> list[PodGroup]:
+        return cast(list[PodGroup], self.of_kind("PodGroup"))
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    return {_text(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _meta(raw: bytes | str) -> tuple[int, str]:
+    rv, _, uid = _text(raw).partition(" ")
+    return int(rv), uid
+
+
+def decorate(
+    obj: KubeObject, rv: int, uid: str, node: str | None = None, nominated: str | None = None
+) -> KubeObject:
+    """Set what the store keeps beside the bytes: resourceVersion, uid, binding, nomination."""
+    obj.metadata.resource_version = rv
+    obj.metadata.uid = uid
+    if isinstance(obj, Pod):
+        if node is not None:
+            obj.spec.node_name = node
+        if nominated is not None:
+            obj.status.nominated_node_name = nominated
+    return obj
+
+
+class ClusterStore:
+    """Objects of one cluster (hash tag `{cluster}`) in Redis; see the module docstring."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        cluster: str = "default",
+        prefix: str = "berth:",
+        stream_maxlen: int = DEFAULT_STREAM_MAXLEN,
+    ) -> None:
+        self.redis = redis
+        self.keys = StoreKeys(prefix, cluster)
+        self.stream_maxlen = stream_maxlen
+        self.scripts = StoreScripts.register(redis)
+        self.bindings = Bindings(redis, self.keys, self.scripts, stream_maxlen)
+
+    # ------------------------------------------------------------------ writes
+    async def apply(self, objects: Iterable[KubeObject]) -> list[Applied]:
+        """Create or update objects; an existing object keeps its uid. Each batch of
+        APPLY_BATCH objects is one script: all of it is written, or (ApplyRejectedError)
+        none of it. A pod with spec.nodeName is bound at once (its usage counted)."""
+        out: list[Applied] = []
+        batch: list[KubeObject] = []
+        for obj in objects:
+            batch.append(obj)
+            if len(batch) >= APPLY_BATCH:
+                out.extend(await self._apply_batch(batch, len(out)))
+                batch = []
+        if batch:
+            out.extend(await self._apply_batch(batch, len(out)))
+        return out
+
+    async def _apply_batch(self, batch: Sequence[KubeObject], offset: int) -> list[Applied]:
+        args: list[Any] = [self.stream_maxlen, len(batch)]
+        names: list[tuple[str, str]] = []
+        for obj in batch:
+            info = KIND_BY_CLASS.get(type(obj))
+            if info is None:
+                raise TypeError(f"cannot store a {type(obj).__name__}")
+            meta = obj.metadata
+            if not meta.name:
+                raise ValueError(f"{info.kind} without metadata.name")
+            key = object_key(info.kind, meta.namespace, meta.name)
+            facts = b""
+            if isinstance(obj, Node):
+                facts = pack(node_facts(obj))
+            elif isinstance(obj, Pod):
+                facts = pack(pod_facts(obj))
+            args.extend((info.kind, key, encode(obj), meta.uid, facts))
+            names.append((info.kind, key))
+        reply = await self.scripts.apply(keys=[self.keys.rv], args=args)
+        if reply and _text(reply[0]) == "err":
+            index = int(reply[1])
+            raise ApplyRejectedError(offset + index, _text(reply[2]))
+        return [
+            Applied(kind, key, int(reply[2 * i]), _text(reply[2 * i + 1]))
+            for i, (kind, key) in enumerate(names)
+        ]
+
+    async def delete(
+        self, kind: str, namespace: str, name: str, *, uid: str | None = None
+    ) -> int | None:
+        """Delete an object (only if its uid is `uid`, when given). Returns the change's
+        resourceVersion, or None when there was nothing (with that uid) to delete. A pod gives
+        back its reservation or binding (node usage) and its nomination in the same script."""
+        key = object_key(check_kind(kind), namespace, name)
+        reply = await self.scripts.delete(
+            keys=[self.keys.rv], args=[self.stream_maxlen, kind, key, uid or ""]
+        )
+        rv = int(reply[0])
+        return rv if rv > 0 else None
+
+    # ------------------------------------------------------------------- reads
+    async def resource_version(self) -> int:
+        return int(await self.redis.get(self.keys.rv) or 0)
+
+    async def get(self, kind: str, namespace: str, name: str) -> KubeObject | None:
+        key = object_key(check_kind(kind), namespace, name)
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hget(self.keys.objects(kind), key)
+        pipe.hget(self.keys.meta(kind), key)
+        if kind == "Pod":
+            pipe.hget(self.keys.pod_node, key)
+            pipe.hget(self.keys.nominated_of, key)
+        reply = await pipe.execute()
+        body, meta = reply[0], reply[1]
+        if body is None or meta is None:
+            return None
+        rv, uid = _meta(meta)
+        obj = self._decode(kind, key, body)
+        if kind == "Pod":
+            return decorate(obj, rv, uid, _text(reply[2]), _text(reply[3]))
+        return decorate(obj, rv, uid)
+
+    async def list(self, kind: str) -> list[KubeObject]:
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hgetall(self.keys.objects(check_kind(kind)))
+        pipe.hgetall(self.keys.meta(kind))
+        if kind == "Pod":
+            pipe.hgetall(self.keys.pod_node)
+            pipe.hgetall(self.keys.nominated_of)
+        reply = await pipe.execute()
+        bodies = {_text(k): v for k, v in reply[0].items()}
+        metas = {_text(k): v for k, v in reply[1].items()}
+        nodes = {_text(k): _text(v) for k, v in reply[2].items()} if kind == "Pod" else {}
+        noms = {_text(k): _text(v) for k, v in reply[3].items()} if kind == "Pod" else {}
+        return self._decode_all(kind, bodies, metas, nodes, noms)
+
+    async def usage(self, node: str) -> NodeUsage:
+        """What the pods reserved or bound on `node` use (and how many there are)."""
+        return NodeUsage.from_hash(await self.redis.hgetall(self.keys.usage(node)))
+
+    async def load_snapshot(self) -> Snapshot:
+        """Every object, its binding and nomination, and every node's usage, read by one
+        script: all of it as of `Snapshot.resource_version`, the position to follow from."""
+        reply = await self.scripts.snapshot(keys=[self.keys.rv], args=list(KINDS))
+        snapshot = Snapshot(resource_version=int(reply[0]))
+        at = 1 + 2 * len(KINDS)
+        nodes = {k: _text(v) for k, v in _pairs(reply[at]).items()}
+        noms = {k: _text(v) for k, v in _pairs(reply[at + 1]).items()}
+        for i, kind in enumerate(KINDS):
+            bodies = _pairs(reply[1 + 2 * i])
+            metas = _pairs(reply[2 + 2 * i])
+            pod_nodes, pod_noms = (nodes, noms) if kind == "Pod" else ({}, {})
+            snapshot.objects[kind] = self._decode_all(kind, bodies, metas, pod_nodes, pod_noms)
+        usage: Any = reply[at + 2]
+        for i in range(0, len(usage), 2):
+            snapshot.usage[_text(usage[i])] = NodeUsage.from_hash(_pairs(usage[i + 1]))
+        return snapshot
+
+    def _decode(self, kind: str, key: str, body: bytes) -> KubeObject:
+        try:
+            return decode(body)
+        except CodecError as exc:
+            raise CorruptObjectError(f"{kind} {key}: {exc}") from exc
+
+    def _decode_all(
+        self,
+        kind: str,
+        bodies: Mapping[str, bytes],
+        metas: Mapping[str, Any],
+        nodes: Mapping[str, str],
+        noms: Mapping[str, str],
+    ) -> ObjectList:
+        keys = sorted(k for k in bodies if k in metas)
+        try:
+            objects = decode_many(bodies[k] for k in keys)
+        except CodecError:
+            objects = [self._decode(kind, k, bodies[k]) for k in keys]
+        out: ObjectList = []
+        for key, obj in zip(keys, objects, strict=True):
+            rv, uid = _meta(metas[key])
+            if kind == "Pod":
+                decorate(obj, rv, uid, nodes.get(key, ""), noms.get(key, ""))
+            else:
+                decorate(obj, rv, uid)
+            out.append(obj)
+        return out
+
+    # ------------------------------------------------------------------ follow
+    async def follow(
+        self, after: int, *, block_ms: int = 1000, count: int = 1000
+    ) -> AsyncIterator[Change]:
+        """Every change with a resourceVersion above `after`, in order, forever (XREAD BLOCK).
+        Raises StreamGapError when some of them were trimmed."""
+        async for batch in self.follow_batches(after, block_ms=block_ms, count=count):
+            for change in batch:
+                yield change
+
+    async def follow_batches(
+        self, after: int, *, block_ms: int = 1000, count: int = 1000
+    ) -> AsyncIterator[Sequence[Change]]:
+        """`follow`, a batch (up to `count` changes) at a time."""
+        position = after
+        stream = self.keys.stream
+        while True:
+            reply: Any = await self.redis.xread(
+                {stream: f"{position}-0"}, count=count, block=block_ms
+            )
+            if not reply:
+                continue
+            batch: ChangeList = []
+            for entry_id, fields in reply[0][1]:
+                rv = int(_text(entry_id).partition("-")[0])
+                if rv != position + 1:
+                    raise StreamGapError(position, rv)
+                batch.append(self._change(rv, fields))
+                position = rv
+            yield batch
+
+    def _change(self, rv: int, fields: Mapping[bytes, bytes]) -> Change:
+        kind = _text(fields.get(b"k"))
+        key = _text(fields.get(b"n"))
+        op: ChangeOp = "delete" if fields.get(b"o") == b"del" else "put"
+        uid = _text(fields.get(b"u"))
+        node = _text(fields.get(b"node"))
+        nominated = _text(fields.get(b"nom"))
+        obj: KubeObject | None = None
+        body = fields.get(b"b")
+        if body is not None:
+            try:
+                obj = decode(body)
+            except CodecError as exc:
+                log.warning("change %d: %s %s does not decode: %s", rv, kind, key, exc)
+            else:
+                if kind == "Pod":
+                    decorate(obj, rv, uid, node, nominated)
+                else:
+                    decorate(obj, rv, uid)
+        return Change(rv, op, kind, key, uid, obj, node, nominated)

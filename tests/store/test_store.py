@@ -1,0 +1,202 @@
+"""Objects, the change stream and the atomic snapshot, against the session's real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+import redis.asyncio as aioredis
+
+from shared.models import Node, Pod
+from shared.store import ApplyRejectedError, Change, ClusterStore, NodeUsage, StreamGapError
+from shared.store.records import HostPort
+from tests.builders import (
+    make_namespace,
+    make_node,
+    make_pdb,
+    make_pod,
+    make_pod_group,
+    make_priority_class,
+)
+
+
+async def test_apply_get_list_round_trip(store: ClusterStore):
+    node = make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).label("zone", "a").obj()
+    pod = make_pod("p1").namespace("ns").req(cpu="1").obj()
+    applied = await store.apply([node, pod])
+    assert [(a.kind, a.key, a.resource_version) for a in applied] == [
+        ("Node", "n1", 1),
+        ("Pod", "ns/p1", 2),
+    ]
+    got = await store.get("Pod", "ns", "p1")
+    assert isinstance(got, Pod)
+    assert got.metadata.resource_version == 2
+    assert got.metadata.uid == pod.metadata.uid
+    assert got.spec == pod.spec
+    got_node = await store.get("Node", "", "n1")
+    assert isinstance(got_node, Node)
+    assert got_node.metadata.labels == {"zone": "a"}
+    assert await store.get("Pod", "ns", "missing") is None
+    assert [p.metadata.name for p in await store.list("Pod")] == ["p1"]
+    assert await store.resource_version() == 2
+
+
+async def test_update_keeps_uid_and_bumps_version(store: ClusterStore):
+    first = make_pod("p").obj()
+    second = make_pod("p").label("v", "2").obj()  # another generated uid, as from a manifest
+    await store.apply([first])
+    (applied,) = await store.apply([second])
+    assert applied.uid == first.metadata.uid
+    got = await store.get("Pod", "default", "p")
+    assert got is not None
+    assert got.metadata.uid == first.metadata.uid
+    assert got.metadata.labels == {"v": "2"}
+    assert got.metadata.resource_version == applied.resource_version == 2
+
+
+async def test_every_kind_is_stored(store: ClusterStore):
+    objects = [
+        make_node("n").obj(),
+        make_pod("p").obj(),
+        make_namespace("ns", {"team": "a"}),
+        make_priority_class("high", 1000),
+        make_pdb("budget", None, min_available=1),
+        make_pod_group("gang", 3),
+    ]
+    await store.apply(objects)
+    snapshot = await store.load_snapshot()
+    assert {kind: len(items) for kind, items in snapshot.objects.items()} == {
+        "Node": 1,
+        "Pod": 1,
+        "Namespace": 1,
+        "PriorityClass": 1,
+        "PodDisruptionBudget": 1,
+        "PodGroup": 1,
+    }
+    assert snapshot.pod_groups[0].spec.min_member == 3
+
+
+async def test_delete(store: ClusterStore):
+    pod = make_pod("p").obj()
+    await store.apply([pod])
+    assert await store.delete("Pod", "default", "p", uid="someone-else") is None
+    assert await store.get("Pod", "default", "p") is not None
+    assert await store.delete("Pod", "default", "p", uid=pod.metadata.uid) == 2
+    assert await store.get("Pod", "default", "p") is None
+    assert await store.delete("Pod", "default", "p") is None
+    assert await store.resource_version() == 2
+
+
+async def test_change_stream_has_one_entry_per_write(store: ClusterStore):
+    node = make_node("n1").obj()
+    pod = make_pod("p1").obj()
+    await store.apply([node, pod])
+    await store.apply([make_pod("p1").label("x", "y").obj()])
+    await store.delete("Node", "", "n1")
+    changes = await _take(store, 0, 4)
+    assert [(c.resource_version, c.op, c.kind, c.key) for c in changes] == [
+        (1, "put", "Node", "n1"),
+        (2, "put", "Pod", "default/p1"),
+        (3, "put", "Pod", "default/p1"),
+        (4, "delete", "Node", "n1"),
+    ]
+    updated = changes[2].object
+    assert isinstance(updated, Pod)
+    assert updated.metadata.labels == {"x": "y"}
+    assert updated.metadata.uid == pod.metadata.uid
+    assert updated.metadata.resource_version == 3
+    assert isinstance(changes[3].object, Node)
+
+
+async def test_follow_waits_for_new_changes(store: ClusterStore):
+    follower = asyncio.create_task(_take(store, 0, 2, block_ms=50))
+    await asyncio.sleep(0.1)
+    assert not follower.done()
+    await store.apply([make_node("a").obj(), make_node("b").obj()])
+    changes = await asyncio.wait_for(follower, 5)
+    assert [c.key for c in changes] == ["a", "b"]
+
+
+async def test_follow_reports_a_trimmed_stream(store: ClusterStore, redis_client: aioredis.Redis):
+    await store.apply([make_node(f"n{i}").obj() for i in range(10)])
+    await redis_client.xtrim(store.keys.stream, maxlen=3, approximate=False)
+    with pytest.raises(StreamGapError) as info:
+        await _take(store, 2, 1)
+    assert (info.value.position, info.value.first_available) == (2, 8)
+    # A follower whose position is still in the stream is fine.
+    assert [c.resource_version for c in await _take(store, 7, 3)] == [8, 9, 10]
+
+
+async def test_snapshot_is_atomic_under_concurrent_writes(store: ClusterStore):
+    """Each snapshot holds exactly the pods written at or before its resourceVersion."""
+    written: dict[str, int] = {}
+
+    async def writer() -> None:
+        for i in range(300):
+            (applied,) = await store.apply([make_pod(f"p{i}").obj()])
+            written[applied.key] = applied.resource_version
+
+    task = asyncio.create_task(writer())
+    snapshots = []
+    while not task.done():
+        snapshots.append(await store.load_snapshot())
+        await asyncio.sleep(0)
+    await task
+    assert len(snapshots) > 3
+    for snapshot in snapshots:
+        have = {p.key for p in snapshot.pods}
+        want = {key for key, rv in written.items() if rv <= snapshot.resource_version}
+        assert have == want
+        # and following from the snapshot brings the rest, each exactly once
+    last = snapshots[len(snapshots) // 2]
+    rest = await _take(store, last.resource_version, 300 - len(last.pods))
+    assert {p.key for p in last.pods} | {c.key for c in rest} == set(written)
+    assert len(rest) + len(last.pods) == 300
+
+
+async def test_prebound_pod_is_charged_and_released(store: ClusterStore):
+    node = make_node("n1").capacity(cpu="4", pods=10).obj()
+    pod = make_pod("p").req(cpu="1500m", memory="1Gi").host_port(8080).node("n1").obj()
+    await store.apply([node, pod])
+    assert await store.usage("n1") == NodeUsage(
+        1, {"cpu": 1500, "memory": 1024**3}, {HostPort("TCP", 8080, "0.0.0.0"): 1}
+    )
+    # an update of the bound pod without nodeName keeps the binding and recharges
+    await store.apply([make_pod("p").req(cpu="2").obj()])
+    got = await store.get("Pod", "default", "p")
+    assert got is not None
+    assert got.spec.node_name == "n1"
+    assert await store.usage("n1") == NodeUsage(1, {"cpu": 2000})
+    snapshot = await store.load_snapshot()
+    assert snapshot.usage["n1"] == NodeUsage(1, {"cpu": 2000})
+    assert snapshot.pods[0].spec.node_name == "n1"
+    await store.delete("Pod", "default", "p")
+    assert await store.usage("n1") == NodeUsage()
+
+
+async def test_bound_pod_cannot_move_and_a_rejected_batch_writes_nothing(store: ClusterStore):
+    await store.apply([make_node("n1").obj(), make_node("n2").obj()])
+    await store.apply([make_pod("p").node("n1").obj()])
+    before = await store.resource_version()
+    with pytest.raises(ApplyRejectedError) as info:
+        await store.apply([make_pod("other").obj(), make_pod("p").node("n2").obj()])
+    assert info.value.index == 1
+    assert await store.resource_version() == before
+    assert await store.get("Pod", "default", "other") is None
+
+
+async def _take(
+    store: ClusterStore, after: int, n: int, *, block_ms: int = 200
+) -> list[Change]:
+    out: list[Change] = []
+    stream = store.follow(after, block_ms=block_ms)
+    try:
+        async for change in stream:
+            out.append(change)
+            if len(out) == n:
+                break
+    finally:
+        with contextlib.suppress(Exception):
+            await stream.aclose()  # type: ignore[attr-defined]
+    return out
