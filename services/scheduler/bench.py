@@ -81,8 +81,8 @@ async def _run_in_process(
                     cluster.delete_pod(victim)
                 if outcome.nominating:
                     node_name = outcome.nominated_node or ""
-                    status = replace(pod.status, nominated_node_name=node_name)
-                    cluster.nominate(replace(pod, status=status), node_name)
+                    pod_status = replace(pod.status, nominated_node_name=node_name)
+                    cluster.nominate(replace(pod, status=pod_status), node_name)
                 if outcome.victims:
                     preempting += 1
                     preemption_cycles.append(time.perf_counter() - t0)

@@ -205,10 +205,10 @@ class SpreadFilter:
         self, state: CycleState, pod: Pod, nodes: NodeColumns
     ) -> tuple[PreFilterResult | None, Status]:
         constraints = []
-        for c in pod.spec.topology_spread_constraints:
-            assert c.label_selector is not None
-            (req,) = c.label_selector.match_expressions
-            constraints.append(_Constraint(c.topology_key, c.max_skew, req.key))
+        for spec in pod.spec.topology_spread_constraints:
+            assert spec.label_selector is not None
+            (req,) = spec.label_selector.match_expressions
+            constraints.append(_Constraint(spec.topology_key, spec.max_skew, req.key))
         if not constraints:
             state.skip_filter_plugins.add(self.name)
             return None, Status.skip()

@@ -17,7 +17,7 @@ VERY_LARGE = {"cpu": "500m", "memory": "500"}
 ONE_POD = {"pods": "1"}
 
 
-def node(name: str, capacity: Mapping[str, str] = VERY_LARGE, **labels: str) -> Node:
+def node(name: str, capacity: Mapping[str, str] = VERY_LARGE, /, **labels: str) -> Node:
     """Upstream st.MakeNode().Capacity(...): 32 pods unless the capacity says otherwise;
     labelled kubernetes.io/hostname=name as the kubelet does."""
     resources: dict[str, str | int] = {"pods": 32}

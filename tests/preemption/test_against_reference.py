@@ -4,7 +4,7 @@ reference written straight from upstream's algorithm must make the same decision
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -151,7 +151,7 @@ def reference(w: World) -> tuple[str, list[str]] | None:
         top = max(priority_of(v) for v in victims)
         return min(importance(v)[1] for v in victims if priority_of(v) == top)
 
-    scores = [
+    scores: list[Callable[[tuple[str, list[Pod], int]], float]] = [
         lambda c: -c[2],
         lambda c: -max(priority_of(v) for v in c[1]),
         lambda c: -sum(priority_of(v) + 2**31 for v in c[1]),

@@ -38,7 +38,7 @@ def snapshot(index: PodIndex, nodes: NodeColumns) -> dict[str, object]:
 
 
 def expected_order(nodes: NodeColumns) -> list[str]:
-    out = []
+    out: list[str] = []
     for pods in nodes.pods_by_node:
         ranked = sorted(
             enumerate(pods),

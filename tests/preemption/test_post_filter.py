@@ -48,9 +48,11 @@ def pod(
     priority: int | None = None,
     node_name: str = "",
     req: Mapping[str, str] | None = None,
-    **labels: str,
+    *,
+    labels: Mapping[str, str] | None = None,
+    **more_labels: str,
 ) -> Pod:
-    b = make_pod(name).uid(name).labels(labels)
+    b = make_pod(name).uid(name).labels(labels, **more_labels)
     if priority is not None:
         b = b.priority(priority)
     if node_name:
@@ -180,9 +182,9 @@ POST_FILTER_CASES = [
         PostFilterCase(
             pod("p", VERY_HIGH),
             [
-                pod("p1", HIGH, "node1", **{VIOLATING: "non-violating"}),
-                pod("p2", LOW, "node1", **{VIOLATING: "violating"}),
-                pod("p3", MID, "node2", **{VIOLATING: "violating"}),
+                pod("p1", HIGH, "node1", labels={VIOLATING: "non-violating"}),
+                pod("p2", LOW, "node1", labels={VIOLATING: "violating"}),
+                pod("p3", MID, "node2", labels={VIOLATING: "violating"}),
             ],
             [node("node1", ONE_POD), node("node2", ONE_POD)],
             {"node1": U, "node2": U},

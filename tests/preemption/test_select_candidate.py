@@ -335,19 +335,19 @@ def test_more_important_pod(
 
 
 # ------------------------------------------------------------------ custom selection
-def label_is(key: str, value: str):  # type: ignore[no-untyped-def]
+def label_is(key: str, value: str):
     return lambda victim, preemptor, nodes, row: victim.metadata.labels.get(key) == value
 
 
-def on_node(name: str):  # type: ignore[no-untyped-def]
+def on_node(name: str):
     return lambda victim, preemptor, nodes, row: nodes.names[row] == name
 
 
-def preemptor_at_least(minimum: int):  # type: ignore[no-untyped-def]
+def preemptor_at_least(minimum: int):
     return lambda victim, preemptor, nodes, row: priority_of(preemptor) >= minimum
 
 
-def victim_at_most(maximum: int):  # type: ignore[no-untyped-def]
+def victim_at_most(maximum: int):
     return lambda victim, preemptor, nodes, row: priority_of(victim) <= maximum
 
 

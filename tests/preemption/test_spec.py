@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.interfaces import PostFilterResult
+from services.scheduler.framework.interfaces import FilterPlugin, PostFilterResult
 from services.scheduler.framework.status import Code, Status
 from services.scheduler.plugins.defaultpreemption import (
     DefaultPreemption,
@@ -267,7 +267,7 @@ def test_d9_second_pass_without_nominated_pods_must_pass_too() -> None:
     cols = columns([node("n1", TWO_CPU)], [])
     pod = make_pod("p").uid("p").priority(10).req(CPU1).obj()
     affinity = AffinityFilter("kubernetes.io/hostname", "db", anti=False)
-    plugins = [FitFilter(), affinity]
+    plugins: list[FilterPlugin] = [FitFilter(), affinity]
     state = run_pre_filters(plugins, pod, cols)
     ctx = FilterContext(plugins, [affinity], {"n1": [nominated("db", 20, "n1", db="yes")]})
     rows = np.array([0], dtype=np.intp)
