@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def schedule_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, object]:
+def schedule_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, Any]:
     code, out, err = run(
         capsys,
         "schedule",
@@ -32,7 +33,7 @@ def schedule_json(capsys: pytest.CaptureFixture[str], *extra: str) -> dict[str, 
         *extra,
     )
     assert code == 0, err
-    report: dict[str, object] = json.loads(out)
+    report: dict[str, Any] = json.loads(out)
     return report
 
 
