@@ -54,6 +54,9 @@ DELETION_TIMEOUT_SECONDS = 120.0
 """Upstream disruption.DeletionTimeout: a pod in disruptedPods stops counting as healthy for
 this long after its eviction was granted (the controller expects its deletion by then)."""
 
+DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30
+"""The API default of spec.terminationGracePeriodSeconds (SPEC D11, F19)."""
+
 _TERMINAL_OR_PENDING = frozenset({"Succeeded", "Failed", "Pending"})
 
 
@@ -118,6 +121,12 @@ def is_pod_ready(pod: Pod) -> bool:
     if not pod.spec.node_name:
         return False
     return pod.status.phase in ("", "Running")
+
+
+def grace_period_seconds(pod: Pod) -> int:
+    """How long an evicted or preempted pod gets to stop before it is killed."""
+    seconds = pod.spec.termination_grace_period_seconds
+    return DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS if seconds is None else seconds
 
 
 def can_ignore_pdb(pod: Pod) -> bool:

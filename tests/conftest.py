@@ -18,6 +18,7 @@ import redis.asyncio as aioredis
 
 from shared.kafka import Topics
 from shared.launcher import DevServers, start_dev_servers
+from shared.redisconn import connect
 
 
 @pytest.fixture(scope="session")
@@ -53,7 +54,7 @@ def redis_prefix(test_id: str) -> str:
 @pytest.fixture
 async def redis_client(redis_url: str, redis_prefix: str) -> AsyncIterator[aioredis.Redis]:
     """A client for the session's Redis; keys under `redis_prefix` are deleted afterwards."""
-    client = aioredis.Redis.from_url(redis_url)
+    client = connect(redis_url)
     try:
         yield client
     finally:

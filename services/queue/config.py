@@ -32,6 +32,9 @@ class QueueConfig:
     """Schedule requests per `berth.schedule` message."""
     tenant_label: str | None = None
     """Pod label naming the tenant; the pod's namespace when unset or absent."""
+    single_tenant: str | None = None
+    """Every pod in this one tenant queue (`berth run`: one global queue, as kube-scheduler
+    has, so the distributed pipeline orders pods exactly as `berth schedule` does)."""
     tenant_weights: Mapping[str, int] = field(default_factory=dict)
     """Weighted round-robin weights (default_tenant_weight for the others)."""
     default_tenant_weight: int = 1

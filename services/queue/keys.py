@@ -1,8 +1,17 @@
 """Redis key names of the queue, all in one place.
 
 Per tenant, every key carries the hash tag ``{<tenant>}`` so one script touches one slot
-(Redis Cluster). A pod's queue is the one sorted set holding it; moving a pod rewrites no
-per-pod hash, which is what makes a 100k-pod wake cheap.
+(Redis Cluster). Layout (see services/queue/lua/prelude.lua):
+
+- ``a:<prio>``: active pods of one priority level (score = Timestamp); ``prios`` lists the
+  levels (score = -priority).
+- ``backoff`` (score = expiry), ``gated`` (score = Timestamp), ``inflight`` (score = lease
+  expiry).
+- ``u:<sig>|<prio>``: unschedulable pods by failed-plugin signature and priority (score =
+  Timestamp), ``ue:<sig>|<prio>`` their backoff expiries, ``buckets`` the bucket names.
+- per pod hashes (field = pod key): ``st`` state, ``att`` Attempts, ``cyc`` cycle, ``why`` last
+  failure; ``pod`` bodies (field = key#resourceVersion).
+- ``ctr`` (scycle, mrc) and ``stats`` counters; ``aff`` pods with required pod affinity.
 """
 
 from __future__ import annotations
@@ -10,13 +19,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Sorted sets and small hashes of a tenant queue, in the order the Lua prelude expects.
-QUEUES = ("active", "backoff", "unsched", "gated", "inflight")
-META = ("ctr", "stats", "aff")
-# Per-pod hashes, field = pod key: packed state (services/queue/state.py), the encoded Pod,
-# and the last failure (msgpack {plugins, pending, msg}).
-PODS = ("st", "pod", "why")
-ALL = QUEUES + META + PODS
+# KEYS[2..] of every script, after the tenant base prefix (KEYS[1]).
+TENANT_KEYS = (
+    "prios",
+    "backoff",
+    "gated",
+    "inflight",
+    "ctr",
+    "stats",
+    "aff",
+    "st",
+    "att",
+    "cyc",
+    "pod",
+    "why",
+    "buckets",
+)
 
 LOCATIONS = {
     "a": "active",
@@ -25,16 +43,8 @@ LOCATIONS = {
     "g": "gated",
     "i": "inflight",
 }
-# Sorted set name -> queue name (the active set is keyed by member, the others by pod key).
-QUEUE_OF_SET = {
-    "active": "active",
-    "backoff": "backoff",
-    "unsched": "unschedulable",
-    "gated": "gated",
-    "inflight": "inflight",
-}
 
-_BAD_TENANT = re.compile(r"[{}\s*?\[\]]")
+_BAD_TENANT = re.compile(r"[{}\s*?\[\]|#]")
 
 
 class InvalidTenantError(ValueError):
@@ -47,17 +57,32 @@ def check_tenant(tenant: str) -> str:
     return tenant
 
 
+def body_field(key: str, resource_version: int) -> str:
+    """Field of a pod body in the `pod` hash: bodies are versioned so a stale event never
+    overwrites a newer body (the script drops the ones it does not keep)."""
+    return f"{key}#{resource_version}"
+
+
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     prefix: str = "berth:q:"
 
+    def base(self, tenant: str) -> str:
+        return f"{self.prefix}{{{check_tenant(tenant)}}}:"
+
     def tenant(self, tenant: str) -> list[str]:
-        """All keys of a tenant queue, in the order of the Lua prelude (KEYS[1..])."""
-        base = f"{self.prefix}{{{check_tenant(tenant)}}}:"
-        return [base + name for name in ALL]
+        """KEYS of every script for a tenant: the base prefix, then TENANT_KEYS."""
+        base = self.base(tenant)
+        return [base] + [base + name for name in TENANT_KEYS]
 
     def key(self, tenant: str, name: str) -> str:
-        return f"{self.prefix}{{{check_tenant(tenant)}}}:{name}"
+        return self.base(tenant) + name
+
+    def active(self, tenant: str, priority: int | str) -> str:
+        return f"{self.base(tenant)}a:{priority}"
+
+    def bucket(self, tenant: str, bucket: str) -> str:
+        return f"{self.base(tenant)}u:{bucket}"
 
     @property
     def tenants(self) -> str:

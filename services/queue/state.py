@@ -14,10 +14,7 @@ FIELDS = (
     "priority",
     "timestamp",  # QueuedPodInfo.Timestamp, us
     "initial_attempt_timestamp",  # us
-    "attempts",
-    "cycle",  # scheduling cycle of the last pop
-    "seq",  # arrival sequence: PrioritySort tie-break after the timestamp
-    "plugins",  # unschedulable + pending plugins, comma-separated
+    "plugins",  # failed-plugin signature: unschedulable + pending plugins, sorted, comma-joined
     "nominated_node_name",
     "status_nominated_node_name",
     "redispatches",
@@ -26,7 +23,6 @@ FIELDS = (
     "fingerprint",
     "scheduler_name",
 )
-AM_PREFIX = 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,9 +32,6 @@ class PodState:
     priority: int
     timestamp: int
     initial_attempt_timestamp: int
-    attempts: int
-    cycle: int
-    seq: int
     plugins: str
     nominated_node_name: str
     status_nominated_node_name: str
@@ -49,12 +42,6 @@ class PodState:
     scheduler_name: str
 
     @classmethod
-    def unpack(cls, blob: bytes) -> PodState:
+    def unpack(cls, blob: Any) -> PodState:
         values: list[Any] = msgpack.unpackb(blob, raw=False)
         return cls(*values[: len(FIELDS)])
-
-
-def active_member_key(member: bytes | str) -> str:
-    """The pod key inside an active sorted-set member."""
-    text = member.decode() if isinstance(member, bytes) else member
-    return text[AM_PREFIX:]

@@ -32,16 +32,15 @@ from services.queue.hints import (
     ClusterEvent,
     resized_down,
 )
-from services.queue.keys import LOCATIONS, QUEUE_OF_SET, QueueKeys, check_tenant
+from services.queue.keys import LOCATIONS, QueueKeys, body_field, check_tenant
 from services.queue.scripts import QueueScripts
-from services.queue.state import PodState, active_member_key
+from services.queue.state import PodState
 from shared.messages import MessageError, Outcome, PodOp, PodRecord, ScheduleRequest
 from shared.models import Pod, PodAffinityTerm, selector_matches
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 
-_UPSERT_FIELDS = 12
-_POP_FIELDS = 10
+_POP_FIELDS = 5
 _SCAN_LIMIT = 100_000
 
 
@@ -241,6 +240,8 @@ class QueueStore:
     # ------------------------------------------------------------------ helpers
 
     def tenant_of(self, pod: PodRecord) -> str:
+        if self.config.single_tenant:
+            return self.config.single_tenant
         label = self.config.tenant_label
         if label and pod.labels.get(label):
             return pod.labels[label]
@@ -284,37 +285,46 @@ class QueueStore:
             by_tenant[self.tenant_of(pod)].append(index)
         await self._register(by_tenant)
         now = self._now()
+        calls: list[tuple[str, list[int]]] = []
         async with self.redis.pipeline(transaction=False) as pipe:
-            calls: list[list[int]] = []
             for tenant, indexes in by_tenant.items():
                 keys = self._keys(tenant)
+                bodies: dict[Any, Any] = {
+                    body_field(items[i][1].key, items[i][1].resource_version): items[i][1].body
+                    for i in indexes
+                }
+                pipe.hset(self.keys.key(tenant, "pod"), mapping=bodies)
                 for run in _split_unique(indexes, lambda i: items[i][1].key):
                     args: list[Any] = [now, self._initial_us, self._max_us, len(run)]
                     for i in run:
                         op, pod = items[i]
-                        gates = pod.scheduling_gates
                         args += [
                             op,
                             pod.key,
                             pod.uid,
                             pod.resource_version,
                             pod.priority,
-                            "1" if gates else "",
+                            "1" if pod.scheduling_gates else "",
                             pod.nominated_node_name,
                             pod.fingerprint,
                             "1" if pod.required_pod_affinity else "",
                             pod.scheduler_name,
-                            _why_blob(["SchedulingGates"], [], gates_message(gates))
-                            if gates
-                            else b"",
-                            pod.body,
                         ]
                     await self.scripts.upsert(keys=keys, args=args, client=pipe)
-                    calls.append(run)
-            replies = await pipe.execute()
-        for run, reply in zip(calls, replies, strict=True):
+                    calls.append((tenant, run))
+            replies = [r for r in await pipe.execute() if isinstance(r, list)]
+        gated: dict[str, dict[Any, Any]] = defaultdict(dict)
+        for (tenant, run), reply in zip(calls, replies, strict=True):
             for i, loc in zip(run, reply, strict=True):
                 results[i] = LOCATIONS.get(_text(loc), "")
+                pod = items[i][1]
+                if results[i] == "gated":
+                    gated[tenant][pod.key] = _gated_why(pod.scheduling_gates)
+        if gated:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for tenant, whys in gated.items():
+                    pipe.hset(self.keys.key(tenant, "why"), mapping=whys)
+                await pipe.execute()
         return results
 
     async def delete(self, pods: Sequence[PodRecord]) -> int:
@@ -347,7 +357,9 @@ class QueueStore:
         lease_seconds: float | None = None,
     ) -> list[ScheduleRequest]:
         """Pop (SPEC A13) up to `max_pods` from the head of active and lease them."""
-        [reply] = await self._pop_many([(tenant, max_pods)], max_inflight, lease_seconds)
+        [reply] = await self.pop_many(
+            [(tenant, max_pods)], max_inflight=max_inflight, lease_seconds=lease_seconds
+        )
         return reply
 
     async def pop_many(
@@ -358,14 +370,6 @@ class QueueStore:
         lease_seconds: float | None = None,
     ) -> list[list[ScheduleRequest]]:
         """Several tenants' pops in one round trip (the dispatcher's WRR round)."""
-        return await self._pop_many(wanted, max_inflight, lease_seconds)
-
-    async def _pop_many(
-        self,
-        wanted: Sequence[tuple[str, int]],
-        max_inflight: int | None,
-        lease_seconds: float | None,
-    ) -> list[list[ScheduleRequest]]:
         cap = self.config.max_inflight_per_tenant if max_inflight is None else max_inflight
         lease_us = to_micros(self.config.lease_seconds if lease_seconds is None else lease_seconds)
         now = self._now()
@@ -375,33 +379,57 @@ class QueueStore:
                     keys=self._keys(tenant), args=[now, count, cap, lease_us], client=pipe
                 )
             replies = await pipe.execute()
-        lease_at = from_micros(now + lease_us)
-        return [
-            self._requests(tenant, reply, lease_at)
+        popped = [
+            (tenant, [_text(reply[b]) for b in range(0, len(reply), _POP_FIELDS)], reply)
             for (tenant, _), reply in zip(wanted, replies, strict=True)
         ]
-
-    @staticmethod
-    def _requests(tenant: str, reply: list[Any], lease_at: float) -> list[ScheduleRequest]:
-        out = []
-        for b in range(0, len(reply), _POP_FIELDS):
-            key, uid, att, cyc, prio, ts, its, nom, red, body = reply[b : b + _POP_FIELDS]
-            out.append(
-                ScheduleRequest(
-                    tenant=tenant,
-                    pod_key=key.decode(),
-                    uid=uid.decode(),
-                    attempt=int(att),
-                    scheduling_cycle=int(cyc),
-                    priority=int(prio),
-                    timestamp=from_micros(int(ts)),
-                    initial_attempt_timestamp=from_micros(int(its)),
-                    lease_expires_at=lease_at,
-                    nominated_node_name=nom.decode(),
-                    redispatches=int(red),
-                    pod=body,
+        # Object and state fields come from plain reads: Lua never sees pod bodies.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, keys, _ in popped:
+                if keys:
+                    pipe.hmget(self.keys.key(tenant, "st"), keys)
+            state_replies = iter(await pipe.execute())
+        states = [
+            [None if blob is None else PodState.unpack(blob) for blob in next(state_replies)]
+            if keys
+            else []
+            for _, keys, _ in popped
+        ]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for (tenant, keys, _), tenant_states in zip(popped, states, strict=True):
+                fields = [
+                    body_field(key, st.resource_version if st else 0)
+                    for key, st in zip(keys, tenant_states, strict=True)
+                ]
+                if fields:
+                    pipe.hmget(self.keys.key(tenant, "pod"), fields)
+            body_replies = iter(await pipe.execute())
+        lease_at = from_micros(now + lease_us)
+        out: list[list[ScheduleRequest]] = []
+        for (tenant, keys, reply), tenant_states in zip(popped, states, strict=True):
+            bodies = next(body_replies) if keys else []
+            requests = []
+            for index, (key, st, body) in enumerate(zip(keys, tenant_states, bodies, strict=True)):
+                if st is None:
+                    continue  # deleted since the pop: its lease went with it
+                b = index * _POP_FIELDS
+                requests.append(
+                    ScheduleRequest(
+                        tenant=tenant,
+                        pod_key=key,
+                        uid=st.uid,
+                        attempt=int(reply[b + 1]),
+                        scheduling_cycle=int(reply[b + 2]),
+                        priority=int(reply[b + 3]),
+                        timestamp=from_micros(int(reply[b + 4])),
+                        initial_attempt_timestamp=from_micros(st.initial_attempt_timestamp),
+                        lease_expires_at=lease_at,
+                        nominated_node_name=st.nominated_node_name,
+                        redispatches=st.redispatches,
+                        pod=body or b"",
+                    )
                 )
-            )
+            out.append(requests)
         return out
 
     # ------------------------------------------------------------------ outcomes
@@ -429,13 +457,23 @@ class QueueStore:
                         o.attempt,
                         o.result,
                         ",".join(plugins),
-                        _why_blob(o.unschedulable_plugins, o.pending_plugins, o.message),
                         nominate,
                         lease,
                     ]
                 reply = await self.scripts.outcome(keys=keys, args=args)
                 for i, effect in zip(run, reply, strict=True):
                     results[i] = _text(effect)
+            whys: dict[Any, Any] = {
+                outcomes[i].pod_key: _why_blob(
+                    outcomes[i].unschedulable_plugins,
+                    outcomes[i].pending_plugins,
+                    outcomes[i].message,
+                )
+                for i in indexes
+                if results[i] in ("backoff", "unschedulable")
+            }
+            if whys:
+                await self.redis.hset(self.keys.key(tenant, "why"), mapping=whys)
             activations = [
                 key
                 for i in indexes
@@ -472,9 +510,7 @@ class QueueStore:
         async with self.redis.pipeline(transaction=False) as pipe:
             for tenant, mode, keys in targets:
                 await self.scripts.move(
-                    keys=self._keys(tenant),
-                    args=[now, self._initial_us, self._max_us, mode, plugins, *keys],
-                    client=pipe,
+                    keys=self._keys(tenant), args=[now, mode, plugins, *keys], client=pipe
                 )
             replies = await pipe.execute()
         total = MoveResult()
@@ -503,28 +539,41 @@ class QueueStore:
         path whether or not a pod moves.
         """
         tenants = await self.tenants()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant in tenants:
-                pipe.smembers(self.keys.key(tenant, "aff"))
-            members = await pipe.execute()
         namespace_labels = await self._namespace_labels(assigned.namespace)
         targets: list[tuple[str, str, Sequence[str]]] = []
-        for tenant, keys in zip(tenants, members, strict=True):
+        for tenant in tenants:
             matching: list[str] = []
-            candidates = sorted(_text(k) for k in keys)
-            if candidates:
-                scores = await self.redis.zmscore(self.keys.key(tenant, "unsched"), candidates)
-                parked = [k for k, sc in zip(candidates, scores, strict=True) if sc is not None]
-                bodies: list[Any] = []
-                if parked:
-                    bodies = await self.redis.hmget(self.keys.key(tenant, "pod"), parked)
-                for key, body in zip(parked, bodies, strict=True):
+            candidates = await self._states(tenant, await self._affinity_keys(tenant))
+            parked = [(key, st) for key, st in candidates if await self._is_parked(tenant, key, st)]
+            if parked:
+                bodies = await self.redis.hmget(
+                    self.keys.key(tenant, "pod"),
+                    [body_field(key, st.resource_version) for key, st in parked],
+                )
+                for (key, _), body in zip(parked, bodies, strict=True):
                     if isinstance(body, bytes) and self._affinity_matches(
                         key, body, assigned, namespace_labels
                     ):
                         matching.append(key)
             targets.append((tenant, "keys", matching))
         return targets
+
+    async def _affinity_keys(self, tenant: str) -> list[str]:
+        return sorted(_text(k) for k in await self.redis.smembers(self.keys.key(tenant, "aff")))
+
+    async def _states(self, tenant: str, keys: Sequence[str]) -> list[tuple[str, PodState]]:
+        if not keys:
+            return []
+        blobs = await self.redis.hmget(self.keys.key(tenant, "st"), list(keys))
+        return [
+            (key, PodState.unpack(blob))
+            for key, blob in zip(keys, blobs, strict=True)
+            if isinstance(blob, bytes)
+        ]
+
+    async def _is_parked(self, tenant: str, key: str, st: PodState) -> bool:
+        bucket = f"{st.plugins}|{st.priority}"
+        return await self.redis.zscore(self.keys.bucket(tenant, bucket), key) is not None
 
     @staticmethod
     def _affinity_matches(
@@ -585,35 +634,60 @@ class QueueStore:
         raw = await self.redis.hgetall(self.keys.key(tenant, "stats"))
         return {_text(k): int(v) for k, v in raw.items()}
 
+    async def _levels(self, tenant: str) -> tuple[list[str], list[str]]:
+        """The active priority levels and the unschedulable buckets of a tenant."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.zrange(self.keys.key(tenant, "prios"), 0, -1)
+            pipe.smembers(self.keys.key(tenant, "buckets"))
+            levels, buckets = await pipe.execute()
+        return [_text(p) for p in levels], sorted(_text(b) for b in buckets)
+
     async def counts(self, tenants: Sequence[str] | None = None) -> dict[str, QueueCounts]:
         names = await self.tenants() if tenants is None else list(tenants)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant in names:
-                for queue in ("active", "backoff", "unsched", "gated", "inflight"):
-                    pipe.zcard(self.keys.key(tenant, queue))
-            replies = await pipe.execute()
-        return {
-            tenant: QueueCounts(*(int(n) for n in replies[i * 5 : i * 5 + 5]))
-            for i, tenant in enumerate(names)
-        }
+        out: dict[str, QueueCounts] = {}
+        for tenant in names:
+            levels, buckets = await self._levels(tenant)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for level in levels:
+                    pipe.zcard(self.keys.active(tenant, level))
+                for bucket in buckets:
+                    pipe.zcard(self.keys.bucket(tenant, bucket))
+                for name in ("backoff", "gated", "inflight"):
+                    pipe.zcard(self.keys.key(tenant, name))
+                sizes = [int(n) for n in await pipe.execute()]
+            active = sum(sizes[: len(levels)])
+            unschedulable = sum(sizes[len(levels) : len(levels) + len(buckets)])
+            backoff, gated, inflight = sizes[-3:]
+            out[tenant] = QueueCounts(active, backoff, unschedulable, gated, inflight)
+        return out
 
     async def location(self, tenant: str, key: str) -> str | None:
         """The queue a pod waits in (active, backoff, ...), None if the queue does not hold it."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hexists(self.keys.key(tenant, "st"), key)
-            for name in ("inflight", "backoff", "unsched", "gated"):
-                pipe.zscore(self.keys.key(tenant, name), key)
-            known, *scores = await pipe.execute()
-        if not known:
+        st = await self.state(tenant, key)
+        if st is None:
             return None
-        for name, score in zip(("inflight", "backoff", "unsched", "gated"), scores, strict=True):
+        candidates = {
+            "inflight": self.keys.key(tenant, "inflight"),
+            "active": self.keys.active(tenant, st.priority),
+            "backoff": self.keys.key(tenant, "backoff"),
+            "gated": self.keys.key(tenant, "gated"),
+            "unschedulable": self.keys.bucket(tenant, f"{st.plugins}|{st.priority}"),
+        }
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for set_key in candidates.values():
+                pipe.zscore(set_key, key)
+            scores = await pipe.execute()
+        for queue, score in zip(candidates, scores, strict=True):
             if score is not None:
-                return QUEUE_OF_SET[name]
-        return "active"
+                return queue
+        return None
 
     async def state(self, tenant: str, key: str) -> PodState | None:
         blob = await self.redis.hget(self.keys.key(tenant, "st"), key)
-        return None if blob is None else PodState.unpack(blob)
+        return PodState.unpack(blob) if isinstance(blob, bytes) else None
+
+    async def attempts(self, tenant: str, key: str) -> int:
+        return _int(await self.redis.hget(self.keys.key(tenant, "att"), key))
 
     async def pending(self, tenant: str | None = None) -> PendingView:
         """PendingPods (SPEC A35): counts per queue, and every pending pod with its reasons."""
@@ -623,46 +697,53 @@ class QueueStore:
         for name in names:
             pods.extend(await self._pending_pods(name))
         order = {"active": 0, "backoff": 1, "unschedulable": 2, "gated": 3, "inflight": 4}
-        pods.sort(key=lambda p: (order[p.queue], -p.priority, p.timestamp, p.key))
+        pods.sort(key=lambda p: (order.get(p.queue, 5), -p.priority, p.timestamp, p.key))
         return PendingView(counts=counts, pods=pods)
 
     async def _pending_pods(self, tenant: str) -> list[PendingPod]:
-        sets = ("active", "backoff", "unsched", "gated", "inflight")
+        levels, buckets = await self._levels(tenant)
+        sets = [("active", self.keys.active(tenant, level)) for level in levels]
+        sets += [("unschedulable", self.keys.bucket(tenant, bucket)) for bucket in buckets]
+        sets += [
+            ("backoff", self.keys.key(tenant, "backoff")),
+            ("gated", self.keys.key(tenant, "gated")),
+            ("inflight", self.keys.key(tenant, "inflight")),
+        ]
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.key(tenant, "st"))
+            pipe.hgetall(self.keys.key(tenant, "att"))
             pipe.hgetall(self.keys.key(tenant, "why"))
-            for name in sets:
-                pipe.zrange(self.keys.key(tenant, name), 0, -1, withscores=True)
-            states, whys, *members = await pipe.execute()
+            for _, set_key in sets:
+                pipe.zrange(set_key, 0, -1, withscores=True)
+            states, attempts, whys, *members = await pipe.execute()
         where: dict[str, tuple[str, float]] = {}
-        for name, entries in zip(sets, members, strict=True):
+        for (queue, _), entries in zip(sets, members, strict=True):
             for member, score in entries:
-                key = active_member_key(member) if name == "active" else _text(member)
-                where[key] = (QUEUE_OF_SET[name], score)
+                where[_text(member)] = (queue, score)
         pods = []
         for raw_key, blob in states.items():
             key = _text(raw_key)
-            state = PodState.unpack(blob)
-            queue, score = where.get(key, ("active", 0.0))
+            st = PodState.unpack(blob)
+            queue, score = where.get(key, ("unknown", 0.0))
             plugins, pending, message = _read_why(whys.get(raw_key))
             pods.append(
                 PendingPod(
                     tenant=tenant,
                     key=key,
-                    uid=state.uid,
+                    uid=st.uid,
                     queue=queue,
-                    attempts=state.attempts,
-                    priority=state.priority,
-                    timestamp=from_micros(state.timestamp),
-                    initial_attempt_timestamp=from_micros(state.initial_attempt_timestamp),
+                    attempts=_int(attempts.get(raw_key)),
+                    priority=st.priority,
+                    timestamp=from_micros(st.timestamp),
+                    initial_attempt_timestamp=from_micros(st.initial_attempt_timestamp),
                     unschedulable_plugins=plugins,
                     pending_plugins=pending,
                     message=message,
-                    nominated_node_name=state.nominated_node_name,
+                    nominated_node_name=st.nominated_node_name,
                     backoff_expires_at=from_micros(score) if queue == "backoff" else None,
                     lease_expires_at=from_micros(score) if queue == "inflight" else None,
-                    redispatches=state.redispatches,
-                    conflicts=state.conflicts,
+                    redispatches=st.redispatches,
+                    conflicts=st.conflicts,
                 )
             )
         return pods
@@ -674,15 +755,17 @@ class QueueStore:
             states = await self.redis.hgetall(self.keys.key(tenant, "st"))
             nominated = []
             for raw_key, blob in states.items():
-                state = PodState.unpack(blob)
-                if state.nominated_node_name:
-                    nominated.append((_text(raw_key), state))
+                st = PodState.unpack(blob)
+                if st.nominated_node_name:
+                    nominated.append((_text(raw_key), st))
             if not nominated:
                 continue
             bodies = await self.redis.hmget(
-                self.keys.key(tenant, "pod"), [key for key, _ in nominated]
+                self.keys.key(tenant, "pod"),
+                [body_field(key, st.resource_version) for key, st in nominated],
             )
-            for (key, state), body in zip(nominated, bodies, strict=True):
-                node = state.nominated_node_name
-                by_node[node].append(NominatedPod(tenant, key, node, state.priority, body or b""))
+            for (key, st), body in zip(nominated, bodies, strict=True):
+                node = st.nominated_node_name
+                pod = body if isinstance(body, bytes) else b""
+                by_node[node].append(NominatedPod(tenant, key, node, st.priority, pod))
         return dict(by_node)

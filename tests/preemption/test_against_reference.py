@@ -167,7 +167,9 @@ def reference(w: World) -> tuple[str, list[str]] | None:
     return name, sorted(v.metadata.name for v in victims)
 
 
-def berth(w: World, node_by_node: bool) -> tuple[str, list[str]] | None:
+def berth(
+    w: World, node_by_node: bool, *, every_node: bool = False
+) -> tuple[str, list[str]] | None:
     cols = columns(w.nodes, w.pods)
     plugins: list[object] = [FitFilter()]
     if node_by_node:
@@ -177,6 +179,7 @@ def berth(w: World, node_by_node: bool) -> tuple[str, list[str]] | None:
     plugin.args.min_candidate_nodes_absolute = w.min_absolute
     plugin.evaluator.min_absolute = w.min_absolute
     plugin.evaluator.clock = lambda: NOW
+    plugin.evaluator.skip_hopeless_nodes = not every_node
     state = run_pre_filters(plugins, w.preemptor, cols)
     result, status = plugin.post_filter(state, w.preemptor, cols, all_unschedulable(cols))
     if status.code != Code.SUCCESS:
@@ -192,6 +195,7 @@ def test_same_decision_as_reference(seed: int) -> None:
     expected = reference(w)
     assert berth(w, node_by_node=False) == expected
     assert berth(w, node_by_node=True) == expected
+    assert berth(w, node_by_node=True, every_node=True) == expected
 
 
 @pytest.mark.parametrize("seed", range(0, 150, 3))

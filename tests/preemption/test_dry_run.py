@@ -405,8 +405,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("node_by_node", [False, True], ids=["all-at-once", "node-by-node"])
-def test_dry_run(case: Case, node_by_node: bool) -> None:
+@pytest.mark.parametrize("mode", ["all-at-once", "node-by-node", "node-by-node-every-node"])
+def test_dry_run(case: Case, mode: str) -> None:
+    node_by_node = mode != "all-at-once"
     nodes = columns([tnode(n) for n in case.nodes], case.pods)
     fake = CodeFilter(dict.fromkeys(nodes.names, case.fake_code))
     plugins: list[object] = [fake, *case.plugins()]
@@ -419,6 +420,7 @@ def test_dry_run(case: Case, node_by_node: bool) -> None:
         args.min_candidate_nodes_absolute,
         offset=lambda n: next(offsets),
         clock=lambda: 100.0,
+        skip_hopeless_nodes=mode != "node-by-node-every-node",
     )
     env = environment(nodes, plugins, pdbs=case.pdbs)
     potential = np.arange(len(nodes), dtype=np.intp)
@@ -436,5 +438,5 @@ def test_dry_run(case: Case, node_by_node: bool) -> None:
             for c in run.candidates
         }
         assert got == case.expected[cycle]
-        if node_by_node and case.filter_calls is not None:
+        if mode == "node-by-node-every-node" and case.filter_calls is not None:
             assert fake.calls - before == case.filter_calls[cycle]

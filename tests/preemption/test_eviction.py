@@ -13,6 +13,7 @@ from shared.eviction import (
     TokenBucket,
     compute_pdb_status,
     evict,
+    grace_period_seconds,
     refresh_pdb_statuses,
     scaled_value,
 )
@@ -260,3 +261,15 @@ def test_refresh_writes_statuses_for_preemption() -> None:
     pdb = budget(min_available=1)
     refresh_pdb_statuses([pdb], pods, NOW)
     assert pdb.status.disruptions_allowed == 3
+
+
+@pytest.mark.parametrize(
+    ("pod", "seconds"),
+    [
+        pytest.param(make_pod("v").obj(), 30, id="F19: the default grace period is 30 s"),
+        pytest.param(make_pod("v").grace_period(0).obj(), 0, id="D11: a 0 s grace period"),
+        pytest.param(make_pod("v").grace_period(5).obj(), 5, id="a short grace period"),
+    ],
+)
+def test_victim_grace_period(pod: Pod, seconds: int) -> None:
+    assert grace_period_seconds(pod) == seconds

@@ -10,7 +10,7 @@ import pytest
 from services.scheduler.framework.columns import NodeColumns
 from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex
 from services.scheduler.plugins.defaultpreemption.scratch import Scratch
-from shared.models import Pod, priority_of
+from shared.models import ContainerPort, Pod, priority_of
 from tests.builders import make_pod
 from tests.preemption.tables import node
 
@@ -127,3 +127,17 @@ def test_scratch_edits_never_touch_the_base() -> None:
     assert (nodes.requested == requested).all()
     assert nodes.used_ports == ports
     assert [list(p) for p in nodes.pods_by_node] == lists
+
+
+def test_sidecar_host_ports_follow_the_pod() -> None:
+    sidecar = make_pod("s").node("a").sidecar_req(cpu="100m").obj()
+    sidecar.spec.init_containers[0].ports.append(ContainerPort(container_port=53, host_port=53))
+    nodes = NodeColumns([node("a")], [sidecar])
+    assert nodes.used_ports == {("TCP", 53): {0: {"0.0.0.0"}}}
+    index = PodIndex()
+    index.sync(nodes)
+    scratch = Scratch(nodes, index)
+    scratch.remove_slots(index.ordered.copy())
+    assert scratch.columns.used_ports == {}
+    scratch.restore_slots(index.ordered.copy())
+    assert scratch.columns.used_ports == nodes.used_ports

@@ -315,3 +315,20 @@ def test_preemption_never_changes_the_schedulers_view() -> None:
     assert victims_of(result) == ["v1", "v2"]
     assert (cols.requested == requested).all()
     assert [list(p) for p in cols.pods_by_node] == lists
+
+
+class _Broken:
+    name = "Broken"
+
+    def filter(self, state: CycleState, pod: Pod, nodes: object, rows: object) -> None:
+        raise RuntimeError("boom")
+
+
+def test_a_failing_filter_plugin_is_an_error_not_a_crash() -> None:
+    preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
+    result, status = preempt(
+        preemptor, [node("n1", CPU1)], [running("v", 1, "n1")], [FitFilter(), _Broken()]
+    )
+    assert result is None
+    assert status.code == Code.ERROR
+    assert status.message() == "preemption: boom"

@@ -88,9 +88,14 @@ def _split(hostport: str) -> tuple[str, int]:
 
 def test_context_manager_stops_on_error() -> None:
     pids: list[int] = []
-    with pytest.raises(RuntimeError, match="boom"), start_dev_servers(_local_env()) as servers:
-        pids = [p.popen.pid for p in servers.processes]
-        raise RuntimeError("boom")
+
+    def failing_test() -> None:
+        with start_dev_servers(_local_env()) as servers:
+            pids.extend(p.popen.pid for p in servers.processes)
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        failing_test()
     assert len(pids) == 2
     assert _wait_dead(pids) == []
 

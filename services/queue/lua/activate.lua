@@ -3,14 +3,14 @@
 local moved = 0
 for i = 1, #ARGV do
   local key = ARGV[i]
-  local loc = nil
-  if redis.call('ZSCORE', K_UNSCHED, key) then loc = 'u'
-  elseif redis.call('ZSCORE', K_BACKOFF, key) then loc = 'b' end
-  if loc then
-    local s = get_state(key)
-    remove_from_queue(key, loc, s)
-    to_active(key, s)
-    moved = moved + 1
+  local s = get_state(key)
+  if s then
+    local loc = locate(key, s)
+    if loc == 'u' or loc == 'b' then
+      remove_from_queue(key, loc, s)
+      add_active(key, s)
+      moved = moved + 1
+    end
   end
 end
 return moved

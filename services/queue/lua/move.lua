@@ -1,63 +1,143 @@
 -- MoveAllToActiveOrBackoffQueue (SPEC A20-A23), the unschedulable-leftover flush (A33) and
 -- the assigned-pod variants (A26/A27: a preCheck's chosen keys).
--- ARGV: now, initial_backoff, max_backoff, mode, plugins, then for mode 'keys' the pod keys.
+-- ARGV: now, mode, plugins, then for mode 'keys' the pod keys.
 --   mode 'all': every unschedulable pod; 'keys': only the given ones (if unschedulable);
 --   'leftover:<cutoff>': pods parked strictly before cutoff (now - Timestamp > max duration).
 --   plugins: '*' (a wildcard event) or the event's plugins, comma-separated.
 -- Returns {moved to active, moved to backoff, left in place}.
-local now, init, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local mode, plugins = ARGV[4], ARGV[5]
-
-local candidates
-if mode == 'all' then
-  candidates = redis.call('ZRANGE', K_UNSCHED, 0, -1)
-elseif mode == 'keys' then
-  candidates = {}
-  for i = 6, #ARGV do
-    if redis.call('ZSCORE', K_UNSCHED, ARGV[i]) then candidates[#candidates + 1] = ARGV[i] end
-  end
-else
-  local cutoff = string.sub(mode, 10)
-  candidates = redis.call('ZRANGEBYSCORE', K_UNSCHED, '-inf', '(' .. cutoff)
-  -- upstream calls movePodsToActiveOrBackoffQueue (which sets moveRequestCycle) only when
-  -- some pod is left over.
-  if #candidates == 0 then return {0, 0, 0} end
-end
+local now, mode, plugins = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 
 local wildcard = plugins == '*'
 local wanted = {}
 for name in string.gmatch(plugins, '[^,]+') do wanted[name] = true end
 
-local st = states(candidates)
-local moving, active, backoff = {}, {}, {}
-local to_active, to_backoff, kept = 0, 0, 0
-for i = 1, #candidates do
-  local key, s = candidates[i], st[i]
-  local p = s[PLG]
-  -- No failed plugin: an error or a failure outside Filter; it moves on any event (A21).
-  local match = wildcard or p == ''
-  if not match then
-    for name in string.gmatch(p, '[^,]+') do
-      if wanted[name] then match = true; break end
-    end
+-- A21: a pod moves when one of its failed plugins is registered for the event, or when it
+-- has none (an error, or a failure outside PreFilter/Filter/Permit).
+local function matches(sig)
+  if wildcard or sig == '' then return true end
+  for name in string.gmatch(sig, '[^,]+') do
+    if wanted[name] then return true end
   end
-  if match then
-    moving[#moving + 1] = key
-    local exp = s[TS] + backoff_us(s[ATT], init, max)
-    if exp > now then
-      backoff[#backoff + 1] = exp; backoff[#backoff + 1] = key
-      to_backoff = to_backoff + 1
-    else
-      push_active(active, s, key)
-      to_active = to_active + 1
-    end
-  else
-    kept = kept + 1
-  end
+  return false
 end
-bulk('ZREM', K_UNSCHED, moving, 1)
-bulk('ZADD', K_BACKOFF, backoff, 2)
-bulk('ZADD', K_ACTIVE, active, 2)
+
+local function split(bucket)
+  local sig, prio = string.match(bucket, '^(.*)|([^|]*)$')
+  return sig, tonumber(prio)
+end
+
+local to_active, to_backoff, kept = 0, 0, 0
+
+-- Move listed pods of one bucket (A22: still backing off -> backoffQ, else activeQ).
+local function move_some(bucket, keys)
+  local _, prio = split(bucket)
+  local u, ue = bucket_key(bucket), bucket_exp_key(bucket)
+  local exps = {}
+  for i = 1, #keys, CHUNK do
+    local part = redis.call('ZMSCORE', ue, unpack(keys, i, math.min(i + CHUNK - 1, #keys)))
+    for k = 1, #part do exps[i + k - 1] = part[k] end
+  end
+  local tss = {}
+  for i = 1, #keys, CHUNK do
+    local part = redis.call('ZMSCORE', u, unpack(keys, i, math.min(i + CHUNK - 1, #keys)))
+    for k = 1, #part do tss[i + k - 1] = part[k] end
+  end
+  local active, backoff = {}, {}
+  for i = 1, #keys do
+    local exp = tonumber(exps[i])
+    if exp > now then
+      backoff[#backoff + 1] = exp; backoff[#backoff + 1] = keys[i]
+    else
+      active[#active + 1] = tss[i]; active[#active + 1] = keys[i]
+    end
+  end
+  bulk('ZREM', u, keys, 1)
+  bulk('ZREM', ue, keys, 1)
+  bulk('ZADD', K_BACKOFF, backoff, 2)
+  if #active > 0 then
+    bulk('ZADD', active_key(prio), active, 2)
+    redis.call('ZADD', K_PRIOS, -prio, prio)
+  end
+  if redis.call('EXISTS', u) == 0 then redis.call('SREM', K_BUCKETS, bucket) end
+  to_active = to_active + #active / 2
+  to_backoff = to_backoff + #backoff / 2
+end
+
+-- Move a whole bucket: the pods still backing off one by one, the rest in one union.
+local function move_bucket(bucket)
+  local _, prio = split(bucket)
+  local u, ue = bucket_key(bucket), bucket_exp_key(bucket)
+  local backing = redis.call('ZRANGEBYSCORE', ue, '(' .. string.format('%.0f', now), '+inf', 'WITHSCORES')
+  if #backing > 0 then
+    local keys, backoff = {}, {}
+    for i = 1, #backing, 2 do
+      keys[#keys + 1] = backing[i]
+      backoff[#backoff + 1] = backing[i + 1]; backoff[#backoff + 1] = backing[i]
+    end
+    bulk('ZREM', u, keys, 1)
+    bulk('ZADD', K_BACKOFF, backoff, 2)
+    to_backoff = to_backoff + #keys
+  end
+  local n = redis.call('ZCARD', u)
+  if n > 0 then
+    local level = active_key(prio)
+    if n * 4 >= redis.call('ZCARD', level) then
+      redis.call('ZUNIONSTORE', level, 2, level, u)
+    else
+      local members = redis.call('ZRANGE', u, 0, -1, 'WITHSCORES')
+      local pairs_ = {}
+      for i = 1, #members, 2 do
+        pairs_[#pairs_ + 1] = members[i + 1]; pairs_[#pairs_ + 1] = members[i]
+      end
+      bulk('ZADD', level, pairs_, 2)
+    end
+    redis.call('ZADD', K_PRIOS, -prio, prio)
+    to_active = to_active + n
+  end
+  redis.call('DEL', u, ue)
+  redis.call('SREM', K_BUCKETS, bucket)
+end
+
+local buckets = redis.call('SMEMBERS', K_BUCKETS)
+if mode == 'all' then
+  for _, bucket in ipairs(buckets) do
+    local sig = split(bucket)
+    if matches(sig) then move_bucket(bucket) else kept = kept + redis.call('ZCARD', bucket_key(bucket)) end
+  end
+elseif mode == 'keys' then
+  local by_bucket = {}
+  local keys = {}
+  for i = 4, #ARGV do keys[#keys + 1] = ARGV[i] end
+  local st = states(keys)
+  for i = 1, #keys do
+    local s = st[i]
+    if s then
+      local bucket = bucket_of(s)
+      if redis.call('ZSCORE', bucket_key(bucket), keys[i]) then
+        if matches(s[PLG]) then
+          by_bucket[bucket] = by_bucket[bucket] or {}
+          table.insert(by_bucket[bucket], keys[i])
+        else
+          kept = kept + 1
+        end
+      end
+    end
+  end
+  for bucket, list in pairs(by_bucket) do move_some(bucket, list) end
+else
+  local cutoff = string.sub(mode, 10)
+  local any = false
+  for _, bucket in ipairs(buckets) do
+    local due = redis.call('ZRANGEBYSCORE', bucket_key(bucket), '-inf', '(' .. cutoff)
+    if #due > 0 then
+      any = true
+      move_some(bucket, due)
+    end
+  end
+  -- upstream calls movePodsToActiveOrBackoffQueue (which sets moveRequestCycle) only when
+  -- some pod is left over.
+  if not any then return {0, 0, 0} end
+end
 -- A23: always, even when nothing moved.
 redis.call('HSET', K_CTR, 'mrc', scheduling_cycle())
 stat('woken', to_active + to_backoff)

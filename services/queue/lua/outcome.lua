@@ -1,21 +1,23 @@
 -- Attempt outcomes. Only the outcome of the current lease counts: same uid, same attempt,
 -- pod still in flight; anything else is stale or a duplicate and changes nothing.
--- ARGV: now, initial_backoff, max_backoff, lease_us, count, then per outcome 8 fields:
---   key, uid, attempt, result, plugins (comma-separated), why, nominate ('-' keep, else '='
---   followed by the node name, '=' alone clears), lease_us override ('' default)
+-- ARGV: now, initial_backoff, max_backoff, lease_us, count, then per outcome 7 fields:
+--   key, uid, attempt, result, plugins (sorted, comma-separated), nominate ('-' keep,
+--   else '=' followed by the node name; '=' alone clears), lease_us override ('' default)
 -- Returns per outcome: stale | done | extended | active | backoff | unschedulable
+-- (the caller stores the failure message for backoff and unschedulable).
 local now, init, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local lease, count = tonumber(ARGV[4]), tonumber(ARGV[5])
-local F = 8
+local F = 7
 local mrc = move_request_cycle()
 local out = {}
 local stale, conflicts = 0, 0
 for i = 1, count do
   local b = 5 + (i - 1) * F
   local key, uid, attempt, res = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3]), ARGV[b + 4]
-  local plugins, why, nominate, lease_override = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
+  local plugins, nominate, lease_override = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7]
   local s = get_state(key)
-  if not s or s[UID] ~= uid or s[ATT] ~= attempt or not redis.call('ZSCORE', K_INFLIGHT, key) then
+  if not s or s[UID] ~= uid or attempts(key) ~= attempt
+      or not redis.call('ZSCORE', K_INFLIGHT, key) then
     out[i] = 'stale'
     stale = stale + 1
   elseif res == 'extend' then
@@ -24,7 +26,7 @@ for i = 1, count do
     redis.call('ZADD', K_INFLIGHT, now + d, key)
     out[i] = 'extended'
   elseif res == 'scheduled' then
-    forget(key)
+    forget(key, s)
     out[i] = 'done'
   else
     redis.call('ZREM', K_INFLIGHT, key)
@@ -34,21 +36,21 @@ for i = 1, count do
     if res == 'conflict' then
       -- Not the pod's fault: straight back to active, at its old place, no backoff.
       s[CFL] = s[CFL] + 1
-      to_active(key, s)
+      add_active(key, s)
       conflicts = conflicts + 1
       out[i] = 'active'
     else
       -- AddUnschedulableIfNotPresent (SPEC A11): Timestamp = now, then the moveRequestCycle rule.
       s[TS] = now
-      s[SEQ] = next_seq(1)
       s[PLG] = plugins
-      redis.call('HSET', K_WHY, key, why)
+      local exp = now + backoff_us(attempts(key), init, max)
+      local cycle = tonumber(redis.call('HGET', K_CYC, key) or '0')
       -- An update while in flight counts like a move request: the pod may fit now.
-      if dirty or mrc >= s[CYC] then
-        redis.call('ZADD', K_BACKOFF, now + backoff_us(s[ATT], init, max), key)
+      if dirty or mrc >= cycle then
+        redis.call('ZADD', K_BACKOFF, exp, key)
         out[i] = 'backoff'
       else
-        redis.call('ZADD', K_UNSCHED, now, key)
+        park(key, s, exp)
         out[i] = 'unschedulable'
       end
     end

@@ -1,34 +1,41 @@
 -- Pop (SPEC A13/A14) with a lease: the head of active, at most n, within the in-flight cap.
 -- ARGV: now, n, cap (0: none), lease_us.
--- Returns 10 values per pod: key, uid, attempts, cycle, prio, ts, its, nominated, redispatches, body
+-- Returns 5 values per pod: key, attempts, scheduling cycle, priority, Timestamp.
 local now, n, cap, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local room = n
 if cap > 0 then room = math.min(n, cap - redis.call('ZCARD', K_INFLIGHT)) end
 if room <= 0 then return {} end
-local popped = redis.call('ZPOPMIN', K_ACTIVE, room)
-local k = #popped / 2
+
+local keys, prios, tss = {}, {}, {}
+for _, prio in ipairs(redis.call('ZRANGE', K_PRIOS, 0, -1)) do
+  local level = active_key(prio)
+  local popped = redis.call('ZPOPMIN', level, room)
+  for i = 1, #popped, 2 do
+    keys[#keys + 1] = popped[i]; prios[#prios + 1] = prio; tss[#tss + 1] = popped[i + 1]
+  end
+  if redis.call('EXISTS', level) == 0 then redis.call('ZREM', K_PRIOS, prio) end
+  room = room - #popped / 2
+  if room <= 0 then break end
+end
+local k = #keys
 if k == 0 then return {} end
 
-local keys = {}
-for i = 1, k do keys[i] = string.sub(popped[2 * i - 1], AM_PREFIX + 1) end
-local st = states(keys)
-local body = hmget(K_POD, keys)
+local att = hmget(K_ATT, keys)
 local first_cycle = redis.call('HINCRBY', K_CTR, 'scycle', k) - k + 1
 local expiry = now + lease
-local st_pairs, leases, out = {}, {}, {}
+local att_pairs, cyc_pairs, leases, out = {}, {}, {}, {}
 for i = 1, k do
-  local key, s = keys[i], st[i]
-  s[ATT] = s[ATT] + 1
-  s[CYC] = first_cycle + i - 1
-  s[DIRTY] = 0
-  st_pairs[2 * i - 1] = key; st_pairs[2 * i] = cmsgpack.pack(s)
+  local key = keys[i]
+  local a = tonumber(att[i] or '0') + 1
+  att_pairs[2 * i - 1] = key; att_pairs[2 * i] = a
+  cyc_pairs[2 * i - 1] = key; cyc_pairs[2 * i] = first_cycle + i - 1
   leases[2 * i - 1] = expiry; leases[2 * i] = key
-  local b = (i - 1) * 10
-  out[b + 1] = key; out[b + 2] = s[UID]; out[b + 3] = s[ATT]; out[b + 4] = s[CYC]
-  out[b + 5] = s[PRIO]; out[b + 6] = s[TS]; out[b + 7] = s[ITS]; out[b + 8] = s[NOM]
-  out[b + 9] = s[RED]; out[b + 10] = body[i]
+  local b = (i - 1) * 5
+  out[b + 1] = key; out[b + 2] = a; out[b + 3] = first_cycle + i - 1
+  out[b + 4] = prios[i]; out[b + 5] = tss[i]
 end
-bulk('HSET', K_ST, st_pairs, 2)
+bulk('HSET', K_ATT, att_pairs, 2)
+bulk('HSET', K_CYC, cyc_pairs, 2)
 bulk('ZADD', K_INFLIGHT, leases, 2)
 stat('dispatched', k)
 return out

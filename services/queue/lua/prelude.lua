@@ -1,21 +1,29 @@
 -- berth queue: the key slots and helpers every script starts with (prepended when loading).
--- KEYS order: services/queue/keys.py ALL. Times are integer microseconds.
+-- KEYS order: services/queue/keys.py TENANT_KEYS. Times are integer microseconds.
 --
--- A pod's state is one cmsgpack array in the `st` hash (fields below); its object is in `pod`,
--- its last failure in `why`. Where it waits is the one sorted set that holds it (active by
--- member, the others by key), so moving a pod touches two sorted sets and nothing else.
-local K_ACTIVE, K_BACKOFF, K_UNSCHED, K_GATED, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local K_CTR, K_STATS, K_AFF = KEYS[6], KEYS[7], KEYS[8]
-local K_ST, K_POD, K_WHY = KEYS[9], KEYS[10], KEYS[11]
+-- Where a pod waits is the one sorted set holding it, member = pod key:
+--   a:<prio>          active, one set per priority level, score = Timestamp (PrioritySort:
+--                     levels from highest priority, then oldest Timestamp first)
+--   backoff           score = backoff expiry          gated     score = Timestamp
+--   inflight          score = lease expiry
+--   u:<sig>|<prio>    unschedulable, bucketed by failed-plugin signature and priority,
+--                     score = Timestamp; ue:<sig>|<prio> holds each one's backoff expiry.
+-- A matching cluster event moves a whole bucket into a:<prio> with one ZUNIONSTORE.
+--
+-- Per pod: `st` (cmsgpack state, fields below), `att` (Attempts), `cyc` (scheduling cycle of
+-- the last pop). Pod bodies (`pod`, field key#rv) and failure messages (`why`) are written by
+-- Python and never enter Lua: Lua 5.1 interns every string and hashes long ones sparsely, so
+-- many similar long strings would make each script quadratic.
+local BASE, K_PRIOS, K_BACKOFF, K_GATED, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_CTR, K_STATS, K_AFF, K_ST, K_ATT = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_CYC, K_POD, K_WHY, K_BUCKETS = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 
 -- State fields (services/queue/state.py mirrors them).
-local UID, RV, PRIO, TS, ITS, ATT, CYC, SEQ = 1, 2, 3, 4, 5, 6, 7, 8
-local PLG, NOM, SNN, RED, CFL, DIRTY, FP, SCHED = 9, 10, 11, 12, 13, 14, 15, 16
+local UID, RV, PRIO, TS, ITS, PLG, NOM, SNN, RED, CFL, DIRTY, FP, SCHED =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
 
 -- Lua's unpack is limited to a few thousand values: bulk commands go in chunks.
 local CHUNK = 4000
--- Active members: 16-digit timestamp, 12-digit sequence, then the pod key.
-local AM_PREFIX = 28
 
 local function bulk(cmd, key, list, arity)
   local n = #list
@@ -54,6 +62,10 @@ local function states(keys)
   return raw
 end
 
+local function attempts(key)
+  return tonumber(redis.call('HGET', K_ATT, key) or '0')
+end
+
 -- SPEC A28: d = initial; for i = 1 .. attempts-1: if d > max - d then max else d += d.
 local function backoff_us(att, init, max)
   local d = init
@@ -73,56 +85,63 @@ end
 local function scheduling_cycle() return counter('scycle', 0) end
 local function move_request_cycle() return counter('mrc', -1) end
 
--- Reserve n sequence numbers; returns the first.
-local function next_seq(n)
-  return redis.call('HINCRBY', K_CTR, 'seq', n) - n + 1
-end
-
--- PrioritySort (SPEC A38): score -priority, then Timestamp, then arrival sequence.
-local function active_member(s, key)
-  return string.format('%016d%012d', s[TS], s[SEQ]) .. key
-end
-
-local function push_active(list, s, key)
-  list[#list + 1] = -s[PRIO]
-  list[#list + 1] = active_member(s, key)
-end
-
 local function stat(name, n)
   if n ~= 0 then redis.call('HINCRBY', K_STATS, name, n) end
 end
 
+local function active_key(prio) return BASE .. 'a:' .. prio end
+local function bucket_of(s) return s[PLG] .. '|' .. s[PRIO] end
+local function bucket_key(bucket) return BASE .. 'u:' .. bucket end
+local function bucket_exp_key(bucket) return BASE .. 'ue:' .. bucket end
+local function body_field(key, rv) return key .. '#' .. rv end
+
 -- Where a known pod waits: a=active b=backoff u=unschedulable g=gated i=in flight.
-local function locate(key)
+local function locate(key, s)
   if redis.call('ZSCORE', K_INFLIGHT, key) then return 'i' end
+  if redis.call('ZSCORE', active_key(s[PRIO]), key) then return 'a' end
   if redis.call('ZSCORE', K_BACKOFF, key) then return 'b' end
-  if redis.call('ZSCORE', K_UNSCHED, key) then return 'u' end
   if redis.call('ZSCORE', K_GATED, key) then return 'g' end
-  return 'a'
+  if redis.call('ZSCORE', bucket_key(bucket_of(s)), key) then return 'u' end
+  return false
+end
+
+local function add_active(key, s)
+  redis.call('ZADD', active_key(s[PRIO]), s[TS], key)
+  redis.call('ZADD', K_PRIOS, -s[PRIO], s[PRIO])
+end
+
+local function park(key, s, exp)
+  local bucket = bucket_of(s)
+  redis.call('ZADD', bucket_key(bucket), s[TS], key)
+  redis.call('ZADD', bucket_exp_key(bucket), exp, key)
+  redis.call('SADD', K_BUCKETS, bucket)
+end
+
+local function unpark(key, s)
+  local bucket = bucket_of(s)
+  redis.call('ZREM', bucket_key(bucket), key)
+  redis.call('ZREM', bucket_exp_key(bucket), key)
+  if redis.call('EXISTS', bucket_key(bucket)) == 0 then redis.call('SREM', K_BUCKETS, bucket) end
 end
 
 local function remove_from_queue(key, loc, s)
-  if loc == 'a' then redis.call('ZREM', K_ACTIVE, active_member(s, key))
+  if loc == 'a' then redis.call('ZREM', active_key(s[PRIO]), key)
   elseif loc == 'b' then redis.call('ZREM', K_BACKOFF, key)
-  elseif loc == 'u' then redis.call('ZREM', K_UNSCHED, key)
+  elseif loc == 'u' then unpark(key, s)
   elseif loc == 'g' then redis.call('ZREM', K_GATED, key)
   elseif loc == 'i' then redis.call('ZREM', K_INFLIGHT, key)
   end
 end
 
 -- Drop every trace of a pod; returns where it was (false if unknown).
-local function forget(key)
-  local s = get_state(key)
-  if not s then return false end
-  local loc = locate(key)
-  remove_from_queue(key, loc, s)
+local function forget(key, s)
+  local loc = locate(key, s)
+  if loc then remove_from_queue(key, loc, s) end
+  redis.call('HDEL', K_POD, body_field(key, s[RV]))
   redis.call('HDEL', K_ST, key)
-  redis.call('HDEL', K_POD, key)
+  redis.call('HDEL', K_ATT, key)
+  redis.call('HDEL', K_CYC, key)
   redis.call('HDEL', K_WHY, key)
   redis.call('SREM', K_AFF, key)
-  return loc
-end
-
-local function to_active(key, s)
-  redis.call('ZADD', K_ACTIVE, -s[PRIO], active_member(s, key))
+  return loc or 'a'
 end

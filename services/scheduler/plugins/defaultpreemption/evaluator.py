@@ -13,13 +13,17 @@ SelectVictimsOnNode, for one pod that fits no node.
 4. Extenders that support preemption may drop or change candidates.
 5. Pick one node (candidates.pick_one).
 
-Two ways to run the dry run, with the same answers:
-- **all nodes at once** when every active Filter plugin is row-local (no active PreFilter
-  extensions): removing all victims is one vectorised subtraction, the Filter plugins run once
-  over all potential nodes, and reprieving runs one Filter pass per victim rank (the k-th victim
-  of every node at once). A handful of numpy passes instead of thousands of per-node calls.
+Two ways to run the dry run, with the same answers (tests compare them with a plain reference):
+- **many nodes at once** when every active Filter plugin is row-local (no active PreFilter
+  extensions). Nodes are taken in chunks in rotation order (2 x num_candidates, then doubling)
+  until the chunks hold enough candidates; within a chunk, removing all victims is one
+  vectorised subtraction, the Filter plugins run once over the chunk, and reprieving runs one
+  Filter pass per victim rank (the k-th victim of every node at once). A handful of numpy
+  passes instead of thousands of per-node calls.
 - **node by node** otherwise (InterPodAffinity, PodTopologySpread active): each node gets a copy
-  of the cycle state, updated through the plugins' add_pod/remove_pod, as upstream.
+  of the cycle state, updated through the plugins' add_pod/remove_pod, as upstream. Nodes the
+  row-local plugins reject even with every victim gone are skipped first, in one vectorised
+  pass (visited only when no candidate turns up, for their exact rejection reason).
 """
 
 from __future__ import annotations
@@ -160,7 +164,8 @@ def rejection_codes(diagnosis: Diagnosis, num_nodes: int) -> NDArray[np.int8]:
     """Filter status code per row; rows the diagnosis does not mention are unresolvable."""
     codes = np.full(num_nodes, int(Code.UNSCHEDULABLE_AND_UNRESOLVABLE), dtype=np.int8)
     for status, rows in diagnosis.rejections:
-        codes[rows] = int(status.code)
+        # -1 marks a node that left the columns (framework.cycle): it is nowhere now.
+        codes[rows[(rows >= 0) & (rows < num_nodes)]] = int(status.code)
     return codes
 
 
@@ -199,12 +204,16 @@ class Evaluator:
         offset: Callable[[int], int],
         is_eligible_pod: IsEligiblePod | None = None,
         clock: Callable[[], float] = time.time,
+        skip_hopeless_nodes: bool = True,
     ) -> None:
+        """`skip_hopeless_nodes=False`: the node-by-node dry run visits every node as upstream
+        does, even those the row-local plugins already rule out (same answers, slower)."""
         self.min_percentage = min_candidate_nodes_percentage
         self.min_absolute = min_candidate_nodes_absolute
         self.offset = offset
         self.is_eligible_pod = is_eligible_pod
         self.clock = clock
+        self.skip_hopeless_nodes = skip_hopeless_nodes
         self.index = PodIndex()
 
     # ---------------------------------------------------------------- eligibility
@@ -461,8 +470,7 @@ class Evaluator:
                 errors.append(status.message())
 
     def index_names(self) -> list[str]:
-        names = self.index._names
-        return names if names is not None else []
+        return self.index.names
 
     def _result(
         self,
@@ -500,35 +508,90 @@ class Evaluator:
     ) -> DryRun:
         index = self.index
         scratch = Scratch(env.nodes, index)
-        is_eligible = eligible
         names = self.index_names()
+        hopeless = self._hopeless(state, pod, ctx, extensions, scratch, rotated, eligible)
         fine: list[_SlotCandidate] = []
         violating: list[_SlotCandidate] = []
         statuses: dict[int, Status] = {}
         errors: list[str] = []
-        for row in rotated.tolist():
-            row_slots = [s for s in index.row_slots[row] if is_eligible[s]]
+        skipped: list[int] = []
+
+        def visit(row: int) -> _SlotCandidate | None:
+            row_slots = [s for s in index.row_slots[row] if eligible[s]]
             if not row_slots:
                 statuses[row] = NO_VICTIMS
-                continue
+                return None
             found, status = self._select_victims_on_node(
                 state, pod, env, ctx, extensions, scratch, row, row_slots, now
             )
+            if found is not None and found.slots.shape[0] == 0:
+                found, status = None, _no_victim_error(names[row])
             if found is None:
+                statuses[row] = status
                 if status.code == Code.ERROR:
                     errors.append(status.message())
-                statuses[row] = status
+            return found
+
+        for row in rotated.tolist():
+            if hopeless[row]:
+                skipped.append(row)
                 continue
-            if found.slots.shape[0] == 0:
-                statuses[row] = _no_victim_error(names[row])
-                errors.append(statuses[row].message())
+            found = visit(row)
+            if found is None:
                 continue
             target = violating if found.num_pdb_violations else fine
             if len(target) < wanted:
                 target.append(found)
             if fine and len(fine) + len(violating) >= wanted:
                 break
+        if not fine and not violating:
+            # Why the skipped nodes fail, exactly as upstream words it (their first failing
+            # plugin may be one the shortcut did not run).
+            for row in skipped:
+                visit(row)
         return self._result(fine + violating, statuses, errors, now)
+
+    def _hopeless(
+        self,
+        state: CycleState,
+        pod: Pod,
+        ctx: FilterContext,
+        extensions: Sequence[PreFilterExtensions],
+        scratch: Scratch,
+        rotated: NDArray[np.intp],
+        eligible: NDArray[np.bool_],
+    ) -> NDArray[np.bool_]:
+        """Nodes where the row-local Filter plugins alone reject the pod even with every
+        potential victim gone: no candidates, whatever the cross-node plugins say. Found for
+        all nodes at once, so the node-by-node walk spends its time on the others."""
+        index = self.index
+        hopeless = np.zeros(len(scratch.columns), dtype=np.bool_)
+        if not self.skip_hopeless_nodes:
+            return hopeless
+        cross_node = {e.name for e in extensions}
+        row_local = [p for p in ctx.filter_plugins if p.name not in cross_node]
+        if not row_local:
+            return hopeless
+        in_rotation = np.zeros(len(scratch.columns), dtype=np.bool_)
+        in_rotation[rotated] = True
+        ordered = index.ordered
+        slots = ordered[eligible[ordered] & in_rotation[index.row[ordered]]]
+        rows, _ = runs(index.row[slots])
+        if rows.shape[0] == 0:
+            return hopeless
+        scratch.remove_slots(slots)
+        try:
+            local = FilterContext(row_local, (), ctx.nominated)
+            out = run_filters_with_nominated_pods(local, state, pod, scratch, rows)
+        finally:
+            scratch.restore_slots(slots)
+        # An Error is not a verdict: those nodes go the whole way.
+        failed = ~out.ok
+        for status, mask in out.failures:
+            if status.code == Code.ERROR:
+                failed &= ~mask
+        hopeless[rows[failed]] = True
+        return hopeless
 
     def _select_victims_on_node(
         self,

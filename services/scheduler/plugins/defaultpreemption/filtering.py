@@ -112,7 +112,10 @@ def run_filter_plugins(
         if live.shape[0] == 0:
             break
         sub = rows if live.shape[0] == n else rows[live]
-        result = plugin.filter(state, pod, nodes, sub)
+        try:
+            result = plugin.filter(state, pod, nodes, sub)
+        except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
+            result = Status.error(str(err) or type(err).__name__)
         if result is None:
             continue
         if isinstance(result, Status):

@@ -308,6 +308,11 @@ class PodIndex:
             listeners.append(self._listener)
 
     # ------------------------------------------------------------------ reading
+    @property
+    def names(self) -> list[str]:
+        """Node names by row, as of the last sync."""
+        return self._names if self._names is not None else []
+
     def pod(self, slot: int) -> Pod:
         pod = self.pods[slot]
         if pod is None:

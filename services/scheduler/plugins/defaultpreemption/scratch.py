@@ -27,16 +27,18 @@ from numpy.typing import NDArray
 
 from services.scheduler.framework.columns import NodeColumns
 from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex, has_host_ports
-from shared.models import Pod
+from shared.models import CONTAINER_RESTART_ALWAYS, Pod
 from shared.models.resources import non_zero_requests, pod_requests
 
 PortKey = tuple[str, int]
 
 
 def host_ports(pod: Pod) -> list[tuple[PortKey, str]]:
-    """((protocol, hostPort), hostIP) as NodeColumns records them."""
+    """((protocol, hostPort), hostIP) as NodeColumns records them: sidecars', then the
+    containers' (upstream schedutil.GetHostPorts)."""
     out: list[tuple[PortKey, str]] = []
-    for container in pod.spec.containers:
+    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
+    for container in (*sidecars, *pod.spec.containers):
         for port in container.ports:
             if port.host_port:
                 out.append(((port.protocol or "TCP", port.host_port), port.host_ip or "0.0.0.0"))

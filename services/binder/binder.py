@@ -1,0 +1,528 @@
+"""The binding cycle, one proposal at a time (any number concurrently).
+
+bind proposal:
+  1. check-and-reserve in one Lua script (node exists, schedulable, taints tolerated, resources
+     fit counting nominated pods of higher priority, host ports free); proposals for one node
+     reserve in arrival order;
+  2. re-check InterPodAffinity and PodTopologySpread against the binder's view (which has
+     reached the reservation's resourceVersion), then assume the pod in the view;
+  3. WaitOnPermit: gangs wait until minMember are reserved or bound (the store counts them
+     across binders), or time out and unreserve the whole generation; a non-gang Wait from the
+     worker waits its timeout and fails;
+  4. PreBind (nothing in berth), Bind (binding, usage and change-stream entry in one script),
+     PostBind: the outcome "scheduled" and a pod event.
+  Unreserve on any failure after 1.
+preempt proposal: claim the attempt, evict the victims through `shared.eviction.evict`
+  (PodDisruptionBudget bookkeeping), delete them, nominate the pod, report it unschedulable
+  with the nomination.
+
+Every outcome carries the pod uid and attempt. A duplicate or stale proposal (same pod and
+attempt, or an older attempt) changes nothing; a pod is bound at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from services.binder.checks import Checks, ProfileChecks
+from services.binder.config import BinderConfig
+from services.binder.gang import GangMonitor
+from services.binder.messages import Proposal
+from services.binder.view import ClusterView
+from services.scheduler.framework.status import Status
+from services.scheduler.framework.waiting_pods import go_duration
+from services.scheduler.plugins import names
+from shared.eviction import evict
+from shared.messages import Outcome, OutcomeResult, PodEvent, pod_fingerprint
+from shared.models import Node, Pod, PodDisruptionBudget, PodGroup, priority_of
+from shared.store import (
+    ClusterStore,
+    PodCharge,
+    ReserveRequest,
+    ReserveResult,
+    ReserveStatus,
+    pod_group_key,
+)
+from shared.store.bindings import AttemptState
+
+log = logging.getLogger(__name__)
+
+
+class Emitter(Protocol):
+    """Where the binder's messages go (Kafka in the service)."""
+
+    async def outcome(self, outcome: Outcome) -> None: ...
+
+    async def pod_event(self, event: PodEvent) -> None: ...
+
+
+class Slot:
+    """One unit of the in-flight bound; released once, when the proposal finishes or starts
+    waiting at Permit."""
+
+    __slots__ = ("_held", "_semaphore")
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self._semaphore = semaphore
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._semaphore.release()
+
+
+@dataclass(frozen=True, slots=True)
+class _Reserved:
+    pod: Pod
+    node: str
+    gang: str
+    generation: int
+    gang_permitted: bool
+    wait_seconds: float
+    """How long Permit may hold the pod (0: no wait)."""
+
+
+class Binder:
+    def __init__(
+        self,
+        store: ClusterStore,
+        view: ClusterView,
+        emitter: Emitter,
+        config: BinderConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.bindings = store.bindings
+        self.view = view
+        self.emitter = emitter
+        self.config = config if config is not None else BinderConfig()
+        self.clock = clock
+        self.checks = Checks(self.config.scheduler_config, view)
+        self.gangs = GangMonitor(self.bindings, self.config.gang_poll_seconds)
+        self.stats: Counter[str] = Counter()
+        self._slots = asyncio.Semaphore(self.config.max_in_flight)
+        self._waiting = asyncio.Semaphore(self.config.max_waiting)
+        self._active: dict[str, int] = {}
+        """pod uid -> the attempt this binder is handling."""
+        self._node_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------------ intake
+    async def admit(self) -> Slot:
+        """Wait for room under max_in_flight."""
+        await self._slots.acquire()
+        return Slot(self._slots)
+
+    def submit(self, proposal: Proposal, slot: Slot | None = None) -> asyncio.Task[None]:
+        """Handle `proposal` in its own task (tasks start in submission order, so proposals
+        for one node reserve in that order)."""
+        task = asyncio.create_task(self.handle(proposal, slot), name=f"bind-{proposal.pod_key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self) -> None:
+        """Wait for every submitted proposal to finish."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.gangs.close()
+
+    async def handle(self, proposal: Proposal, slot: Slot | None = None) -> None:
+        """The whole binding cycle of one proposal; never raises (errors become outcomes)."""
+        p = proposal
+        try:
+            active = self._active.get(p.uid)
+            if active is not None and active >= p.attempt:
+                self.stats["duplicate"] += 1
+                return
+            self._active[p.uid] = p.attempt
+            try:
+                if p.kind == "preempt":
+                    await self._preempt(p)
+                else:
+                    await self._bind_cycle(p, slot)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("binding %s (attempt %d) failed", p.pod_key, p.attempt)
+                await self._fail(p, exc)
+            finally:
+                if self._active.get(p.uid) == p.attempt:
+                    del self._active[p.uid]
+        finally:
+            if slot is not None:
+                slot.release()
+
+    # ------------------------------------------------------------------- bind
+    async def _bind_cycle(self, p: Proposal, slot: Slot | None) -> None:
+        async with self._node_lock(p.node_name):
+            reserved = await self._reserve(p)
+        if reserved is None:
+            return
+        if not await self._wait_on_permit(p, reserved, slot):
+            return
+        await self._bind(p, reserved)
+
+    async def _reserve(self, p: Proposal) -> _Reserved | None:
+        pod = await self._stored_pod(p)
+        if pod is None:
+            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
+            return None
+        if pod.spec.node_name:
+            await self._already_bound(p, pod.spec.node_name)
+            return None
+        if pod.metadata.deletion_timestamp is not None:
+            await self._outcome(p, "error", message=f"pod {p.pod_key} is being deleted")
+            return None
+        if p.pod_fingerprint and pod_fingerprint(pod) != p.pod_fingerprint:
+            await self._final_conflict(p, "the pod changed since it was scheduled")
+            return None
+        profile = self.checks.for_pod(pod)
+        gang, min_member, wait_seconds = "", 0, 0.0
+        if p.permit == "wait":
+            wait_seconds = p.permit_timeout_seconds
+        group_key = pod_group_key(pod)
+        if group_key:
+            group = await self._pod_group(group_key)
+            if group is None:
+                await self._claim_and_report(
+                    p, "e", "unschedulable", f"PodGroup {group_key} not found", names.COSCHEDULING
+                )
+                return None
+            gang, min_member = group_key, group.spec.min_member
+            timeout = group.spec.schedule_timeout_seconds
+            wait_seconds = float(timeout) if timeout else self.config.permit_timeout_seconds
+        request = self._request(p, pod, profile, gang, min_member, wait_seconds)
+        result: ReserveResult | None = None
+        for _ in range(self.config.node_changed_retries + 1):
+            result = await self.bindings.reserve(request, self.clock())
+            if result.status is ReserveStatus.NODE_CHANGED:
+                node = await self.store.get("Node", "", p.node_name)
+                if isinstance(node, Node):
+                    static = profile.check_node_static(pod, node)
+                    if not static.is_success():
+                        await self._final_conflict(p, static.message(), static.plugin)
+                        return None
+                    version = node.metadata.resource_version
+                    request = replace(request, node_resource_version=version)
+                continue
+            if result.status is ReserveStatus.POD_CHANGED:
+                fresh = await self._stored_pod(p)
+                if fresh is None or fresh.spec.node_name:
+                    continue  # the next reserve reports gone / bound
+                pod = fresh
+                node_rv = request.node_resource_version
+                request = self._request(p, pod, profile, gang, min_member, wait_seconds)
+                request = replace(request, node_resource_version=node_rv)
+                continue
+            break
+        assert result is not None
+        return await self._reserved(p, pod, profile, result, gang, wait_seconds)
+
+    def _request(
+        self,
+        p: Proposal,
+        pod: Pod,
+        profile: ProfileChecks,
+        gang: str,
+        min_member: int,
+        wait_seconds: float,
+    ) -> ReserveRequest:
+        return ReserveRequest(
+            pod_key=p.pod_key,
+            uid=p.uid,
+            attempt=p.attempt,
+            node=p.node_name,
+            priority=priority_of(pod),
+            charge=PodCharge.of(pod),
+            check=profile.fit_check(pod),
+            tolerations=pod.spec.tolerations,
+            pod_resource_version=pod.metadata.resource_version,
+            node_resource_version=p.node_resource_version,
+            gang=gang,
+            min_member=min_member,
+            ttl_seconds=wait_seconds + self.config.reservation_margin_seconds,
+        )
+
+    async def _reserved(
+        self,
+        p: Proposal,
+        pod: Pod,
+        profile: ProfileChecks,
+        result: ReserveResult,
+        gang: str,
+        wait_seconds: float,
+    ) -> _Reserved | None:
+        status = result.status
+        if status is ReserveStatus.OK:
+            return await self._check_cross_node(p, pod, profile, result, gang, wait_seconds)
+        if status is ReserveStatus.CONFLICT:
+            self.stats["conflict"] += 1
+            await self._outcome(p, "conflict", message=", ".join(result.reasons))
+        elif status is ReserveStatus.STALE:
+            self.stats["stale"] += 1
+        elif status is ReserveStatus.DUPLICATE:
+            self.stats["duplicate"] += 1
+            if result.seen_state == "b":
+                node = await self.bindings.bound_node(p.pod_key)
+                if node:  # bound by this attempt: the outcome may have been lost, send again
+                    await self._outcome(p, "scheduled", node=node)
+            elif result.seen_state == "r" and result.node:
+                # A reservation nobody here drives (its binder died before committing the
+                # proposal): adopt it and carry on from Permit.
+                self.stats["adopted"] += 1
+                self.view.assume(pod, result.node)
+                return _Reserved(
+                    pod, result.node, gang, result.gang_generation, False, wait_seconds
+                )
+        elif status is ReserveStatus.BOUND:
+            await self._already_bound(p, result.node)
+        elif status is ReserveStatus.GONE:
+            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
+        else:  # the pod or node kept changing under us
+            await self._final_conflict(p, f"the {status.value.split('_')[0]} kept changing")
+        return None
+
+    async def _check_cross_node(
+        self,
+        p: Proposal,
+        pod: Pod,
+        profile: ProfileChecks,
+        result: ReserveResult,
+        gang: str,
+        wait_seconds: float,
+    ) -> _Reserved | None:
+        # Every binding committed before the reservation is in the view once it reaches the
+        # reservation's resourceVersion; bindings in flight in this binder are assumed in it.
+        caught_up = await self.view.wait_for(
+            result.store_resource_version, self.config.view_timeout_seconds
+        )
+        status = (
+            profile.check_cross_node(pod, p.node_name)
+            if caught_up
+            else Status.error("the binder's view of the cluster is behind")
+        )
+        if not status.is_success():
+            await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c")
+            self.stats["conflict"] += 1
+            plugins = (status.plugin,) if status.plugin else ()
+            await self._outcome(p, "conflict", message=status.message(), plugins=plugins)
+            return None
+        # No await between the check and this: proposals in this binder see each other.
+        self.view.assume(pod, p.node_name)
+        permitted = result.gang == "permit"
+        if permitted:
+            self.gangs.note(gang, result.gang_generation, "p")
+        return _Reserved(pod, p.node_name, gang, result.gang_generation, permitted, wait_seconds)
+
+    async def _wait_on_permit(self, p: Proposal, r: _Reserved, slot: Slot | None) -> bool:
+        """True when the pod may bind; otherwise it was unreserved and reported."""
+        if r.gang and r.gang_permitted:
+            return True
+        if not r.gang and p.permit != "wait":
+            return True
+        if slot is not None:
+            slot.release()  # waiting pods do not hold an in-flight slot
+        started = time.monotonic()
+        async with self._waiting:
+            lease = r.wait_seconds + self.config.lease_margin_seconds
+            await self._outcome(p, "extend", lease=lease)
+            if r.gang:
+                deadline = asyncio.get_running_loop().time() + r.wait_seconds
+                verdict = await self.gangs.wait(r.gang, r.generation, deadline)
+                if verdict == "timeout":
+                    rejected = await self.bindings.gang_reject(r.gang, r.generation)
+                    verdict = "permit" if rejected.status == "permitted" else "rejected"
+                if verdict == "permit":
+                    return True
+                plugins: Sequence[str] = (names.COSCHEDULING,)
+            else:
+                await asyncio.sleep(r.wait_seconds)
+                plugins = p.permit_plugins
+        waited = go_duration(round(time.monotonic() - started, 3))
+        plugin = plugins[0] if plugins else ""
+        await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "u")
+        self.view.forget(p.uid)
+        self.stats["permit_rejected"] += 1
+        await self._outcome(
+            p,
+            "unschedulable",
+            message=f"rejected due to timeout after waiting {waited} at plugin {plugin}",
+            plugins=tuple(plugins),
+        )
+        return False
+
+    async def _bind(self, p: Proposal, r: _Reserved) -> None:
+        # PreBind: berth has no volumes or other pre-binding work.
+        result = await self.bindings.bind(p.pod_key, p.uid, p.attempt, r.node)
+        if result.status != "ok":
+            self.view.forget(p.uid)
+            if result.status == "gone":
+                await self._outcome(p, "error", message=f"pod {p.pod_key} was deleted")
+            else:  # the reservation expired, or a newer attempt or a gang timeout took it
+                self.stats["lost"] += 1
+                await self._outcome(p, "conflict", message="the reservation was lost")
+            return
+        # PostBind
+        self.stats["bound"] += 1
+        await self._outcome(p, "scheduled", node=r.node)
+        if self.config.publish_pod_events:
+            bound = replace(r.pod, spec=replace(r.pod.spec, node_name=r.node))
+            bound.metadata = replace(r.pod.metadata, resource_version=result.resource_version)
+            await self.emitter.pod_event(PodEvent.of("update", bound, old=r.pod))
+
+    # ---------------------------------------------------------------- preempt
+    async def _preempt(self, p: Proposal) -> None:
+        status, _, _ = await self.bindings.claim(p.uid, p.attempt, "p")
+        if status != "ok":
+            self.stats["stale" if status == "stale" else "duplicate"] += 1
+            return
+        pod = await self._stored_pod(p)
+        if pod is None:
+            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
+            return
+        pods = self.view.bound_pods()
+        pdbs: dict[str, PodDisruptionBudget] = dict(self.view.pdbs)
+        evicted = 0
+        for victim_ref in p.victims:
+            namespace, name = victim_ref.pod_key.split("/", 1)
+            victim = await self.store.get("Pod", namespace, name)
+            if not isinstance(victim, Pod) or victim.metadata.uid != victim_ref.uid:
+                continue  # gone already
+            answer = evict(victim, list(pdbs.values()), pods)
+            if not answer.allowed:
+                if self.config.preemption_honors_pdb:
+                    await self._outcome(
+                        p,
+                        "unschedulable",
+                        message=f"preemption stopped: {victim.key}: {answer.message}",
+                        plugins=p.unschedulable_plugins,
+                    )
+                    return
+                log.info("preempting %s despite its budget: %s", victim.key, answer.message)
+            elif answer.pdb is not None and answer.status is not None:
+                budget = replace(answer.pdb, status=answer.status)
+                await self.store.apply([budget])
+                pdbs[budget.key] = budget
+            if await self.store.delete("Pod", namespace, name, uid=victim_ref.uid) is None:
+                continue
+            evicted += 1
+            pods = [q for q in pods if q.metadata.uid != victim_ref.uid]
+            if self.config.publish_pod_events:
+                await self.emitter.pod_event(PodEvent.of("delete", victim))
+        await self.bindings.nominate(
+            p.pod_key, p.uid, p.node_name, priority_of(pod), PodCharge.of(pod)
+        )
+        self.stats["preempted"] += evicted
+        await self._outcome(
+            p,
+            "unschedulable",
+            message=p.message,
+            plugins=p.unschedulable_plugins,
+            nominated=p.node_name,
+        )
+
+    # ---------------------------------------------------------------- helpers
+    async def _already_bound(self, p: Proposal, node: str) -> None:
+        """A proposal for a bound pod: report the binding unless the attempt is stale."""
+        seen = await self.bindings.attempt_of(p.uid)
+        if seen is not None and seen[0] > p.attempt:
+            self.stats["stale"] += 1
+            return
+        self.stats["duplicate"] += 1
+        await self._outcome(p, "scheduled", node=node)
+
+    async def _stored_pod(self, p: Proposal) -> Pod | None:
+        namespace, name = p.pod_key.split("/", 1)
+        pod = await self.store.get("Pod", namespace, name)
+        if not isinstance(pod, Pod) or pod.metadata.uid != p.uid:
+            return None
+        return pod
+
+    async def _pod_group(self, key: str) -> PodGroup | None:
+        group = self.view.pod_groups.get(key)
+        if group is not None:
+            return group
+        namespace, name = key.split("/", 1)
+        stored = await self.store.get("PodGroup", namespace, name)
+        return stored if isinstance(stored, PodGroup) else None
+
+    async def _final_conflict(self, p: Proposal, message: str, plugin: str = "") -> None:
+        await self._claim_and_report(p, "c", "conflict", message, plugin)
+
+    async def _claim_and_report(
+        self, p: Proposal, state: AttemptState, result: OutcomeResult, message: str, plugin: str
+    ) -> None:
+        """Record the attempt's end (so duplicates are dropped) and report it once."""
+        claimed, _, _ = await self.bindings.claim(p.uid, p.attempt, state)
+        if claimed != "ok":
+            return
+        if result == "conflict":
+            self.stats["conflict"] += 1
+        await self._outcome(p, result, message=message, plugins=(plugin,) if plugin else ())
+
+    async def _fail(self, p: Proposal, exc: BaseException) -> None:
+        with contextlib.suppress(Exception):
+            await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "e")
+        self.view.forget(p.uid)
+        self.stats["error"] += 1
+        with contextlib.suppress(Exception):
+            await self._outcome(p, "error", message=f"binder: {type(exc).__name__}: {exc}")
+
+    async def _outcome(
+        self,
+        p: Proposal,
+        result: OutcomeResult,
+        *,
+        node: str = "",
+        message: str = "",
+        plugins: Sequence[str] = (),
+        nominated: str | None = None,
+        lease: float | None = None,
+    ) -> None:
+        await self.emitter.outcome(
+            Outcome(
+                tenant=p.tenant,
+                pod_key=p.pod_key,
+                uid=p.uid,
+                attempt=p.attempt,
+                result=result,
+                unschedulable_plugins=tuple(plugins),
+                message=message,
+                node_name=node,
+                nominated_node_name=nominated,
+                pods_to_activate=p.pods_to_activate if result != "extend" else (),
+                lease_seconds=lease,
+            )
+        )
+
+    @contextlib.asynccontextmanager
+    async def _node_lock(self, node: str) -> AsyncIterator[None]:
+        """Proposals for one node reserve one at a time, in arrival order (asyncio locks
+        are fair)."""
+        entry = self._node_locks.get(node)
+        if entry is None:
+            entry = self._node_locks[node] = (asyncio.Lock(), [0])
+        lock, users = entry
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if users[0] == 0:
+                del self._node_locks[node]

@@ -1,0 +1,291 @@
+"""The binder service: consume `berth.proposals`, bind, publish outcomes.
+
+    service = BinderService(redis, bootstrap, BinderConfig())
+    await service.start()      # view loaded, consumer joined
+    ...
+    await service.stop()       # in-flight proposals finish or are left for redelivery
+
+At-least-once: a proposal's offset is committed once it and every earlier proposal of its
+partition are finished (outcome delivered). A pod waiting at Permit holds back its partition's
+commit; if this binder dies, the redelivered proposals are duplicates the store recognises
+(a reservation nobody drives is adopted). Undecodable messages go to `berth.dlq`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, KafkaError
+from redis.asyncio import Redis
+
+from services.binder.binder import Binder
+from services.binder.config import BinderConfig
+from services.binder.messages import Proposal
+from services.binder.sync import ViewSync
+from services.binder.view import ClusterView
+from shared.kafka import ensure_topics, make_consumer, make_producer
+from shared.messages import DeadLetter, MessageError, Outcome, PodEvent
+from shared.store import ClusterStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _PartitionOffsets:
+    pending: set[int] = field(default_factory=set)
+    next_offset: int = -1
+    """One past the highest offset seen."""
+    committed: int = -1
+
+
+class OffsetTracker:
+    """Which offset of each partition may be committed: the lowest unfinished one, or one
+    past the highest seen when all are finished."""
+
+    def __init__(self) -> None:
+        self._partitions: dict[TopicPartition, _PartitionOffsets] = {}
+
+    def started(self, tp: TopicPartition, offset: int) -> None:
+        state = self._partitions.setdefault(tp, _PartitionOffsets())
+        state.pending.add(offset)
+        state.next_offset = max(state.next_offset, offset + 1)
+
+    def finished(self, tp: TopicPartition, offset: int) -> None:
+        state = self._partitions.get(tp)
+        if state is not None:
+            state.pending.discard(offset)
+
+    def committable(
+        self, only: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, int]:
+        """Offsets that moved since they were last marked committed."""
+        wanted = self._partitions if only is None else {tp: None for tp in only}
+        out: dict[TopicPartition, int] = {}
+        for tp in wanted:
+            state = self._partitions.get(tp)
+            if state is None or state.next_offset < 0:
+                continue
+            offset = min(state.pending) if state.pending else state.next_offset
+            if offset > state.committed:
+                out[tp] = offset
+        return out
+
+    def mark_committed(self, offsets: dict[TopicPartition, int]) -> None:
+        for tp, offset in offsets.items():
+            state = self._partitions.get(tp)
+            if state is not None:
+                state.committed = max(state.committed, offset)
+
+    def forget(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self._partitions.pop(tp, None)
+
+
+class KafkaEmitter:
+    """Outcomes to berth.outcomes (key pod uid), pod events to berth.pod-events; each send
+    waits for the broker's acknowledgement (the proposal is committed after it)."""
+
+    def __init__(self, producer: AIOKafkaProducer, config: BinderConfig) -> None:
+        self._producer = producer
+        self._topics = config.topics
+
+    async def outcome(self, outcome: Outcome) -> None:
+        await self._send(self._topics.outcomes, outcome.uid, outcome.encode())
+
+    async def pod_event(self, event: PodEvent) -> None:
+        await self._send(self._topics.pod_events, event.pod.uid, event.encode())
+
+    async def _send(self, topic: str, key: str, value: bytes) -> None:
+        delivery = await self._producer.send(topic, value=value, key=key.encode())
+        await delivery
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, service: BinderService) -> None:
+        self._service = service
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._service._commit(list(revoked))
+        self._service.tracker.forget(revoked)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        return None
+
+
+class BinderService:
+    def __init__(
+        self,
+        redis: Redis,
+        bootstrap: str,
+        config: BinderConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config if config is not None else BinderConfig()
+        self.redis = redis
+        self.bootstrap = bootstrap
+        self.clock = clock
+        self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
+        self.view = ClusterView()
+        self.sync = ViewSync(self.store, self.view)
+        self.tracker = OffsetTracker()
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self.binder: Binder | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self.dead_letters = 0
+
+    async def start(self) -> None:
+        topics = self.config.topics
+        await ensure_topics(
+            self.bootstrap, [topics.proposals, topics.outcomes, topics.pod_events, topics.dlq]
+        )
+        self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
+        await self._producer.start()
+        await self.sync.start()
+        self.binder = Binder(
+            self.store,
+            self.view,
+            KafkaEmitter(self._producer, self.config),
+            self.config,
+            clock=self.clock,
+        )
+        self._consumer = make_consumer(
+            self.bootstrap, [], self.config.group_id, **dict(self.config.consumer_options)
+        )
+        self._consumer.subscribe([topics.proposals], listener=_Rebalance(self))
+        await self._consumer.start()
+        self._tasks = [
+            asyncio.create_task(self._consume(), name="binder-consume"),
+            asyncio.create_task(self._commit_loop(), name="binder-commit"),
+            asyncio.create_task(self._expire_loop(), name="binder-expire"),
+        ]
+
+    async def stop(self, *, drain_seconds: float = 5.0) -> None:
+        """Stop consuming, give in-flight proposals `drain_seconds`, commit, close."""
+        self._stopping.set()
+        consume = self._tasks[0] if self._tasks else None
+        if consume is not None:
+            consume.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consume
+        if self.binder is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.binder.drain(), drain_seconds)
+            await self.binder.close()
+        for task in self._tasks[1:]:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._consumer is not None:
+            await self._commit()
+            await self._consumer.stop()
+            self._consumer = None
+        await self.sync.stop()
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """start(), wait for `stop`, stop()."""
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    # -------------------------------------------------------------- consuming
+    async def _consume(self) -> None:
+        assert self._consumer is not None
+        assert self.binder is not None
+        consumer, binder = self._consumer, self.binder
+        while not self._stopping.is_set():
+            try:
+                batches = await consumer.getmany(timeout_ms=200, max_records=500)
+            except KafkaError:
+                log.exception("fetching proposals failed")
+                await asyncio.sleep(0.5)
+                continue
+            for tp, records in batches.items():
+                for record in records:
+                    self.tracker.started(tp, record.offset)
+                    proposal = await self._decode(tp, record)
+                    if proposal is None:
+                        self.tracker.finished(tp, record.offset)
+                        continue
+                    slot = await binder.admit()
+                    task = binder.submit(proposal, slot)
+                    task.add_done_callback(self._finisher(tp, record.offset))
+
+    def _finisher(self, tp: TopicPartition, offset: int) -> Callable[[object], None]:
+        def finished(_: object) -> None:
+            self.tracker.finished(tp, offset)
+
+        return finished
+
+    async def _decode(self, tp: TopicPartition, record: Any) -> Proposal | None:
+        """The proposal, or None after sending the record to the dead-letter topic."""
+        if record.value is None:
+            await self._dead_letter(tp, record, "empty message")
+            return None
+        try:
+            return Proposal.decode(record.value)
+        except MessageError as exc:
+            await self._dead_letter(tp, record, str(exc))
+            return None
+
+    async def _dead_letter(self, tp: TopicPartition, record: Any, error: str) -> None:
+        assert self._producer is not None
+        self.dead_letters += 1
+        letter = DeadLetter(
+            service=self.config.service_name,
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            error=error,
+            key=record.key,
+            payload=record.value or b"",
+        )
+        delivery = await self._producer.send(
+            self.config.topics.dlq, value=letter.encode(), key=record.key
+        )
+        await delivery
+
+    async def _commit(self, only: Iterable[TopicPartition] | None = None) -> None:
+        if self._consumer is None:
+            return
+        offsets = self.tracker.committable(only)
+        if not offsets:
+            return
+        try:
+            await self._consumer.commit(offsets)
+        except (CommitFailedError, KafkaError) as exc:  # a rebalance: redelivery is harmless
+            log.warning("commit failed: %s", exc)
+            return
+        self.tracker.mark_committed(offsets)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.commit_interval_seconds)
+            await self._commit()
+
+    async def _expire_loop(self) -> None:
+        """Release reservations whose binder died (any replica may do it)."""
+        while True:
+            await asyncio.sleep(self.config.expire_interval_seconds)
+            try:
+                released = await self.store.bindings.expire(self.clock())
+            except Exception:
+                log.exception("expiring reservations failed")
+                continue
+            for reservation in released:
+                self.view.forget(reservation.uid)

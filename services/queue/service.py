@@ -1,0 +1,420 @@
+"""The queue service: Kafka in, Redis queue, Kafka out.
+
+Consumes `berth.pod-events`, `berth.node-events` and `berth.outcomes` (one consumer group for
+all replicas; offsets committed after processing), applies them to the `QueueStore`, and
+dispatches: pops leased pods per tenant by weighted round-robin and publishes them to
+`berth.schedule` in batches. Periodic flushes (backoff, unschedulable leftover, expired
+leases) are idempotent scripts, so every replica runs them and none needs to lead.
+
+Bad input never stops the service: an undecodable or invalid message goes to `berth.dlq`
+with the error, and processing goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from redis.asyncio import Redis
+
+from services.queue.clock import Clock, SystemClock
+from services.queue.config import QueueConfig
+from services.queue.hints import (
+    NODE_ADD,
+    NODE_DELETE,
+    POD_GROUP_ADD,
+    POD_GROUP_DELETE,
+    POD_GROUP_UPDATE,
+    ActionType,
+    ClusterEvent,
+    Resource,
+    node_update_event,
+)
+from services.queue.keys import InvalidTenantError
+from services.queue.store import NamespaceLabels, QueueStore
+from services.queue.tenants import WeightedRoundRobin
+from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
+from shared.messages import (
+    DeadLetter,
+    MessageError,
+    NodeEvent,
+    Outcome,
+    PodEvent,
+    PodGroupEvent,
+    ScheduleBatch,
+    ScheduleRequest,
+    decode_message,
+)
+from shared.redisconn import connect
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "queue"
+HeadersHook = Callable[[ScheduleBatch], Headers]
+
+_POD_GROUP_EVENTS = {"add": POD_GROUP_ADD, "update": POD_GROUP_UPDATE, "delete": POD_GROUP_DELETE}
+# Publishes not yet acknowledged before the dispatcher waits for them.
+_MAX_OUTSTANDING = 64
+
+
+@dataclass(slots=True)
+class _Step:
+    """A run of consecutive messages handled by one store call."""
+
+    kind: str
+    items: list[Any] = field(default_factory=list)
+
+
+class QueueService:
+    """One queue replica. Use `async with QueueService(...) as service:` or start()/stop()."""
+
+    def __init__(
+        self,
+        redis: Redis | str,
+        kafka_bootstrap: str,
+        config: QueueConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        namespace_labels: NamespaceLabels | None = None,
+        headers_hook: HeadersHook | None = None,
+        consumer_options: dict[str, Any] | None = None,
+        producer_options: dict[str, Any] | None = None,
+        replica_id: str | None = None,
+    ) -> None:
+        self.config = config or QueueConfig()
+        self.redis = connect(redis) if isinstance(redis, str) else redis
+        self._owns_redis = isinstance(redis, str)
+        self.bootstrap = kafka_bootstrap
+        self.clock = clock or SystemClock()
+        self.store = QueueStore(
+            self.redis, self.config, self.clock, namespace_labels=namespace_labels
+        )
+        self.replica_id = replica_id or uuid.uuid4().hex[:8]
+        self.headers_hook = headers_hook
+        self.metrics: Counter[str] = Counter()
+        self._consumer_options = consumer_options or {}
+        self._producer_options = producer_options or {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._work = asyncio.Event()
+        self._outstanding: set[asyncio.Future[Any]] = set()
+        self._wrr = WeightedRoundRobin(self.config.weight)
+        self.ready = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> QueueService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        topics = self.config.topics
+        await ensure_topics(
+            self.bootstrap,
+            [topics.pod_events, topics.node_events, topics.outcomes, topics.schedule, topics.dlq],
+            partitions=self.config.topic_partitions,
+        )
+        self._producer = make_producer(self.bootstrap, **self._producer_options)
+        await self._producer.start()
+        self._consumer = make_consumer(
+            self.bootstrap,
+            [topics.pod_events, topics.node_events, topics.outcomes],
+            self.config.group_id,
+            client_id=f"berth-queue-{self.replica_id}",
+            **self._consumer_options,
+        )
+        await self._consumer.start()
+        self._tasks = [
+            asyncio.create_task(self._consume_loop(), name="queue-consume"),
+            asyncio.create_task(self._dispatch_loop(), name="queue-dispatch"),
+            asyncio.create_task(
+                self._every(self.config.backoff_flush_interval, self._flush_backoff),
+                name="queue-flush-backoff",
+            ),
+            asyncio.create_task(
+                self._every(self.config.leftover_flush_interval, self._flush_leftover),
+                name="queue-flush-leftover",
+            ),
+            asyncio.create_task(
+                self._every(self.config.lease_check_interval, self._expire_leases),
+                name="queue-leases",
+            ),
+        ]
+        self.ready = True
+
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop taking work, let the current step finish (bounded), then close clients."""
+        self.ready = False
+        self._stopping.set()
+        self._work.set()
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            self._tasks = []
+        if self._outstanding:
+            await asyncio.gather(*self._outstanding, return_exceptions=True)
+            self._outstanding.clear()
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        if self._owns_redis:
+            await self.redis.aclose()
+
+    async def wait_stopped(self) -> None:
+        await self._stopping.wait()
+
+    # ------------------------------------------------------------------ consuming
+
+    async def _consume_loop(self) -> None:
+        assert self._consumer is not None
+        while not self._stopping.is_set():
+            try:
+                fetched = await self._consumer.getmany(timeout_ms=100, max_records=20_000)
+                records = [record for batch in fetched.values() for record in batch]
+                if not records:
+                    continue
+                await self.handle_records(records)
+                await self._consumer.commit()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Redis or Kafka trouble: nothing was committed, so re-read from the last
+                # commit once things work again (every step is idempotent).
+                log.exception("queue: processing failed; retrying from the last commit")
+                self.metrics["processing_errors"] += 1
+                await asyncio.sleep(0.5)
+                with contextlib.suppress(Exception):
+                    await self._consumer.seek_to_committed()
+
+    async def handle_records(self, records: Sequence[ConsumerRecord]) -> None:
+        """Apply a batch of consumed records in order, coalescing runs into store calls."""
+        steps: list[_Step] = []
+        for record in records:
+            try:
+                kind, item = self._decode(record)
+            except (MessageError, InvalidTenantError) as e:
+                await self._dead_letter(record, str(e))
+                continue
+            if kind == "skip":
+                continue
+            if steps and steps[-1].kind == kind and kind != "cluster":
+                steps[-1].items.append(item)
+            elif steps and kind == "cluster" and steps[-1].kind == "cluster":
+                merged = _merge_events(steps[-1].items[-1], item)
+                if merged is None:
+                    steps[-1].items.append(item)
+                else:
+                    steps[-1].items[-1] = merged
+            else:
+                steps.append(_Step(kind, [item]))
+        for step in steps:
+            await self._apply(step)
+        self.metrics["consumed"] += len(records)
+        self._work.set()
+
+    def _decode(self, record: ConsumerRecord) -> tuple[str, Any]:
+        topics = self.config.topics
+        message = decode_message(record.value or b"")
+        if record.topic == topics.pod_events and isinstance(message, PodEvent):
+            return self._route_pod_event(message)
+        if record.topic == topics.outcomes and isinstance(message, Outcome):
+            return "outcome", message
+        if record.topic == topics.node_events and isinstance(message, NodeEvent):
+            return "cluster", self._node_event(message)
+        if record.topic == topics.node_events and isinstance(message, PodGroupEvent):
+            return "cluster", _POD_GROUP_EVENTS[message.op]
+        raise MessageError(f"unexpected {type(message).__name__} on topic {record.topic}")
+
+    def _route_pod_event(self, event: PodEvent) -> tuple[str, Any]:
+        """The informer filter and handlers of SPEC A37, plus the assigned-pod events."""
+        pod, old = event.pod, event.old
+        self.store.tenant_of(pod)  # validates the tenant name early (DLQ if invalid)
+        if pod.node_name:
+            if event.op == "add":
+                return "assigned_add", pod
+            if event.op == "delete":
+                return "assigned_delete", pod
+            if old is not None and old.node_name:
+                return "assigned_update", (old, pod)
+            return "bound", pod  # was pending (or unknown): leaves the queue, wakes others
+        if pod.scheduler_name not in self.config.scheduler_names:
+            # Not ours (or no longer ours): make sure the queue does not hold it.
+            return ("delete", pod) if event.op != "add" else ("skip", None)
+        if event.op == "delete":
+            return "delete", pod
+        return "upsert", (event.op, pod)
+
+    @staticmethod
+    def _node_event(event: NodeEvent) -> ClusterEvent:
+        if event.op == "add":
+            return NODE_ADD
+        if event.op == "delete":
+            return NODE_DELETE
+        old, new = event.nodes()
+        if old is None or new is None:
+            return ClusterEvent(Resource.NODE, ActionType.UPDATE, "NodeUpdate")
+        return node_update_event(old, new) or ClusterEvent(
+            Resource.NODE, ActionType.NONE, "NodeUpdate"
+        )
+
+    async def _apply(self, step: _Step) -> None:
+        store = self.store
+        if step.kind == "upsert":
+            await store.upsert(step.items)
+        elif step.kind == "delete":
+            self.metrics["deleted"] += await store.delete(step.items)
+        elif step.kind == "outcome":
+            effects = await store.record_outcomes(step.items)
+            self.metrics.update(f"outcome_{effect}" for effect in effects)
+        elif step.kind == "cluster":
+            for event in step.items:
+                if event.action != ActionType.NONE:
+                    moved = await store.move_all(event)
+                    self.metrics["woken"] += moved.moved
+        elif step.kind in ("assigned_add", "bound"):
+            if step.kind == "bound":
+                await store.delete(step.items)
+            for pod in step.items:
+                self.metrics["woken"] += (await store.assigned_pod_added(pod)).moved
+        elif step.kind == "assigned_update":
+            for old, new in step.items:
+                self.metrics["woken"] += (await store.assigned_pod_updated(old, new)).moved
+        elif step.kind == "assigned_delete":
+            await store.delete(step.items)
+            # One move for a run of deletions: each would move the same pods.
+            self.metrics["woken"] += (await store.assigned_pod_deleted(step.items[-1])).moved
+
+    async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
+        assert self._producer is not None
+        log.warning("queue: dead letter from %s@%s: %s", record.topic, record.offset, error)
+        letter = DeadLetter(
+            service=SERVICE_NAME,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            error=error,
+            key=record.key,
+            payload=record.value or b"",
+        )
+        await self._producer.send_and_wait(self.config.topics.dlq, letter.encode(), key=record.key)
+        self.metrics["dead_letters"] += 1
+
+    # ------------------------------------------------------------------ dispatching
+
+    async def _dispatch_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                sent = await self.dispatch_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("queue: dispatch failed (leases will expire and retry)")
+                self.metrics["dispatch_errors"] += 1
+                sent = 0
+            if sent == 0:
+                self._work.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._work.wait(), self.config.dispatch_idle_interval)
+        await self._drain_publishes()
+
+    async def dispatch_round(self) -> int:
+        """Pop a WRR round across tenants and publish it; returns the pods dispatched."""
+        tenants = await self.store.tenants()
+        if not tenants:
+            return 0
+        wanted = [(t, self.config.dispatch_batch * self.config.weight(t)) for t in tenants]
+        popped = await self.store.pop_many(wanted)
+        batches: dict[str, list[list[ScheduleRequest]]] = {}
+        size = self.config.message_batch
+        for (tenant, _), requests in zip(wanted, popped, strict=True):
+            if requests:
+                batches[tenant] = [requests[i : i + size] for i in range(0, len(requests), size)]
+        total = sum(len(r) for r in popped)
+        if total:
+            for tenant, chunk in self._wrr.interleave(batches):
+                await self._publish(tenant, chunk)
+            self.metrics["dispatched"] += total
+        return total
+
+    async def _publish(self, tenant: str, requests: list[ScheduleRequest]) -> None:
+        assert self._producer is not None
+        batch = ScheduleBatch(tuple(requests))
+        headers = self.headers_hook(batch) if self.headers_hook else None
+        future = await self._producer.send(
+            self.config.topics.schedule,
+            batch.encode(),
+            key=requests[0].uid.encode(),
+            headers=headers,
+        )
+        self._outstanding.add(future)
+        future.add_done_callback(self._published)
+        self.metrics["schedule_messages"] += 1
+        if len(self._outstanding) > _MAX_OUTSTANDING:
+            await self._drain_publishes()
+
+    def _published(self, future: asyncio.Future[Any]) -> None:
+        self._outstanding.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            # The pods stay leased: they come back when the lease expires.
+            log.error("queue: publish failed: %s", future.exception())
+            self.metrics["publish_errors"] += 1
+
+    async def _drain_publishes(self) -> None:
+        if self._outstanding:
+            await asyncio.gather(*list(self._outstanding), return_exceptions=True)
+
+    # ------------------------------------------------------------------ periodic work
+
+    async def _every(self, interval: float, action: Callable[[], Awaitable[int]]) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), interval)
+            if self._stopping.is_set():
+                return
+            try:
+                if await action():
+                    self._work.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("queue: periodic %s failed", getattr(action, "__name__", action))
+
+    async def _flush_backoff(self) -> int:
+        moved = await self.store.flush_backoff_completed()
+        self.metrics["backoff_completed"] += moved
+        return moved
+
+    async def _flush_leftover(self) -> int:
+        moved = (await self.store.flush_unschedulable_leftover()).moved
+        self.metrics["unschedulable_timeout"] += moved
+        return moved
+
+    async def _expire_leases(self) -> int:
+        expired = await self.store.expire_leases()
+        self.metrics["redispatched"] += expired
+        return expired
+
+
+def _merge_events(first: ClusterEvent, second: ClusterEvent) -> ClusterEvent | None:
+    """Consecutive events on one resource become one move: the union of their action bits
+    wakes exactly the pods that one move per event would wake."""
+    if first.resource != second.resource or first.is_wildcard or second.is_wildcard:
+        return None
+    return ClusterEvent(first.resource, first.action | second.action, first.label)

@@ -1,0 +1,370 @@
+"""The scheduler worker service: consume `berth.schedule`, run the cycles, publish proposals.
+
+    worker = SchedulerWorker(redis, bootstrap, WorkerConfig(...))
+    await worker.start()     # snapshot loaded, change stream followed, consumer joined
+    ...
+    await worker.stop()
+
+- The view: one store snapshot (every object and the stream position, read by one script),
+  then the change stream (a new snapshot when the stream was trimmed past the position).
+- Consumption: one consumer group on `berth.schedule`. A fetched batch of messages is processed
+  in order, one pod at a time; proposals (key: node) and outcomes (key: pod uid) are sent,
+  their acknowledgements awaited, and only then the offsets committed. A worker killed at any
+  moment loses nothing: the uncommitted messages go to another member, and pods whose messages
+  were committed but whose proposals never landed come back when the queue's lease expires.
+- Before each batch the view catches up with the store's current resourceVersion (bounded
+  wait), so a pod never meets a cluster older than the one it was queued in.
+- Assumptions end when the binding arrives on the stream, or when an outcome of the same
+  attempt (conflict, unschedulable, error) arrives on `berth.outcomes`, which every worker
+  reads from its end without a group, or after `assume_ttl_seconds`.
+- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...})
+  tells `berth run` and `berth get` how far each worker's view is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import CommitFailedError, KafkaError
+from redis.asyncio import Redis
+
+from services.scheduler.framework.runtime import Framework, build_frameworks
+from services.scheduler.plugins.registry import in_tree_registry
+from services.scheduler.worker.config import WorkerConfig
+from services.scheduler.worker.cycle import Decision, decide
+from services.scheduler.worker.view import WorkerView
+from shared.kafka import ensure_topics, make_consumer, make_producer
+from shared.messages import DeadLetter, MessageError, Outcome, ScheduleBatch
+from shared.store import ClusterStore, StreamGapError
+
+log = logging.getLogger(__name__)
+
+YIELD_EVERY = 32
+"""Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
+FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
+
+
+def heartbeat_key(prefix: str, cluster: str) -> str:
+    return f"{prefix}{{{cluster}}}:workers"
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    pods: int = 0
+    proposals: int = 0
+    preemptions: int = 0
+    outcomes: int = 0
+    dead_letters: int = 0
+    cycle_seconds: float = 0.0
+    barrier_waits: int = 0
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "pods": self.pods,
+            "proposals": self.proposals,
+            "preemptions": self.preemptions,
+            "outcomes": self.outcomes,
+            "dlq": self.dead_letters,
+            "cycle_s": round(self.cycle_seconds, 3),
+        }
+
+
+class SchedulerWorker:
+    def __init__(
+        self,
+        redis: Redis,
+        bootstrap: str,
+        config: WorkerConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config if config is not None else WorkerConfig()
+        self.redis = redis
+        self.bootstrap = bootstrap
+        self.clock = clock
+        self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
+        self.view = WorkerView()
+        self.frameworks: dict[str, Framework] = build_frameworks(
+            self.config.profiles(), in_tree_registry(), self.view, seed=self.config.seed
+        )
+        self.stats = WorkerStats()
+        self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._outcomes: AIOKafkaConsumer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._advanced = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        topics = self.config.topics
+        await ensure_topics(self.bootstrap, topics.all())
+        self.view.load(await self.store.load_snapshot())
+        self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
+        await self._producer.start()
+        await self._start_outcome_listener()
+        self._consumer = make_consumer(
+            self.bootstrap,
+            [topics.schedule],
+            self.config.group_id,
+            **dict(self.config.consumer_options),
+        )
+        await self._consumer.start()
+        self._tasks = [
+            asyncio.create_task(self._consume(), name="worker-consume"),
+            asyncio.create_task(self._follow(), name="worker-follow"),
+            asyncio.create_task(self._listen_outcomes(), name="worker-outcomes"),
+            asyncio.create_task(self._housekeeping(), name="worker-housekeeping"),
+        ]
+        await self._heartbeat()
+
+    async def _start_outcome_listener(self) -> None:
+        topic = self.config.topics.outcomes
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+        )
+        await consumer.start()
+        partitions = consumer.partitions_for_topic(topic)
+        for _ in range(50):
+            if partitions:
+                break
+            await consumer.topics()
+            partitions = consumer.partitions_for_topic(topic)
+            await asyncio.sleep(0.05)
+        assigned = [TopicPartition(topic, p) for p in sorted(partitions or ())]
+        consumer.assign(assigned)
+        await consumer.seek_to_end(*assigned)
+        self._outcomes = consumer
+
+    async def stop(self) -> None:
+        """Stop taking work; the batch in progress finishes and is committed."""
+        self._stopping.set()
+        if self._tasks:
+            consume, *others = self._tasks
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(consume, 10.0)
+            for task in others:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            self._tasks = []
+        for consumer in (self._consumer, self._outcomes):
+            if consumer is not None:
+                await consumer.stop()
+        self._consumer = self._outcomes = None
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        with contextlib.suppress(Exception):
+            await self.redis.hdel(self._heartbeat_key, self.config.worker_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.start()
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    # ------------------------------------------------------------------ consuming
+    async def _consume(self) -> None:
+        assert self._consumer is not None
+        consumer = self._consumer
+        while not self._stopping.is_set():
+            try:
+                batches = await consumer.getmany(timeout_ms=200, max_records=64)
+            except KafkaError:
+                log.exception("fetching schedule requests failed")
+                await asyncio.sleep(0.5)
+                continue
+            if not batches:
+                continue
+            await self._catch_up()
+            offsets: dict[TopicPartition, int] = {}
+            deliveries: list[asyncio.Future[Any]] = []
+            for tp, records in batches.items():
+                for record in records:
+                    deliveries += await self._process(tp, record)
+                    offsets[tp] = record.offset + 1
+            if deliveries:
+                await asyncio.gather(*deliveries)
+            try:
+                await consumer.commit(offsets)
+            except (CommitFailedError, KafkaError) as exc:  # a rebalance: redelivery is harmless
+                log.warning("commit failed: %s", exc)
+
+    async def _catch_up(self) -> None:
+        target = await self.store.resource_version()
+        if self.view.resource_version >= target:
+            return
+        self.stats.barrier_waits += 1
+        deadline = asyncio.get_running_loop().time() + self.config.view_barrier_seconds
+        while self.view.resource_version < target:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                log.warning("view at %d, store at %d", self.view.resource_version, target)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._advanced.wait(), remaining)
+
+    async def _process(self, tp: TopicPartition, record: Any) -> list[asyncio.Future[Any]]:
+        if record.value is None:
+            return [await self._dead_letter(tp, record, "empty message")]
+        try:
+            batch = ScheduleBatch.decode(record.value)
+        except MessageError as exc:
+            return [await self._dead_letter(tp, record, str(exc))]
+        deliveries: list[asyncio.Future[Any]] = []
+        started = time.perf_counter()
+        for index, request in enumerate(batch.requests):
+            if index and index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            decision = decide(self.frameworks, self.view, request, self.clock())
+            deliveries.append(await self._publish(decision))
+        self.stats.cycle_seconds += time.perf_counter() - started
+        self.stats.pods += len(batch.requests)
+        return deliveries
+
+    async def _publish(self, decision: Decision) -> asyncio.Future[Any]:
+        assert self._producer is not None
+        topics = self.config.topics
+        if decision.proposal is not None:
+            proposal = decision.proposal
+            if proposal.kind == "preempt":
+                self.stats.preemptions += 1
+            self.stats.proposals += 1
+            sent: asyncio.Future[Any] = await self._producer.send(
+                topics.proposals, value=proposal.encode(), key=proposal.node_name.encode()
+            )
+            return sent
+        outcome = decision.outcome
+        assert outcome is not None
+        self.stats.outcomes += 1
+        delivery: asyncio.Future[Any] = await self._producer.send(
+            topics.outcomes, value=outcome.encode(), key=outcome.uid.encode()
+        )
+        return delivery
+
+    async def _dead_letter(
+        self, tp: TopicPartition, record: Any, error: str
+    ) -> asyncio.Future[Any]:
+        assert self._producer is not None
+        self.stats.dead_letters += 1
+        letter = DeadLetter(
+            service=self.config.service_name,
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            error=error,
+            key=record.key,
+            payload=record.value or b"",
+        )
+        delivery: asyncio.Future[Any] = await self._producer.send(
+            self.config.topics.dlq, value=letter.encode(), key=record.key
+        )
+        return delivery
+
+    # --------------------------------------------------------------- the view
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async for changes in self.store.follow_batches(
+                    self.view.resource_version, block_ms=500, count=5000
+                ):
+                    self.view.apply(changes)
+                    self._signal_advanced()
+            except StreamGapError as exc:
+                log.warning("%s: reloading the snapshot", exc)
+                self._reload(await self.store.load_snapshot())
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # Redis went away for a moment: retry from where the view is
+                log.exception("following the change stream failed")
+                await asyncio.sleep(0.5)
+
+    def _reload(self, snapshot: Any) -> None:
+        # A fresh view (and frameworks over it): indexes attached to the old columns go too.
+        assumed = self.view.assumed
+        self.view = WorkerView()
+        self.view.load(snapshot)
+        for uid in assumed:
+            self.view.forget(uid)
+        self.frameworks = build_frameworks(
+            self.config.profiles(), in_tree_registry(), self.view, seed=self.config.seed
+        )
+        self._signal_advanced()
+
+    def _signal_advanced(self) -> None:
+        self._advanced.set()
+        self._advanced = asyncio.Event()
+
+    async def _listen_outcomes(self) -> None:
+        assert self._outcomes is not None
+        consumer = self._outcomes
+        while True:
+            try:
+                batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            except KafkaError:
+                log.exception("reading outcomes failed")
+                await asyncio.sleep(0.5)
+                continue
+            for records in batches.values():
+                for record in records:
+                    self._outcome_seen(record.value)
+
+    def _outcome_seen(self, value: bytes | None) -> None:
+        if not value or not self.view.assumed:
+            return
+        try:
+            outcome = Outcome.decode(value)
+        except MessageError:
+            return
+        if outcome.result in FORGET_RESULTS:
+            self.view.forget(outcome.uid, outcome.attempt)
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_seconds)
+            self.view.expire(self.clock(), self.config.assume_ttl_seconds)
+            with contextlib.suppress(Exception):
+                await self._heartbeat()
+
+    async def _heartbeat(self) -> None:
+        beat = {
+            "rv": self.view.resource_version,
+            "ts": self.clock(),
+            "pid": os.getpid(),
+            "assumed": len(self.view.assumed),
+            "nodes": len(self.view.nodes),
+            **self.stats.to_wire(),
+        }
+        await self.redis.hset(
+            self._heartbeat_key,
+            self.config.worker_id,
+            msgpack.packb(beat, use_bin_type=True),
+        )
+
+
+async def read_heartbeats(
+    redis: Redis, prefix: str = "berth:", cluster: str = "default"
+) -> dict[str, dict[str, Any]]:
+    """worker id -> its last heartbeat (see the module docstring)."""
+    raw = await redis.hgetall(heartbeat_key(prefix, cluster))
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        with contextlib.suppress(Exception):
+            out[name] = msgpack.unpackb(value, raw=False)
+    return out

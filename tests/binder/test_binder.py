@@ -1,0 +1,337 @@
+"""The binding cycle against the session's real Redis: check-and-reserve, cross-node checks,
+idempotency, preemption. (Gangs: test_gangs.py; Kafka: test_service.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis.asyncio as aioredis
+
+from shared.models import Pod
+from shared.store import NodeUsage, PodCharge, ReserveRequest, ReserveStatus
+from tests.binder.conftest import Harness, make_harness, proposal
+from tests.builders import label_selector, make_node, make_pdb, make_pod
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def node(name: str, zone: str = "a", cpu: str = "4", pods: int = 110):
+    return make_node(name).capacity(cpu=cpu, memory="16Gi", pods=pods).label(ZONE, zone)
+
+
+async def test_bind(harness: Harness):
+    pod = make_pod("p").req(cpu="1").obj()
+    await harness.store.apply([node("n1").obj(), pod])
+    await harness.run(proposal(pod, "n1"))
+    (outcome,) = harness.recorder.outcomes
+    assert (outcome.result, outcome.node_name, outcome.uid, outcome.attempt) == (
+        "scheduled",
+        "n1",
+        pod.metadata.uid,
+        1,
+    )
+    stored = await harness.store.get("Pod", "default", "p")
+    assert stored is not None
+    assert stored.spec.node_name == "n1"
+    assert await harness.store.usage("n1") == NodeUsage(1, {"cpu": 1000})
+    (event,) = harness.recorder.events
+    assert (event.op, event.pod.node_name, event.pod.resource_version) == (
+        "update",
+        "n1",
+        stored.metadata.resource_version,
+    )
+    assert harness.binder.stats["bound"] == 1
+
+
+@pytest.mark.parametrize(
+    ("the_node", "the_pod", "message"),
+    [
+        pytest.param(node("n1", cpu="1"), make_pod("p").req(cpu="2"), "Insufficient cpu", id="cpu"),
+        pytest.param(node("n1", pods=0), make_pod("p"), "Too many pods", id="pods"),
+        pytest.param(
+            node("n1").taint("dedicated", "gpu"),
+            make_pod("p"),
+            "node(s) had untolerated taint {dedicated: gpu}",
+            id="taint",
+        ),
+        pytest.param(
+            node("n1").unschedulable(), make_pod("p"), "node(s) were unschedulable", id="cordon"
+        ),
+    ],
+)
+async def test_node_local_conflicts(harness: Harness, the_node, the_pod, message):
+    pod = the_pod.obj()
+    await harness.store.apply([the_node.obj(), pod])
+    await harness.run(proposal(pod, "n1"))
+    (outcome,) = harness.recorder.outcomes
+    assert (outcome.result, outcome.message) == ("conflict", message)
+    assert await harness.store.usage("n1") == NodeUsage()
+
+
+async def test_missing_node_is_a_conflict(harness: Harness):
+    pod = make_pod("p").obj()
+    await harness.store.apply([pod])
+    await harness.run(proposal(pod, "ghost"))
+    assert [(o.result, o.message) for o in harness.recorder.outcomes] == [
+        ("conflict", 'node "ghost" not found')
+    ]
+
+
+async def test_many_concurrent_proposals_never_overcommit(harness: Harness):
+    pods = [make_pod(f"p{i:02}").req(cpu="500m").obj() for i in range(40)]
+    await harness.store.apply([node("n1", cpu="4").obj(), *pods])  # room for 8
+    await harness.run(*(proposal(p, "n1") for p in pods))
+    results = harness.recorder.results()
+    scheduled = sorted(k for k, r in results.items() if r == ["scheduled"])
+    assert len(scheduled) == 8
+    # proposals for one node reserve in arrival order: the first eight win
+    assert scheduled == [f"default/p{i:02}" for i in range(8)]
+    assert all(r == ["conflict"] for k, r in results.items() if k not in scheduled)
+    assert await harness.store.usage("n1") == NodeUsage(8, {"cpu": 4000})
+
+
+async def test_two_binders_racing_never_overcommit(
+    harness: Harness, redis_client: aioredis.Redis, redis_prefix: str
+):
+    other = await make_harness(redis_client, redis_prefix)
+    try:
+        pods = [make_pod(f"p{i}").req(cpu="1").obj() for i in range(30)]
+        await harness.store.apply([node("n1", cpu="5").obj(), *pods])
+        await asyncio.gather(
+            harness.run(*(proposal(p, "n1") for p in pods[::2])),
+            other.run(*(proposal(p, "n1") for p in pods[1::2])),
+        )
+        outcomes = harness.recorder.final() + other.recorder.final()
+        assert len(outcomes) == 30
+        assert sum(o.result == "scheduled" for o in outcomes) == 5
+        assert await harness.store.usage("n1") == NodeUsage(5, {"cpu": 5000})
+        bound = [p for p in await harness.store.list("Pod") if isinstance(p, Pod)]
+        assert sum(bool(p.spec.node_name) for p in bound) == 5
+    finally:
+        await other.binder.close()
+        await other.sync.stop()
+
+
+async def test_duplicates_and_stale_attempts_change_nothing(harness: Harness):
+    pod = make_pod("p").req(cpu="1").obj()
+    await harness.store.apply([node("n1").obj(), node("n2").obj(), pod])
+    # the same attempt twice at once: one binding cycle
+    await harness.run(proposal(pod, "n1", 2), proposal(pod, "n1", 2))
+    rv = await harness.store.resource_version()
+    assert harness.recorder.results() == {"default/p": ["scheduled"]}
+    # redelivered later (even to another node): the outcome again, nothing else
+    await harness.run(proposal(pod, "n2", 2))
+    # an older attempt: nothing at all
+    await harness.run(proposal(pod, "n2", 1))
+    assert harness.recorder.results() == {"default/p": ["scheduled", "scheduled"]}
+    assert [o.node_name for o in harness.recorder.final()] == ["n1", "n1"]
+    assert await harness.store.resource_version() == rv
+    assert await harness.store.usage("n1") == NodeUsage(1, {"cpu": 1000})
+    assert await harness.store.usage("n2") == NodeUsage()
+
+
+async def test_a_newer_attempt_of_a_bound_pod_does_not_bind_it_twice(harness: Harness):
+    pod = make_pod("p").obj()
+    await harness.store.apply([node("n1").obj(), node("n2").obj(), pod])
+    await harness.run(proposal(pod, "n1", 1))
+    await harness.run(proposal(pod, "n2", 2))
+    assert [(o.result, o.node_name) for o in harness.recorder.final()] == [
+        ("scheduled", "n1"),
+        ("scheduled", "n1"),
+    ]
+    assert await harness.store.usage("n2") == NodeUsage()
+
+
+async def test_conflicting_attempt_is_recorded(harness: Harness):
+    pod = make_pod("p").req(cpu="8").obj()
+    await harness.store.apply([node("n1").obj(), pod])
+    await harness.run(proposal(pod, "n1", 1), proposal(pod, "n1", 1))
+    assert harness.recorder.results() == {"default/p": ["conflict"]}
+    assert await harness.store.bindings.attempt_of(pod.metadata.uid) == (1, "c")
+
+
+async def test_pod_changed_since_scheduled(harness: Harness):
+    pod = make_pod("p").req(cpu="1").obj()
+    await harness.store.apply([node("n1").obj(), pod])
+    scheduled_as = proposal(pod, "n1")
+    await harness.store.apply([make_pod("p").req(cpu="3").obj()])
+    await harness.run(scheduled_as)
+    assert [(o.result, o.message) for o in harness.recorder.outcomes] == [
+        ("conflict", "the pod changed since it was scheduled")
+    ]
+
+
+async def test_deleted_pod_is_not_bound(harness: Harness):
+    pod = make_pod("p").obj()
+    await harness.store.apply([node("n1").obj(), pod])
+    await harness.store.delete("Pod", "default", "p")
+    await harness.run(proposal(pod, "n1"))
+    assert [o.result for o in harness.recorder.outcomes] == ["error"]
+    assert await harness.store.usage("n1") == NodeUsage()
+
+
+@pytest.mark.parametrize(
+    ("new_labels", "want"),
+    [
+        pytest.param({ZONE: "a", "disk": "ssd"}, "scheduled", id="irrelevant-change"),
+        pytest.param({ZONE: "b"}, "conflict", id="affinity-broken"),
+    ],
+)
+async def test_node_changed_since_the_worker_saw_it(harness: Harness, new_labels, want):
+    pod = make_pod("p").node_affinity_in(ZONE, ["a"]).obj()
+    n1 = node("n1").obj()
+    await harness.store.apply([n1, pod])
+    seen = 1  # the node's resourceVersion in the worker's snapshot
+    changed = node("n1").obj()
+    changed.metadata.labels = new_labels
+    await harness.store.apply([changed])
+    await harness.run(proposal(pod, "n1", node_resource_version=seen))
+    (outcome,) = harness.recorder.outcomes
+    assert outcome.result == want
+    if want == "conflict":
+        assert outcome.unschedulable_plugins == ("NodeAffinity",)
+
+
+def anti(name: str, app: str = "db") -> Pod:
+    return make_pod(name).label("app", app).pod_affinity(ZONE, {"app": app}, anti=True).obj()
+
+
+async def test_required_anti_affinity_against_bound_pods(harness: Harness):
+    bound = make_pod("existing").label("app", "db").node("n1").obj()
+    pod = anti("new")
+    await harness.store.apply([node("n1").obj(), node("n2").obj(), node("n3", "b").obj()])
+    await harness.store.apply([bound, pod])
+    await harness.run(proposal(pod, "n2"))
+    (outcome,) = harness.recorder.outcomes
+    assert (outcome.result, outcome.unschedulable_plugins) == ("conflict", ("InterPodAffinity",))
+    assert outcome.message == "node(s) didn't match pod anti-affinity rules"
+    assert await harness.store.usage("n2") == NodeUsage()
+    await harness.run(proposal(pod, "n3", 2))
+    assert harness.recorder.outcomes[-1].result == "scheduled"
+
+
+async def test_proposals_in_flight_see_each_other(harness: Harness):
+    """Two pods that repel each other, proposed at once to one zone: one wins."""
+    a, b = anti("a"), anti("b")
+    await harness.store.apply([node("n1").obj(), node("n2").obj(), a, b])
+    await harness.run(proposal(a, "n1"), proposal(b, "n2"))
+    assert sorted(o.result for o in harness.recorder.outcomes) == ["conflict", "scheduled"]
+
+
+async def test_topology_spread_do_not_schedule(harness: Harness):
+    def spread(name: str) -> Pod:
+        return (
+            make_pod(name)
+            .label("app", "web")
+            .spread_constraint(1, ZONE, "DoNotSchedule", label_selector({"app": "web"}))
+            .obj()
+        )
+
+    nodes = [node("a1").obj(), node("b1", "b").obj()]
+    first, second, third = spread("w1"), spread("w2"), spread("w3")
+    await harness.store.apply([*nodes, first, second, third])
+    await harness.run(proposal(first, "a1"))
+    await harness.run(proposal(second, "a1"))  # zone a 2, zone b 0: skew 2 > 1
+    await harness.run(proposal(third, "b1"))
+    assert [(o.pod_key, o.result) for o in harness.recorder.final()] == [
+        ("default/w1", "scheduled"),
+        ("default/w2", "conflict"),
+        ("default/w3", "scheduled"),
+    ]
+    assert harness.recorder.final()[1].unschedulable_plugins == ("PodTopologySpread",)
+
+
+async def test_adopts_a_reservation_nobody_drives(harness: Harness):
+    """A binder reserved, then died before committing the proposal: the redelivered proposal
+    is a duplicate whose reservation this binder takes through Permit and Bind."""
+    pod = make_pod("p").req(cpu="1").obj()
+    await harness.store.apply([node("n1").obj(), pod])
+    request = ReserveRequest(
+        pod.key, pod.metadata.uid, 4, "n1", 0, PodCharge.of(pod), (("cpu", 1000),)
+    )
+    assert (await harness.store.bindings.reserve(request, 0.0)).status is ReserveStatus.OK
+    await harness.run(proposal(pod, "n1", 4))
+    assert [(o.result, o.node_name) for o in harness.recorder.outcomes] == [("scheduled", "n1")]
+    assert harness.binder.stats["adopted"] == 1
+    assert await harness.store.usage("n1") == NodeUsage(1, {"cpu": 1000})
+
+
+async def test_preemption_evicts_victims_and_nominates(harness: Harness):
+    victim = make_pod("victim").priority(0).req(cpu="3").node("n1").obj()
+    preemptor = make_pod("vip").priority(100).req(cpu="3").obj()
+    low = make_pod("low").priority(0).req(cpu="2").obj()
+    await harness.store.apply([node("n1").obj(), victim, preemptor, low])
+    await harness.run(
+        proposal(
+            preemptor,
+            "n1",
+            victims=(victim,),
+            unschedulable_plugins=("NodeResourcesFit",),
+            message="0/1 nodes are available: 1 Insufficient cpu.",
+        )
+    )
+    (outcome,) = harness.recorder.outcomes
+    assert (outcome.result, outcome.nominated_node_name, outcome.unschedulable_plugins) == (
+        "unschedulable",
+        "n1",
+        ("NodeResourcesFit",),
+    )
+    assert await harness.store.get("Pod", "default", "victim") is None
+    assert [(e.op, e.pod.name) for e in harness.recorder.events] == [("delete", "victim")]
+    stored = await harness.store.get("Pod", "default", "vip")
+    assert stored is not None
+    assert stored.status.nominated_node_name == "n1"
+    # the nomination holds the room against pods of lower priority
+    await harness.run(proposal(low, "n1"))
+    assert harness.recorder.outcomes[-1].result == "conflict"
+    # the preemptor's next attempt binds and clears its nomination
+    await harness.run(proposal(stored, "n1", 2))
+    assert harness.recorder.outcomes[-1].result == "scheduled"
+    stored = await harness.store.get("Pod", "default", "vip")
+    assert stored is not None
+    assert (stored.spec.node_name, stored.status.nominated_node_name) == ("n1", "")
+    # a duplicate of the preemption does nothing
+    before = await harness.store.resource_version()
+    await harness.run(proposal(preemptor, "n1", victims=(victim,)))
+    assert await harness.store.resource_version() == before
+
+
+@pytest.mark.parametrize(
+    ("honors_pdb", "victim_left"),
+    [
+        pytest.param(False, False, id="upstream-deletes-anyway"),
+        pytest.param(True, True, id="budget-stops-preemption"),
+    ],
+)
+async def test_preemption_and_disruption_budgets(
+    redis_client: aioredis.Redis, redis_prefix: str, honors_pdb: bool, victim_left: bool
+):
+    h = await make_harness(redis_client, redis_prefix, preemption_honors_pdb=honors_pdb)
+    try:
+        victim = make_pod("victim").label("app", "db").req(cpu="3").node("n1").obj()
+        budget = make_pdb("db", label_selector({"app": "db"}), min_available=1)
+        preemptor = make_pod("vip").priority(100).req(cpu="3").obj()
+        await h.store.apply([node("n1").obj(), victim, budget, preemptor])
+        await h.view.wait_for(await h.store.resource_version(), 5)
+        await h.run(proposal(preemptor, "n1", victims=(victim,)))
+        assert (await h.store.get("Pod", "default", "victim") is not None) is victim_left
+        (outcome,) = h.recorder.outcomes
+        assert outcome.result == "unschedulable"
+        assert outcome.nominated_node_name == (None if honors_pdb else "n1")
+    finally:
+        await h.binder.close()
+        await h.sync.stop()
+
+
+async def test_preemption_updates_an_allowing_budget(harness: Harness):
+    victims = [make_pod(f"v{i}").label("app", "db").req(cpu="2").node("n1").obj() for i in range(2)]
+    budget = make_pdb("db", label_selector({"app": "db"}), max_unavailable=1)
+    preemptor = make_pod("vip").priority(100).req(cpu="2").obj()
+    await harness.store.apply([node("n1").obj(), *victims, budget, preemptor])
+    await harness.view.wait_for(await harness.store.resource_version(), 5)
+    await harness.run(proposal(preemptor, "n1", victims=(victims[0],)))
+    stored = await harness.store.get("PodDisruptionBudget", "default", "db")
+    assert stored is not None
+    assert stored.status.disruptions_allowed == 0  # 1 allowed, 1 used
+    assert await harness.store.get("Pod", "default", "v0") is None

@@ -1,0 +1,161 @@
+"""The scheduler worker on real Redis and Kafka, without the queue or the binder: schedule
+requests are published by hand, proposals and outcomes read back from their topics."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+import redis.asyncio as aioredis
+
+from services.binder.messages import Proposal
+from services.scheduler.worker import SchedulerWorker, WorkerConfig, read_heartbeats
+from shared.kafka import Topics
+from shared.messages import Outcome
+from shared.models import Node
+from shared.store import ClusterStore
+from tests.builders import make_node, make_pod
+from tests.pipeline.kafka_tools import (
+    FAST_GROUP,
+    TopicReader,
+    publish,
+    publish_requests,
+    schedule_request,
+)
+
+
+def _node(name: str, cpu: str = "4") -> Node:
+    return make_node(name).capacity(cpu=cpu, memory="16Gi", pods=110).obj()
+
+
+@dataclass
+class Rig:
+    store: ClusterStore
+    worker: SchedulerWorker
+    proposals: TopicReader
+    outcomes: TopicReader
+    topics: Topics
+    bootstrap: str
+
+
+@pytest.fixture
+async def rig(
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    topics: Topics,
+    group_id: str,
+    kafka_bootstrap: str,
+) -> AsyncIterator[Rig]:
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    await store.apply([_node("big", "4"), _node("small", "1")])
+    config = WorkerConfig(
+        key_prefix=redis_prefix,
+        topics=topics,
+        group_id=group_id,
+        seed=1,
+        consumer_options=FAST_GROUP,
+    )
+    worker = SchedulerWorker(redis_client, kafka_bootstrap, config)
+    await worker.start()
+    proposals = TopicReader(kafka_bootstrap, topics.proposals, Proposal.decode)
+    outcomes = TopicReader(kafka_bootstrap, topics.outcomes, Outcome.decode)
+    await proposals.start()
+    await outcomes.start()
+    try:
+        yield Rig(store, worker, proposals, outcomes, topics, kafka_bootstrap)
+    finally:
+        await proposals.stop()
+        await outcomes.stop()
+        await worker.stop()
+
+
+async def test_one_pod_becomes_a_bind_proposal(rig: Rig) -> None:
+    pod = make_pod("p").req(cpu="2").obj()
+    await rig.store.apply([pod])
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(pod, attempt=3))
+    (proposal,) = await rig.proposals.until(lambda items: len(items) >= 1)
+    big = await rig.store.get("Node", "", "big")
+    assert big is not None
+    assert (proposal.kind, proposal.node_name, proposal.uid, proposal.attempt) == (
+        "bind",
+        "big",
+        pod.metadata.uid,
+        3,
+    )
+    assert proposal.node_resource_version == big.metadata.resource_version
+    assert proposal.permit == "allow"
+    assert rig.worker.view.assumed[pod.metadata.uid].node == "big"
+
+
+async def test_no_fit_is_an_unschedulable_outcome(rig: Rig) -> None:
+    pod = make_pod("huge").req(cpu="8").obj()
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(pod))
+    (outcome,) = await rig.outcomes.until(lambda items: len(items) >= 1)
+    assert (outcome.result, outcome.unschedulable_plugins) == (
+        "unschedulable",
+        ("NodeResourcesFit",),
+    )
+    assert outcome.message == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+
+
+async def test_the_worker_never_conflicts_with_itself(rig: Rig) -> None:
+    first, second = make_pod("a").req(cpu="3").obj(), make_pod("b").req(cpu="3").obj()
+    await publish_requests(
+        rig.bootstrap, rig.topics.schedule, schedule_request(first), schedule_request(second)
+    )
+    await rig.proposals.until(lambda items: len(items) >= 1)
+    (outcome,) = await rig.outcomes.until(lambda items: len(items) >= 1)
+    assert (outcome.pod_key, outcome.result) == ("default/b", "unschedulable")
+    assert [p.pod_key for p in rig.proposals.items] == ["default/a"]
+
+
+async def test_a_conflict_outcome_drops_the_assumption(rig: Rig) -> None:
+    first, second = make_pod("a").req(cpu="3").obj(), make_pod("b").req(cpu="3").obj()
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(first))
+    await rig.proposals.until(lambda items: len(items) >= 1)
+    conflict = Outcome("default", first.key, first.metadata.uid, 1, "conflict", message="x")
+    await publish(rig.bootstrap, rig.topics.outcomes, [(b"k", conflict.encode())])
+    await rig.outcomes.until(lambda items: len(items) >= 1)
+    for _ in range(100):
+        if not rig.worker.view.assumed:
+            break
+        await rig.proposals.until(lambda items: True, seconds=0.05)
+    assert rig.worker.view.assumed == {}
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(second))
+    proposals = await rig.proposals.until(lambda items: len(items) >= 2)
+    assert [(p.pod_key, p.node_name) for p in proposals] == [
+        ("default/a", "big"),
+        ("default/b", "big"),
+    ]
+
+
+async def test_a_pod_bound_meanwhile_is_reported_scheduled(rig: Rig) -> None:
+    pod = make_pod("p").req(cpu="1").node("small").obj()
+    await rig.store.apply([pod])
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(pod, attempt=2))
+    (outcome,) = await rig.outcomes.until(lambda items: len(items) >= 1)
+    assert (outcome.result, outcome.node_name, outcome.attempt) == ("scheduled", "small", 2)
+
+
+async def test_nodes_added_after_start_are_seen_and_heartbeats_tell_the_position(
+    rig: Rig, redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    await rig.store.apply([_node("late", "16")])
+    pod = make_pod("p").req(cpu="8").obj()
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(pod))
+    (proposal,) = await rig.proposals.until(lambda items: len(items) >= 1)
+    assert proposal.node_name == "late"
+    beats = await read_heartbeats(redis_client, redis_prefix)
+    assert list(beats) == [rig.worker.config.worker_id]
+
+
+async def test_undecodable_messages_go_to_the_dead_letter_topic(rig: Rig) -> None:
+    await publish(rig.bootstrap, rig.topics.schedule, [(b"k", b"\x93garbage")])
+    pod = make_pod("p").obj()
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(pod))
+    await rig.proposals.until(lambda items: len(items) >= 1)
+    assert rig.worker.stats.dead_letters == 1
