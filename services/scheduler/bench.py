@@ -41,6 +41,12 @@ def run_bench(
     if workload not in WORKLOADS:
         known = ", ".join(sorted(WORKLOADS))
         raise ValueError(f"unknown workload {workload!r} (known: {known})")
+    if workload == "preemption":
+        # Each preemptor is placed on its nominated node before the next arrives, so every
+        # decision sees the cluster the previous one left (scheduler_perf PreemptionBasic).
+        from services.scheduler.plugins.defaultpreemption.bench import run_preemption_bench
+
+        return run_preemption_bench(nodes, running or 4 * nodes, pods, seed)
     return asyncio.run(_run_in_process(workload, nodes, pods, running, percentage, seed))
 
 
