@@ -39,7 +39,16 @@ from shared.models import (
     PodSchedulingGate,
     PreferredSchedulingTerm,
     PriorityClass,
+    ReplicaSet,
+    ReplicaSetSpec,
+    ReplicationController,
+    ReplicationControllerSpec,
     ResourceRequirements,
+    Service,
+    ServicePort,
+    ServiceSpec,
+    StatefulSet,
+    StatefulSetSpec,
     Taint,
     Toleration,
     TopologySpreadConstraint,
@@ -116,6 +125,15 @@ class PodBuilder:
     def owner(self, kind: str, name: str, uid: str = "", controller: bool = True) -> PodBuilder:
         self._pod.metadata.owner_references.append(
             OwnerReference(kind=kind, name=name, uid=uid or f"{kind}-{name}", controller=controller)
+        )
+        return self
+
+    def controlled_by(self, api_version: str, kind: str, name: str) -> PodBuilder:
+        """An ownerReference with controller: true, as a controller writes it."""
+        self._pod.metadata.owner_references.append(
+            OwnerReference(
+                api_version=api_version, kind=kind, name=name, uid=f"{kind}-{name}", controller=True
+            )
         )
         return self
 
@@ -459,4 +477,52 @@ def make_pod_group(
     return PodGroup(
         metadata=ObjectMeta(name=name, namespace=namespace),
         spec=PodGroupSpec(min_member=min_member, schedule_timeout_seconds=schedule_timeout_seconds),
+    )
+
+
+def make_service(
+    name: str,
+    selector: Mapping[str, str] | None,
+    *,
+    namespace: str = "default",
+    port: int = 80,
+) -> Service:
+    """A ClusterIP Service with one TCP port (targetPort defaulted, as the API server does)."""
+    return Service(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        spec=ServiceSpec(
+            selector=dict(selector or {}), ports=[ServicePort(port=port, target_port=port)]
+        ),
+    )
+
+
+def make_replication_controller(
+    name: str, selector: Mapping[str, str], *, namespace: str = "default", replicas: int = 1
+) -> ReplicationController:
+    return ReplicationController(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        spec=ReplicationControllerSpec(selector=dict(selector), replicas=replicas),
+    )
+
+
+def make_replica_set(
+    name: str, selector: LabelSelector, *, namespace: str = "default", replicas: int = 1
+) -> ReplicaSet:
+    return ReplicaSet(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        spec=ReplicaSetSpec(selector=selector, replicas=replicas),
+    )
+
+
+def make_stateful_set(
+    name: str,
+    selector: LabelSelector,
+    *,
+    namespace: str = "default",
+    replicas: int = 1,
+    service_name: str = "",
+) -> StatefulSet:
+    return StatefulSet(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        spec=StatefulSetSpec(selector=selector, replicas=replicas, service_name=service_name),
     )

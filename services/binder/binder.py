@@ -41,7 +41,7 @@ from services.scheduler.framework.waiting_pods import go_duration
 from services.scheduler.plugins import names
 from shared.eviction import evict
 from shared.messages import Outcome, OutcomeResult, PodEvent, pod_fingerprint
-from shared.models import Node, Pod, PodDisruptionBudget, PodGroup, priority_of
+from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
 from shared.store import (
     ClusterStore,
     PodCharge,
@@ -211,8 +211,8 @@ class Binder:
         for _ in range(self.config.node_changed_retries + 1):
             result = await self.bindings.reserve(request, self.clock())
             if result.status is ReserveStatus.NODE_CHANGED:
-                node = await self.store.get("Node", "", p.node_name)
-                if isinstance(node, Node):
+                node = await self.store.get_node(p.node_name)
+                if node is not None:
                     static = profile.check_node_static(pod, node)
                     if not static.is_success():
                         await self._final_conflict(p, static.message(), static.plugin)
@@ -337,7 +337,6 @@ class Binder:
             return True
         if slot is not None:
             slot.release()  # waiting pods do not hold an in-flight slot
-        started = time.monotonic()
         async with self._waiting:
             lease = r.wait_seconds + self.config.lease_margin_seconds
             await self._outcome(p, "extend", lease=lease)
@@ -353,7 +352,7 @@ class Binder:
             else:
                 await asyncio.sleep(r.wait_seconds)
                 plugins = p.permit_plugins
-        waited = go_duration(round(time.monotonic() - started, 3))
+        waited = go_duration(r.wait_seconds)  # upstream reports the plugin's timeout
         plugin = plugins[0] if plugins else ""
         await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "u")
         self.view.forget(p.uid)
@@ -400,8 +399,8 @@ class Binder:
         evicted = 0
         for victim_ref in p.victims:
             namespace, name = victim_ref.pod_key.split("/", 1)
-            victim = await self.store.get("Pod", namespace, name)
-            if not isinstance(victim, Pod) or victim.metadata.uid != victim_ref.uid:
+            victim = await self.store.get_pod(namespace, name)
+            if victim is None or victim.metadata.uid != victim_ref.uid:
                 continue  # gone already
             answer = evict(victim, list(pdbs.values()), pods)
             if not answer.allowed:
@@ -448,8 +447,8 @@ class Binder:
 
     async def _stored_pod(self, p: Proposal) -> Pod | None:
         namespace, name = p.pod_key.split("/", 1)
-        pod = await self.store.get("Pod", namespace, name)
-        if not isinstance(pod, Pod) or pod.metadata.uid != p.uid:
+        pod = await self.store.get_pod(namespace, name)
+        if pod is None or pod.metadata.uid != p.uid:
             return None
         return pod
 
@@ -458,8 +457,7 @@ class Binder:
         if group is not None:
             return group
         namespace, name = key.split("/", 1)
-        stored = await self.store.get("PodGroup", namespace, name)
-        return stored if isinstance(stored, PodGroup) else None
+        return await self.store.get_as(PodGroup, namespace, name)
 
     async def _final_conflict(self, p: Proposal, message: str, plugin: str = "") -> None:
         await self._claim_and_report(p, "c", "conflict", message, plugin)

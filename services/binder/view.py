@@ -15,47 +15,66 @@ from dataclasses import replace
 from typing import Any
 
 from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.plugins.podindex import StaticClusterObjects
-from shared.models import LabelSelector, Namespace, Node, Pod, PodDisruptionBudget, PodGroup
-from shared.store import Change, Snapshot
+from shared.models import (
+    LabelSelector,
+    Namespace,
+    Node,
+    Pod,
+    PodDisruptionBudget,
+    PodGroup,
+    ReplicaSet,
+    ReplicationController,
+    Service,
+    StatefulSet,
+)
+from shared.store import Change, Snapshot, object_key
 
 
 class ViewClusterObjects:
-    """ClusterObjects over the view's namespaces (berth has no Services or controllers)."""
+    """ClusterObjects over the view's namespaces, Services and controllers."""
 
-    def __init__(self, namespaces: Mapping[str, Namespace]) -> None:
-        self._namespaces = namespaces
-        self._empty = StaticClusterObjects()
+    def __init__(self, objects: Mapping[str, Mapping[str, Any]]) -> None:
+        self._objects = objects
+
+    def _get(self, kind: str, key: str) -> Any:
+        return self._objects.get(kind, {}).get(key)
 
     def namespace(self, name: str) -> Namespace | None:
-        return self._namespaces.get(name)
+        ns = self._get("Namespace", name)
+        return ns if isinstance(ns, Namespace) else None
 
     def namespaces(self) -> Iterable[Namespace]:
-        return self._namespaces.values()
+        return [ns for ns in self._objects.get("Namespace", {}).values()]
 
     def service_selectors(self, namespace: str) -> Iterable[Mapping[str, str] | None]:
-        return self._empty.service_selectors(namespace)
+        return [
+            svc.spec.selector or None
+            for svc in self._objects.get("Service", {}).values()
+            if isinstance(svc, Service) and svc.metadata.namespace == namespace
+        ]
 
     def replication_controller_selector(
         self, namespace: str, name: str
     ) -> Mapping[str, str] | None:
-        return self._empty.replication_controller_selector(namespace, name)
+        rc = self._get("ReplicationController", f"{namespace}/{name}")
+        return rc.spec.selector if isinstance(rc, ReplicationController) else None
 
     def replica_set_selector(self, namespace: str, name: str) -> LabelSelector | None:
-        return self._empty.replica_set_selector(namespace, name)
+        rs = self._get("ReplicaSet", f"{namespace}/{name}")
+        return rs.spec.selector if isinstance(rs, ReplicaSet) else None
 
     def stateful_set_selector(self, namespace: str, name: str) -> LabelSelector | None:
-        return self._empty.stateful_set_selector(namespace, name)
+        ss = self._get("StatefulSet", f"{namespace}/{name}")
+        return ss.spec.selector if isinstance(ss, StatefulSet) else None
 
 
 class ClusterView:
     def __init__(self) -> None:
         self.columns = NodeColumns()
         self.resource_version = 0
-        self.namespaces: dict[str, Namespace] = {}
-        self.pod_groups: dict[str, PodGroup] = {}
-        self.pdbs: dict[str, PodDisruptionBudget] = {}
-        self.cluster_objects = ViewClusterObjects(self.namespaces)
+        self.objects: dict[str, dict[str, Any]] = {}
+        """kind -> object key -> object, for every kind but Node and Pod."""
+        self.cluster_objects = ViewClusterObjects(self.objects)
         self._counted: dict[str, Pod] = {}
         """uid -> the pod counted in `columns` (bound, or assumed by this binder)."""
         self._assumed: set[str] = set()
@@ -64,11 +83,19 @@ class ClusterView:
         self._advanced = asyncio.Event()
 
     # ---------------------------------------------------------------- loading
+    @property
+    def pod_groups(self) -> Mapping[str, PodGroup]:
+        return self.objects.get("PodGroup", {})
+
+    @property
+    def pdbs(self) -> Mapping[str, PodDisruptionBudget]:
+        return self.objects.get("PodDisruptionBudget", {})
+
     def load(self, snapshot: Snapshot) -> None:
-        self.namespaces.clear()
-        self.namespaces.update((ns.metadata.name, ns) for ns in _typed(snapshot, Namespace))
-        self.pod_groups = {g.key: g for g in _typed(snapshot, PodGroup)}
-        self.pdbs = {b.key: b for b in _typed(snapshot, PodDisruptionBudget)}
+        self.objects.clear()
+        for kind, items in snapshot.objects.items():
+            if kind not in ("Node", "Pod"):
+                self.objects[kind] = {_key(kind, obj): obj for obj in items}
         nodes = snapshot.nodes
         names = {n.metadata.name for n in nodes}
         bound = [p for p in snapshot.pods if p.spec.node_name]
@@ -129,19 +156,12 @@ class ClusterView:
                 self._remove_node(change.key)
             elif isinstance(obj, Node):
                 self.columns.update_node(obj)
-        elif change.kind == "Namespace":
-            self._keyed(self.namespaces, change, Namespace)
-        elif change.kind == "PodGroup":
-            self._keyed(self.pod_groups, change, PodGroup)
-        elif change.kind == "PodDisruptionBudget":
-            self._keyed(self.pdbs, change, PodDisruptionBudget)
-
-    @staticmethod
-    def _keyed(table: dict[str, Any], change: Change, kind: type) -> None:
-        if change.op == "delete":
-            table.pop(change.key, None)
-        elif isinstance(change.object, kind):
-            table[change.key] = change.object
+        else:
+            table = self.objects.setdefault(change.kind, {})
+            if change.op == "delete" or obj is None:
+                table.pop(change.key, None)
+            else:
+                table[change.key] = obj
 
     def _pod_put(self, pod: Pod) -> None:
         uid = pod.metadata.uid
@@ -242,5 +262,5 @@ def _on_node(pod: Pod, node: str) -> Pod:
     return replace(pod, spec=replace(pod.spec, node_name=node))
 
 
-def _typed(snapshot: Snapshot, kind: type[Any]) -> list[Any]:
-    return [obj for obj in snapshot.of_kind(kind.__name__) if isinstance(obj, kind)]
+def _key(kind: str, obj: Any) -> str:
+    return object_key(kind, obj.metadata.namespace, obj.metadata.name)

@@ -43,6 +43,8 @@ class QueueConfig:
     backoff_flush_interval: float = 1.0
     leftover_flush_interval: float = 30.0
     lease_check_interval: float = 1.0
+    dispatch_concurrency: int = 2
+    """Dispatch rounds in flight at once: one pops while another publishes."""
     dispatch_idle_interval: float = 0.05
     """How often an idle dispatcher looks for pods other replicas made active."""
     hints: QueueingHints = field(default_factory=QueueingHints.default)

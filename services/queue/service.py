@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections import Counter
@@ -22,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
+from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
@@ -37,7 +40,7 @@ from services.queue.hints import (
     Resource,
     node_update_event,
 )
-from services.queue.keys import InvalidTenantError
+from services.queue.keys import InvalidTenantError, check_tenant
 from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
@@ -60,6 +63,8 @@ SERVICE_NAME = "queue"
 HeadersHook = Callable[[ScheduleBatch], Headers]
 
 _POD_GROUP_EVENTS = {"add": POD_GROUP_ADD, "update": POD_GROUP_UPDATE, "delete": POD_GROUP_DELETE}
+# Errors worth retrying from the last commit; anything else is the record's fault.
+_TRANSIENT = (RedisError, KafkaError, OSError)
 # Publishes not yet acknowledged before the dispatcher waits for them.
 _MAX_OUTSTANDING = 64
 
@@ -138,7 +143,10 @@ class QueueService:
         await self._consumer.start()
         self._tasks = [
             asyncio.create_task(self._consume_loop(), name="queue-consume"),
-            asyncio.create_task(self._dispatch_loop(), name="queue-dispatch"),
+            *(
+                asyncio.create_task(self._dispatch_loop(), name=f"queue-dispatch-{i}")
+                for i in range(max(1, self.config.dispatch_concurrency))
+            ),
             asyncio.create_task(
                 self._every(self.config.backoff_flush_interval, self._flush_backoff),
                 name="queue-flush-backoff",
@@ -204,16 +212,41 @@ class QueueService:
                     await self._consumer.seek_to_committed()
 
     async def handle_records(self, records: Sequence[ConsumerRecord]) -> None:
-        """Apply a batch of consumed records in order, coalescing runs into store calls."""
-        steps: list[_Step] = []
+        """Apply a batch of consumed records in order, coalescing runs into store calls.
+
+        Undecodable or invalid records go to the DLQ. If the store rejects the batch for a
+        reason other than a Redis or Kafka failure, its records are applied one by one and the
+        ones that still fail go to the DLQ: one bad record never blocks the others.
+        """
+        decoded: list[tuple[ConsumerRecord, str, Any]] = []
         for record in records:
             try:
                 kind, item = self._decode(record)
             except (MessageError, InvalidTenantError) as e:
                 await self._dead_letter(record, str(e))
                 continue
-            if kind == "skip":
-                continue
+            if kind != "skip":
+                decoded.append((record, kind, item))
+        try:
+            await self._apply_all(decoded)
+        except _TRANSIENT:
+            raise
+        except Exception:
+            log.exception("queue: a batch failed; applying its records one by one")
+            for one in decoded:
+                try:
+                    await self._apply_all([one])
+                except _TRANSIENT:
+                    raise
+                except Exception as e:
+                    log.exception("queue: %s@%s rejected", one[0].topic, one[0].offset)
+                    await self._dead_letter(one[0], f"{type(e).__name__}: {e}")
+        self.metrics["consumed"] += len(records)
+        self._work.set()
+
+    async def _apply_all(self, decoded: Sequence[tuple[ConsumerRecord, str, Any]]) -> None:
+        steps: list[_Step] = []
+        for _record, kind, item in decoded:
             if steps and steps[-1].kind == kind and kind != "cluster":
                 steps[-1].items.append(item)
             elif steps and kind == "cluster" and steps[-1].kind == "cluster":
@@ -226,8 +259,6 @@ class QueueService:
                 steps.append(_Step(kind, [item]))
         for step in steps:
             await self._apply(step)
-        self.metrics["consumed"] += len(records)
-        self._work.set()
 
     def _decode(self, record: ConsumerRecord) -> tuple[str, Any]:
         topics = self.config.topics
@@ -245,7 +276,7 @@ class QueueService:
     def _route_pod_event(self, event: PodEvent) -> tuple[str, Any]:
         """The informer filter and handlers of SPEC A37, plus the assigned-pod events."""
         pod, old = event.pod, event.old
-        self.store.tenant_of(pod)  # validates the tenant name early (DLQ if invalid)
+        check_tenant(self.store.tenant_of(pod))  # an invalid tenant name is a dead letter
         if pod.node_name:
             if event.op == "add":
                 return "assigned_add", pod
@@ -364,17 +395,21 @@ class QueueService:
             headers=headers,
         )
         self._outstanding.add(future)
-        future.add_done_callback(self._published)
+        future.add_done_callback(functools.partial(self._published, len(requests)))
         self.metrics["schedule_messages"] += 1
         if len(self._outstanding) > _MAX_OUTSTANDING:
             await self._drain_publishes()
 
-    def _published(self, future: asyncio.Future[Any]) -> None:
+    def _published(self, count: int, future: asyncio.Future[Any]) -> None:
         self._outstanding.discard(future)
-        if not future.cancelled() and future.exception() is not None:
+        if future.cancelled() or future.exception() is not None:
             # The pods stay leased: they come back when the lease expires.
-            log.error("queue: publish failed: %s", future.exception())
+            log.error(
+                "queue: publish failed: %s", None if future.cancelled() else future.exception()
+            )
             self.metrics["publish_errors"] += 1
+        else:
+            self.metrics["published"] += count
 
     async def _drain_publishes(self) -> None:
         if self._outstanding:

@@ -22,6 +22,7 @@ FIELDS = (
     "dirty",  # 1: updated (isPodUpdated) while in flight
     "fingerprint",
     "scheduler_name",
+    "bucket",  # unschedulable bucket the pod was last parked in ("<sig>|<prio>|<attempts>")
 )
 
 
@@ -40,6 +41,7 @@ class PodState:
     dirty: int
     fingerprint: str
     scheduler_name: str
+    bucket: str
 
     @classmethod
     def unpack(cls, blob: Any) -> PodState:

@@ -40,7 +40,7 @@ from shared.models import Pod, PodAffinityTerm, selector_matches
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 
-_POP_FIELDS = 5
+_POP_FIELDS = 10
 _SCAN_LIMIT = 100_000
 
 
@@ -379,57 +379,57 @@ class QueueStore:
                     keys=self._keys(tenant), args=[now, count, cap, lease_us], client=pipe
                 )
             replies = await pipe.execute()
-        popped = [
-            (tenant, [_text(reply[b]) for b in range(0, len(reply), _POP_FIELDS)], reply)
-            for (tenant, _), reply in zip(wanted, replies, strict=True)
-        ]
-        # Object and state fields come from plain reads: Lua never sees pod bodies.
+        # Bodies come from a plain read: Lua never sees them (see lua/prelude.lua).
         async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant, keys, _ in popped:
-                if keys:
-                    pipe.hmget(self.keys.key(tenant, "st"), keys)
-            state_replies = iter(await pipe.execute())
-        states = [
-            [None if blob is None else PodState.unpack(blob) for blob in next(state_replies)]
-            if keys
-            else []
-            for _, keys, _ in popped
-        ]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for (tenant, keys, _), tenant_states in zip(popped, states, strict=True):
-                fields = [
-                    body_field(key, st.resource_version if st else 0)
-                    for key, st in zip(keys, tenant_states, strict=True)
-                ]
-                if fields:
+            for (tenant, _), reply in zip(wanted, replies, strict=True):
+                if reply:
+                    fields = [
+                        body_field(_text(reply[b]), int(reply[b + 9]))
+                        for b in range(0, len(reply), _POP_FIELDS)
+                    ]
                     pipe.hmget(self.keys.key(tenant, "pod"), fields)
-            body_replies = iter(await pipe.execute())
+            bodies = iter(await pipe.execute())
         lease_at = from_micros(now + lease_us)
         out: list[list[ScheduleRequest]] = []
-        for (tenant, keys, reply), tenant_states in zip(popped, states, strict=True):
-            bodies = next(body_replies) if keys else []
-            requests = []
-            for index, (key, st, body) in enumerate(zip(keys, tenant_states, bodies, strict=True)):
-                if st is None:
-                    continue  # deleted since the pop: its lease went with it
-                b = index * _POP_FIELDS
-                requests.append(
+        for (tenant, _), reply in zip(wanted, replies, strict=True):
+            tenant_bodies = next(bodies) if reply else []
+            if None in tenant_bodies:
+                tenant_bodies = await self._refetch_bodies(tenant, reply, tenant_bodies)
+            out.append(
+                [
                     ScheduleRequest(
                         tenant=tenant,
-                        pod_key=key,
-                        uid=st.uid,
+                        pod_key=_text(reply[b]),
+                        uid=_text(reply[b + 5]),
                         attempt=int(reply[b + 1]),
                         scheduling_cycle=int(reply[b + 2]),
                         priority=int(reply[b + 3]),
-                        timestamp=from_micros(int(reply[b + 4])),
-                        initial_attempt_timestamp=from_micros(st.initial_attempt_timestamp),
+                        timestamp=int(reply[b + 4]) / 1_000_000,
+                        initial_attempt_timestamp=int(reply[b + 6]) / 1_000_000,
                         lease_expires_at=lease_at,
-                        nominated_node_name=st.nominated_node_name,
-                        redispatches=st.redispatches,
-                        pod=body or b"",
+                        nominated_node_name=_text(reply[b + 7]),
+                        redispatches=int(reply[b + 8]),
+                        pod=body,
                     )
-                )
-            out.append(requests)
+                    for b, body in zip(
+                        range(0, len(reply), _POP_FIELDS), tenant_bodies, strict=True
+                    )
+                    if body is not None
+                ]
+            )
+        return out
+
+    async def _refetch_bodies(self, tenant: str, reply: list[Any], bodies: list[Any]) -> list[Any]:
+        """Bodies replaced (a newer resourceVersion) between the pop and the read: read the
+        current one; None stays None for a pod deleted meanwhile (its lease went with it)."""
+        out = list(bodies)
+        for index, body in enumerate(bodies):
+            if body is None:
+                key = _text(reply[index * _POP_FIELDS])
+                st = await self.state(tenant, key)
+                if st is not None:
+                    field = body_field(key, st.resource_version)
+                    out[index] = await self.redis.hget(self.keys.key(tenant, "pod"), field)
         return out
 
     # ------------------------------------------------------------------ outcomes
@@ -510,7 +510,9 @@ class QueueStore:
         async with self.redis.pipeline(transaction=False) as pipe:
             for tenant, mode, keys in targets:
                 await self.scripts.move(
-                    keys=self._keys(tenant), args=[now, mode, plugins, *keys], client=pipe
+                    keys=self._keys(tenant),
+                    args=[now, self._initial_us, self._max_us, mode, plugins, *keys],
+                    client=pipe,
                 )
             replies = await pipe.execute()
         total = MoveResult()
@@ -572,8 +574,9 @@ class QueueStore:
         ]
 
     async def _is_parked(self, tenant: str, key: str, st: PodState) -> bool:
-        bucket = f"{st.plugins}|{st.priority}"
-        return await self.redis.zscore(self.keys.bucket(tenant, bucket), key) is not None
+        if not st.bucket:
+            return False
+        return await self.redis.zscore(self.keys.bucket(tenant, st.bucket), key) is not None
 
     @staticmethod
     def _affinity_matches(
@@ -671,7 +674,7 @@ class QueueStore:
             "active": self.keys.active(tenant, st.priority),
             "backoff": self.keys.key(tenant, "backoff"),
             "gated": self.keys.key(tenant, "gated"),
-            "unschedulable": self.keys.bucket(tenant, f"{st.plugins}|{st.priority}"),
+            "unschedulable": self.keys.bucket(tenant, st.bucket or "-"),
         }
         async with self.redis.pipeline(transaction=False) as pipe:
             for set_key in candidates.values():
@@ -687,7 +690,9 @@ class QueueStore:
         return PodState.unpack(blob) if isinstance(blob, bytes) else None
 
     async def attempts(self, tenant: str, key: str) -> int:
-        return _int(await self.redis.hget(self.keys.key(tenant, "att"), key))
+        """QueuedPodInfo.Attempts (counting an attempt in flight)."""
+        ended = _int(await self.redis.hget(self.keys.key(tenant, "att"), key))
+        return ended + (await self.location(tenant, key) == "inflight")
 
     async def pending(self, tenant: str | None = None) -> PendingView:
         """PendingPods (SPEC A35): counts per queue, and every pending pod with its reasons."""
@@ -732,7 +737,8 @@ class QueueStore:
                     key=key,
                     uid=st.uid,
                     queue=queue,
-                    attempts=_int(attempts.get(raw_key)),
+                    # The attempt in flight is recorded when it ends.
+                    attempts=_int(attempts.get(raw_key)) + (queue == "inflight"),
                     priority=st.priority,
                     timestamp=from_micros(st.timestamp),
                     initial_attempt_timestamp=from_micros(st.initial_attempt_timestamp),

@@ -15,7 +15,14 @@ Semantics:
   bound at once through the bind plugins (DefaultBinder binds into the in-process cluster)
   and later cycles see it. Preemption victims are deleted at once; the preemptor gets its
   nominated node and tries it first in the next pass, while lower-priority pods treat that
-  room as taken.
+  room as taken. Lower-priority pods nominated to that node lose their nomination (upstream
+  prepareCandidate), so they look elsewhere.
+- PodDisruptionBudgets from the manifests carry no status: it is computed as the disruption
+  controller would, over the pods that exist, before the first pass and again whenever
+  victims are deleted (preemption reads status.disruptionsAllowed).
+- Extenders (`config.extenders`) are built once and called by every cycle (filter and
+  prioritize) and by preemption. Their HTTP calls block the event loop: nothing else runs
+  in a dry run meanwhile.
 - Another pass runs while the previous one bound or preempted anything. Pods still waiting
   at Permit when a pass ends are rejected as if their shortest timeout had passed (nothing
   else can allow them within the pass).
@@ -26,19 +33,25 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+from numpy.typing import NDArray
+
+from services.scheduler.extender import build_extenders
 from services.scheduler.framework.cycle import binding_cycle, scheduling_cycle
 from services.scheduler.framework.cycle_state import CycleState
 from services.scheduler.framework.handle import LocalCluster
 from services.scheduler.framework.interfaces import Diagnosis, PluginFactory, QueuedPodInfo
 from services.scheduler.framework.runtime import Framework, build_frameworks
-from services.scheduler.framework.schedule import NodeScores, rejected_nodes
+from services.scheduler.framework.schedule import NodeScores
 from services.scheduler.framework.status import Code, Status
+from services.scheduler.plugins.defaultpreemption import lower_priority_nominated_pods
 from services.scheduler.plugins.podindex.cluster_objects import StaticClusterObjects
 from services.scheduler.plugins.registry import in_tree_registry
 from shared.config import SchedulerConfiguration, default_config
+from shared.eviction import refresh_pdb_statuses
 from shared.models import Pod
 from shared.models.manifest import Manifests, resolve_priorities
 
@@ -54,6 +67,78 @@ class FilteredNode:
 
     plugin: str
     reasons: list[str]
+
+
+class FilteredNodes(Mapping[str, FilteredNode]):
+    """Node -> why a cycle rejected it, in node order: read-only, expanded on first read.
+
+    A cycle over thousands of nodes rejects thousands of them; building a dict entry per node
+    for every pod would cost more than the cycle itself when nobody prints them (`-o table`),
+    so this keeps the cycle's (status, rows) pairs and the node names until asked. Nodes
+    rejected by the same status share one FilteredNode (do not mutate it).
+    """
+
+    __slots__ = ("_names", "_nodes", "_rejections")
+
+    def __init__(self, rejections: list[tuple[Status, NDArray[np.intp]]], names: list[str]) -> None:
+        self._rejections = rejections
+        self._names = names
+        """The node names by row when the cycle ran (NodeColumns replaces, never edits, it)."""
+        self._nodes: dict[str, FilteredNode] | None = None
+
+    def _expanded(self) -> dict[str, FilteredNode]:
+        if self._nodes is None:
+            self._nodes = self._expand()
+        return self._nodes
+
+    def _expand(self) -> dict[str, FilteredNode]:
+        rejections = [(status, rows) for status, rows in self._rejections if rows.shape[0]]
+        if not rejections:
+            return {}
+        rows = np.concatenate([rows for _, rows in rejections])
+        which = np.repeat(
+            np.arange(len(rejections), dtype=np.intp), [r.shape[0] for _, r in rejections]
+        )
+        # Row order; a row named twice keeps its last status (as Diagnosis.status_by_row);
+        # -1 is a node that left the columns: named nowhere.
+        order = np.argsort(rows, kind="stable")
+        rows, which = rows[order], which[order]
+        last = np.ones(rows.shape[0], dtype=np.bool_)
+        last[:-1] = rows[1:] != rows[:-1]
+        keep = last & (rows >= 0)
+        entries = [FilteredNode(status.plugin, list(status.reasons)) for status, _ in rejections]
+        names = self._names
+        return {
+            names[row]: entries[w]
+            for row, w in zip(rows[keep].tolist(), which[keep].tolist(), strict=True)
+        }
+
+    def __getitem__(self, node: str) -> FilteredNode:
+        return self._expanded()[node]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._expanded())
+
+    def __len__(self) -> int:
+        return len(self._expanded())
+
+    def __repr__(self) -> str:
+        # Never expands (a repr must stay cheap, see run_dry); shows the nodes once read.
+        if self._nodes is not None:
+            return f"FilteredNodes({self._nodes!r})"
+        statuses = [f"{status.plugin}: {rows.shape[0]} row(s)" for status, rows in self._rejections]
+        return f"FilteredNodes(<not expanded: {', '.join(statuses)}>)"
+
+    def to_json(self) -> dict[str, dict[str, object]]:
+        """{node: {"plugin", "reasons"}}; nodes with the same status share one entry."""
+        shared: dict[int, dict[str, object]] = {}
+        out: dict[str, dict[str, object]] = {}
+        for node, f in self._expanded().items():
+            entry = shared.get(id(f))
+            if entry is None:
+                entry = shared[id(f)] = {"plugin": f.plugin, "reasons": list(f.reasons)}
+            out[node] = entry
+        return out
 
 
 @dataclass(slots=True)
@@ -77,8 +162,9 @@ class PodResult:
     victims: list[str] = field(default_factory=list)
     """Pods ("namespace/name") this pod's preemption deleted."""
     message: str = ""
-    filtered: dict[str, FilteredNode] = field(default_factory=dict)
-    """Every node a Filter or PreFilter plugin rejected in the last attempt."""
+    filtered: Mapping[str, FilteredNode] = field(default_factory=dict)
+    """Every node a Filter or PreFilter plugin (or an extender) rejected in the last attempt
+    (a FilteredNodes: expanded when read)."""
     scores: dict[str, NodeScore] = field(default_factory=dict)
     """Per feasible node (explain only; empty when scoring did not run)."""
 
@@ -90,10 +176,14 @@ class PodResult:
             "nominatedNode": self.nominated_node,
             "victims": list(self.victims),
             "message": self.message,
-            "filtered": {
-                node: {"plugin": f.plugin, "reasons": list(f.reasons)}
-                for node, f in self.filtered.items()
-            },
+            "filtered": (
+                self.filtered.to_json()
+                if isinstance(self.filtered, FilteredNodes)
+                else {
+                    node: {"plugin": f.plugin, "reasons": list(f.reasons)}
+                    for node, f in self.filtered.items()
+                }
+            ),
         }
         if explain:
             out["scores"] = {
@@ -129,7 +219,16 @@ def run_dry(
     plugins. Raises ManifestError (priority classes) and ConfigError (profiles); the pods
     (spec.priority, from their class) are updated in place, as admission would.
     """
-    return asyncio.run(run_dry_async(manifests, config, seed, explain, registry=registry))
+    reports: list[DryRunReport] = []
+
+    async def main() -> None:
+        reports.append(await run_dry_async(manifests, config, seed, explain, registry=registry))
+
+    # The report is not the main task's result: on the main thread, CPython 3.11's
+    # asyncio.run formats a repr of that task (its result included) while restoring the
+    # SIGINT handler, which for a large report costs seconds.
+    asyncio.run(main())
+    return reports[0]
 
 
 async def run_dry_async(
@@ -142,14 +241,17 @@ async def run_dry_async(
 ) -> DryRunReport:
     """`run_dry` for callers already inside an event loop."""
     resolve_priorities(manifests)
+    if config is None:
+        config = default_config()
     cluster = LocalCluster(
         manifests.nodes,
         [pod for pod in manifests.pods if pod.spec.node_name],
-        StaticClusterObjects(namespace_list=list(manifests.namespaces)),
+        StaticClusterObjects.from_manifests(manifests),
         manifests.pod_disruption_budgets,
+        build_extenders(config.extenders),
     )
     frameworks = build_frameworks(
-        config if config is not None else default_config(),
+        config,
         registry if registry is not None else in_tree_registry(),
         cluster,
         seed=seed,
@@ -175,6 +277,8 @@ class _DryRun:
         self.frameworks = frameworks
         self.explain = explain
         self.by_uid: dict[str, _Pending] = {}
+        self.unbound: dict[str, Pod] = {}
+        """uid -> every input pod without spec.nodeName that still exists (bound or not)."""
 
     async def run(self, pods: list[Pod]) -> DryRunReport:
         results: list[PodResult] = []
@@ -182,6 +286,7 @@ class _DryRun:
         for index, pod in enumerate(pods):
             if pod.spec.node_name:
                 continue
+            self.unbound[pod.metadata.uid] = pod
             result = PodResult(pod.key, SKIPPED)
             results.append(result)
             framework = self.frameworks.get(pod.spec.scheduler_name)
@@ -201,6 +306,7 @@ class _DryRun:
             self.by_uid[pod.metadata.uid] = item
         queue.sort(key=functools.cmp_to_key(_queue_order))
 
+        self._refresh_pdb_statuses()
         passes = 0
         while queue:
             passes += 1
@@ -227,10 +333,12 @@ class _DryRun:
             if outcome.victims:
                 progress = True
                 self._delete_victims(item, outcome.victims)
+            if outcome.nominating and outcome.nominated_node:
+                self._clear_lower_priority_nominations(item, outcome.nominated_node)
             if outcome.status.code in (Code.SUCCESS, Code.WAIT):
                 assert outcome.result is not None
                 host = outcome.result.suggested_host
-                result.filtered = _filtered(outcome.result.diagnosis, self.cluster)
+                result.filtered = self._filtered(outcome.result.diagnosis)
                 result.scores = _scores(outcome.result.scores, self.cluster)
                 task = asyncio.create_task(
                     binding_cycle(item.framework, state, outcome.pod, host, self.cluster, nodes)
@@ -243,9 +351,7 @@ class _DryRun:
             result.status, result.node, result.message = UNSCHEDULABLE, None, outcome.message
             result.scores = {}
             fit_error = outcome.fit_error
-            result.filtered = (
-                _filtered(fit_error.diagnosis, self.cluster) if fit_error is not None else {}
-            )
+            result.filtered = self._filtered(fit_error.diagnosis) if fit_error is not None else {}
 
         # Nothing else runs in this pass that could still allow a waiting pod.
         for framework in self.frameworks.values():
@@ -274,12 +380,40 @@ class _DryRun:
     def _delete_victims(self, preemptor: _Pending, victims: list[Pod]) -> None:
         for victim in victims:
             self.cluster.delete_pod(victim)
+            self.unbound.pop(victim.metadata.uid, None)
             preemptor.result.victims.append(victim.key)
             evicted = self.by_uid.get(victim.metadata.uid)
             if evicted is not None and evicted.done:
                 # A pod this dry run had placed is deleted again: it will not run.
                 evicted.result.status, evicted.result.node = UNSCHEDULABLE, None
                 evicted.result.message = f"preempted by {preemptor.pod.key}"
+        self._refresh_pdb_statuses()
+
+    def _clear_lower_priority_nominations(self, preemptor: _Pending, node_name: str) -> None:
+        """After preempting on `node_name`, lower-priority pods nominated there may no longer
+        fit: clear their nomination so they look elsewhere (upstream prepareCandidate)."""
+        nominated = self.cluster.nominated_pods
+        for pod in lower_priority_nominated_pods(preemptor.pod, node_name, nominated):
+            other = self.by_uid.get(pod.metadata.uid)
+            if other is not None:
+                self._nominate(other, "")
+            else:
+                self.cluster.nominate(pod, "")
+
+    def _refresh_pdb_statuses(self) -> None:
+        """Budgets read from manifests have an empty status (every covered pod would count as
+        a violating victim): compute it as the disruption controller does, over the pods
+        that exist now (bound or assumed, and those still pending)."""
+        budgets = self.cluster.pod_disruption_budgets
+        if not budgets:
+            return
+        pods = list(self.cluster.nodes.pods())
+        on_nodes = {pod.metadata.uid for pod in pods}
+        pods.extend(pod for uid, pod in self.unbound.items() if uid not in on_nodes)
+        refresh_pdb_statuses(budgets, pods)
+
+    def _filtered(self, diagnosis: Diagnosis) -> FilteredNodes:
+        return FilteredNodes(list(diagnosis.rejections), self.cluster.nodes.names)
 
 
 def _queue_order(a: _Pending, b: _Pending) -> int:
@@ -291,13 +425,6 @@ def _queue_order(a: _Pending, b: _Pending) -> int:
     if a.framework.less(info_b, info_a):
         return 1
     return a.index - b.index
-
-
-def _filtered(diagnosis: Diagnosis, cluster: LocalCluster) -> dict[str, FilteredNode]:
-    return {
-        node: FilteredNode(status.plugin, list(status.reasons))
-        for node, status in rejected_nodes(diagnosis, cluster.nodes).items()
-    }
 
 
 def _scores(scores: NodeScores | None, cluster: LocalCluster) -> dict[str, NodeScore]:
@@ -348,6 +475,7 @@ __all__ = [
     "UNSCHEDULABLE",
     "DryRunReport",
     "FilteredNode",
+    "FilteredNodes",
     "NodeScore",
     "PodResult",
     "run_dry",

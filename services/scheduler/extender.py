@@ -383,10 +383,22 @@ def extender_scores(
 ) -> dict[str, int]:
     """Node name -> sum over interested extenders of score x weight x 10 (B36). Extenders run
     concurrently; one that fails contributes nothing. Hosts not in `nodes` are ignored."""
-    interested = [e for e in extenders if e.is_interested(pod)]
     totals: dict[str, int] = {}
+    for _, scores in extender_scores_by_extender(extenders, pod, nodes):
+        for host, score in scores.items():
+            totals[host] = totals.get(host, 0) + score
+    return totals
+
+
+def extender_scores_by_extender(
+    extenders: Sequence[HTTPExtender], pod: Pod, nodes: Sequence[Node]
+) -> list[tuple[str, dict[str, int]]]:
+    """`extender_scores` per extender (for explain, as upstream's NodePluginScores name each
+    extender): (extender name, node name -> score x weight x 10), in configuration order, for
+    each interested extender that answered."""
+    interested = [e for e in extenders if e.is_interested(pod)]
     if not interested or not nodes:
-        return totals
+        return []
     wanted = {n.metadata.name for n in nodes}
 
     def call(extender: HTTPExtender) -> tuple[list[tuple[str, int]], int] | None:
@@ -397,14 +409,17 @@ def extender_scores(
 
     with ThreadPoolExecutor(max_workers=len(interested)) as pool:
         answers = list(pool.map(call, interested))
-    for answer in answers:
+    out: list[tuple[str, dict[str, int]]] = []
+    for extender, answer in zip(interested, answers, strict=True):
         if answer is None:
             continue
         scores, weight = answer
+        totals: dict[str, int] = {}
         for host, score in scores:
             if host in wanted:
                 totals[host] = totals.get(host, 0) + score * weight * SCORE_SCALE
-    return totals
+        out.append((extender.name, totals))
+    return out
 
 
 def extender_scores_for_rows(
@@ -414,8 +429,26 @@ def extender_scores_for_rows(
     rows: NDArray[np.intp],
 ) -> NDArray[np.int64]:
     """`extender_scores` aligned with `rows`: add it to the plugins' weighted total."""
+    totals = np.zeros(rows.shape[0], dtype=np.int64)
+    for _, scores in extender_scores_for_rows_by_extender(extenders, pod, columns, rows):
+        totals += scores
+    return totals
+
+
+def extender_scores_for_rows_by_extender(
+    extenders: Sequence[HTTPExtender],
+    pod: Pod,
+    columns: NodeColumns,
+    rows: NDArray[np.intp],
+) -> list[tuple[str, NDArray[np.int64]]]:
+    """`extender_scores_by_extender` with each extender's scores aligned with `rows`."""
     nodes = [columns.nodes[r] for r in rows.tolist()]
-    totals = extender_scores(extenders, pod, nodes)
-    return np.fromiter(
-        (totals.get(n.metadata.name, 0) for n in nodes), dtype=np.int64, count=len(nodes)
-    )
+    return [
+        (
+            name,
+            np.fromiter(
+                (scores.get(n.metadata.name, 0) for n in nodes), dtype=np.int64, count=len(nodes)
+            ),
+        )
+        for name, scores in extender_scores_by_extender(extenders, pod, nodes)
+    ]

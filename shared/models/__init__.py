@@ -81,6 +81,17 @@ from shared.models.selectors import (
     selector_matches,
 )
 from shared.models.taints import Taint, Toleration, tolerates_taint
+from shared.models.workloads import (
+    ReplicaSet,
+    ReplicaSetSpec,
+    ReplicationController,
+    ReplicationControllerSpec,
+    Service,
+    ServicePort,
+    ServiceSpec,
+    StatefulSet,
+    StatefulSetSpec,
+)
 
 __all__ = [
     "CONTAINER_RESTART_ALWAYS",
@@ -127,8 +138,17 @@ __all__ = [
     "PreferredSchedulingTerm",
     "PriorityClass",
     "QuantityError",
+    "ReplicaSet",
+    "ReplicaSetSpec",
+    "ReplicationController",
+    "ReplicationControllerSpec",
     "ResourceList",
     "ResourceRequirements",
+    "Service",
+    "ServicePort",
+    "ServiceSpec",
+    "StatefulSet",
+    "StatefulSetSpec",
     "Taint",
     "Toleration",
     "TopologySpreadConstraint",

@@ -13,6 +13,7 @@ test objects without containers must round-trip) and raises CodecError on any pr
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import types
@@ -77,6 +78,8 @@ def _encoder_for(hint: Any, mode: Mode, fmt: str = "") -> Encoder:
         return lambda v: [item(x) for x in v]
     if origin is dict and args == (str, int) and mode is Mode.MANIFEST:
         return _resources_text
+    if origin is dict and args == (str, Any):
+        return copy.deepcopy  # opaque JSON (a pod template): the output must not share it
     if origin is dict:
         return _copy_dict
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):

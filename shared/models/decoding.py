@@ -165,6 +165,38 @@ def _dec_str_map(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+def _check_json(value: Any) -> None:
+    """A value JSON can carry: null, boolean, number, string, array, object (string keys)."""
+    if value is None or type(value) in (str, int, float, bool):
+        return
+    if type(value) is list:
+        for i, item in enumerate(value):
+            try:
+                _check_json(item)
+            except FieldError as e:
+                raise e.at(f"[{i}]") from None
+        return
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _expected("string key", key).at(f".{key}")
+            try:
+                _check_json(item)
+            except FieldError as e:
+                raise e.at(f".{key}") from None
+        return
+    # e.g. an unquoted YAML timestamp or a binary value
+    raise _expected("a JSON value", value)
+
+
+def _dec_json_object(value: Any) -> dict[str, Any]:
+    """An opaque JSON object (a controller's pod template): checked, kept as it is."""
+    if type(value) is not dict:
+        raise _expected("object", value)
+    _check_json(value)
+    return dict(value)
+
+
 def _dec_resources_manifest(value: Any) -> dict[str, int]:
     if type(value) is not dict:
         raise _expected("object", value)
@@ -249,6 +281,8 @@ def _decoder_for(hint: Any, mode: Mode, fmt: str = "") -> Decoder:
         return _dec_str_map
     if origin is dict and args == (str, int):
         return _dec_resources_manifest if mode is Mode.MANIFEST else _dec_resources_raw
+    if origin is dict and args == (str, Any):
+        return _dec_json_object
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return object_decoder(typing.cast(Any, hint), mode)
     raise TypeError(f"no decoder for {hint!r}")

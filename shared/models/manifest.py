@@ -1,7 +1,8 @@
 """Load Kubernetes manifests (multi-document YAML or JSON) into berth models.
 
-Supported kinds: v1 Node, Pod, Namespace; scheduling.k8s.io/v1 PriorityClass; policy/v1
-PodDisruptionBudget; scheduling.x-k8s.io/v1alpha1 PodGroup; and ``kind: List`` wrapping them.
+Supported kinds: v1 Node, Pod, Namespace, Service, ReplicationController; apps/v1 ReplicaSet,
+StatefulSet; scheduling.k8s.io/v1 PriorityClass; policy/v1 PodDisruptionBudget;
+scheduling.x-k8s.io/v1alpha1 PodGroup; and ``kind: List`` wrapping them.
 Validation is strict (like ``kubectl --validate=strict`` plus the API server's own checks);
 every problem is a ManifestError naming the kind, namespace/name and field path:
 
@@ -25,6 +26,8 @@ from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
 from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
 from shared.models.schema import KIND_BY_NAME, KindInfo, KubeObject
 from shared.models.validation import SYSTEM_PRIORITY_CLASSES, VALIDATORS, default_pod
+from shared.models.workload_validation import WORKLOAD_DEFAULTERS, WORKLOAD_VALIDATORS
+from shared.models.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 
 _YamlLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -58,6 +61,10 @@ class Manifests:
     priority_classes: list[PriorityClass] = field(default_factory=list)
     pod_disruption_budgets: list[PodDisruptionBudget] = field(default_factory=list)
     pod_groups: list[PodGroup] = field(default_factory=list)
+    services: list[Service] = field(default_factory=list)
+    replication_controllers: list[ReplicationController] = field(default_factory=list)
+    replica_sets: list[ReplicaSet] = field(default_factory=list)
+    stateful_sets: list[StatefulSet] = field(default_factory=list)
 
     def add(self, obj: KubeObject) -> None:
         if isinstance(obj, Pod):
@@ -70,16 +77,30 @@ class Manifests:
             self.priority_classes.append(obj)
         elif isinstance(obj, PodDisruptionBudget):
             self.pod_disruption_budgets.append(obj)
-        else:
+        elif isinstance(obj, PodGroup):
             self.pod_groups.append(obj)
+        elif isinstance(obj, Service):
+            self.services.append(obj)
+        elif isinstance(obj, ReplicationController):
+            self.replication_controllers.append(obj)
+        elif isinstance(obj, ReplicaSet):
+            self.replica_sets.append(obj)
+        else:
+            self.stateful_sets.append(obj)
 
     def objects(self) -> Iterator[KubeObject]:
-        """All objects, dependencies first: namespaces, classes, nodes, groups, PDBs, pods."""
+        """All objects, dependencies first: namespaces, classes, nodes, groups, PDBs, then
+        the pods' Services and controllers (Service, ReplicationController, ReplicaSet,
+        StatefulSet), then pods."""
         yield from self.namespaces
         yield from self.priority_classes
         yield from self.nodes
         yield from self.pod_groups
         yield from self.pod_disruption_budgets
+        yield from self.services
+        yield from self.replication_controllers
+        yield from self.replica_sets
+        yield from self.stateful_sets
         yield from self.pods
 
     def __len__(self) -> int:
@@ -92,6 +113,10 @@ class Manifests:
                 self.priority_classes,
                 self.pod_disruption_budgets,
                 self.pod_groups,
+                self.services,
+                self.replication_controllers,
+                self.replica_sets,
+                self.stateful_sets,
             )
         )
 
@@ -143,7 +168,7 @@ def decode_object(doc: Any, *, source: str = "") -> KubeObject:
     try:
         obj = object_decoder(info.cls, Mode.MANIFEST)(doc)
         _finish(obj, info)
-        VALIDATORS[info.cls](obj)
+        (VALIDATORS.get(info.cls) or WORKLOAD_VALIDATORS[info.cls])(obj)
     except FieldError as e:
         raise ManifestError(
             f"{prefix}: {e.path}: {e.reason}{where}",
@@ -165,6 +190,9 @@ def _finish(obj: Any, info: KindInfo) -> None:
         meta.namespace = ""
     if isinstance(obj, Pod):
         default_pod(obj)
+    defaulter = WORKLOAD_DEFAULTERS.get(info.cls)
+    if defaulter is not None:
+        defaulter(obj)
 
 
 class ManifestLoader:

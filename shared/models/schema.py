@@ -33,8 +33,30 @@ from shared.models.policy import (
     PodGroupSpec,
     PriorityClass,
 )
+from shared.models.workloads import (
+    ReplicaSet,
+    ReplicaSetSpec,
+    ReplicationController,
+    ReplicationControllerSpec,
+    Service,
+    ServicePort,
+    ServiceSpec,
+    StatefulSet,
+    StatefulSetSpec,
+)
 
-KubeObject = Pod | Node | Namespace | PriorityClass | PodDisruptionBudget | PodGroup
+KubeObject = (
+    Pod
+    | Node
+    | Namespace
+    | PriorityClass
+    | PodDisruptionBudget
+    | PodGroup
+    | Service
+    | ReplicationController
+    | ReplicaSet
+    | StatefulSet
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +74,10 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo("scheduling.k8s.io/v1", "PriorityClass", PriorityClass, False),
     KindInfo("policy/v1", "PodDisruptionBudget", PodDisruptionBudget, True),
     KindInfo("scheduling.x-k8s.io/v1alpha1", "PodGroup", PodGroup, True),
+    KindInfo("v1", "Service", Service, True),
+    KindInfo("v1", "ReplicationController", ReplicationController, True),
+    KindInfo("apps/v1", "ReplicaSet", ReplicaSet, True),
+    KindInfo("apps/v1", "StatefulSet", StatefulSet, True),
 )
 KIND_BY_NAME: dict[str, KindInfo] = {k.kind: k for k in KINDS}
 KIND_BY_CLASS: dict[type[Any], KindInfo] = {k.cls: k for k in KINDS}
@@ -168,6 +194,45 @@ IGNORED: dict[type[Any], frozenset[str]] = {
     PodDisruptionBudgetSpec: frozenset(),
     PodDisruptionBudgetStatus: frozenset({"observedGeneration", "disruptedPods", "conditions"}),
     PodGroupSpec: frozenset(),
+    # Pod owners and Services: only their selectors matter to the scheduler.
+    Service: _TYPE_META | {"status"},
+    ServiceSpec: frozenset(
+        {
+            "clusterIPs",
+            "externalIPs",
+            "externalName",
+            "externalTrafficPolicy",
+            "internalTrafficPolicy",
+            "healthCheckNodePort",
+            "ipFamilies",
+            "ipFamilyPolicy",
+            "loadBalancerIP",
+            "loadBalancerClass",
+            "loadBalancerSourceRanges",
+            "allocateLoadBalancerNodePorts",
+            "publishNotReadyAddresses",
+            "sessionAffinity",
+            "sessionAffinityConfig",
+            "trafficDistribution",
+        }
+    ),
+    ServicePort: frozenset({"appProtocol"}),
+    ReplicationController: _TYPE_META | {"status"},
+    ReplicationControllerSpec: frozenset({"minReadySeconds"}),
+    ReplicaSet: _TYPE_META | {"status"},
+    ReplicaSetSpec: frozenset({"minReadySeconds"}),
+    StatefulSet: _TYPE_META | {"status"},
+    StatefulSetSpec: frozenset(
+        {
+            "podManagementPolicy",
+            "updateStrategy",
+            "revisionHistoryLimit",
+            "volumeClaimTemplates",
+            "minReadySeconds",
+            "persistentVolumeClaimRetentionPolicy",
+            "ordinals",
+        }
+    ),
 }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from redis.asyncio import Redis
 
@@ -39,6 +39,7 @@ DEFAULT_STREAM_MAXLEN = 200_000
 APPLY_BATCH = 256
 """Objects per apply script: keeps one script call short (Redis runs nothing else meanwhile)."""
 
+T = TypeVar("T")
 ChangeOp = Literal["put", "delete"]
 ObjectList = list[KubeObject]
 ChangeList = list["Change"]
@@ -218,6 +219,19 @@ class ClusterStore:
         if kind == "Pod":
             return decorate(obj, rv, uid, _text(reply[2]), _text(reply[3]))
         return decorate(obj, rv, uid)
+
+    async def get_pod(self, namespace: str, name: str) -> Pod | None:
+        obj = await self.get("Pod", namespace, name)
+        return obj if isinstance(obj, Pod) else None
+
+    async def get_node(self, name: str) -> Node | None:
+        obj = await self.get("Node", "", name)
+        return obj if isinstance(obj, Node) else None
+
+    async def get_as(self, cls: type[T], namespace: str, name: str) -> T | None:
+        """`get` of the kind whose model class is `cls`, typed."""
+        obj = await self.get(KIND_BY_CLASS[cls].kind, namespace, name)
+        return obj if isinstance(obj, cls) else None
 
     async def list(self, kind: str) -> list[KubeObject]:
         pipe = self.redis.pipeline(transaction=True)

@@ -46,13 +46,13 @@ class Recorder:
             out.setdefault(o.pod_key, []).append(o.result)
         return out
 
-    async def wait_for(self, predicate: Callable[[Recorder], bool], timeout: float = 10) -> None:
+    async def wait_for(self, predicate: Callable[[Recorder], bool], seconds: float = 10) -> None:
         async def loop() -> None:
             while not predicate(self):
                 self._changed.clear()
                 await self._changed.wait()
 
-        await asyncio.wait_for(loop(), timeout)
+        await asyncio.wait_for(loop(), seconds)
 
 
 @dataclass

@@ -8,12 +8,16 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from shared.models import Pod
+from shared.models import Pod, PodDisruptionBudget
 from shared.store import NodeUsage, PodCharge, ReserveRequest, ReserveStatus
 from tests.binder.conftest import Harness, make_harness, proposal
 from tests.builders import label_selector, make_node, make_pdb, make_pod
 
 ZONE = "topology.kubernetes.io/zone"
+
+
+def last_result(harness: Harness) -> str:
+    return harness.recorder.outcomes[-1].result
 
 
 def node(name: str, zone: str = "a", cpu: str = "4", pods: int = 110):
@@ -31,7 +35,7 @@ async def test_bind(harness: Harness):
         pod.metadata.uid,
         1,
     )
-    stored = await harness.store.get("Pod", "default", "p")
+    stored = await harness.store.get_pod("default", "p")
     assert stored is not None
     assert stored.spec.node_name == "n1"
     assert await harness.store.usage("n1") == NodeUsage(1, {"cpu": 1000})
@@ -194,7 +198,8 @@ async def test_node_changed_since_the_worker_saw_it(harness: Harness, new_labels
 
 
 def anti(name: str, app: str = "db") -> Pod:
-    return make_pod(name).label("app", app).pod_affinity(ZONE, {"app": app}, anti=True).obj()
+    selector = label_selector({"app": app})
+    return make_pod(name).label("app", app).pod_affinity(ZONE, selector, anti=True).obj()
 
 
 async def test_required_anti_affinity_against_bound_pods(harness: Harness):
@@ -277,18 +282,18 @@ async def test_preemption_evicts_victims_and_nominates(harness: Harness):
         "n1",
         ("NodeResourcesFit",),
     )
-    assert await harness.store.get("Pod", "default", "victim") is None
+    assert await harness.store.get_pod("default", "victim") is None
     assert [(e.op, e.pod.name) for e in harness.recorder.events] == [("delete", "victim")]
-    stored = await harness.store.get("Pod", "default", "vip")
+    stored = await harness.store.get_pod("default", "vip")
     assert stored is not None
     assert stored.status.nominated_node_name == "n1"
     # the nomination holds the room against pods of lower priority
     await harness.run(proposal(low, "n1"))
-    assert harness.recorder.outcomes[-1].result == "conflict"
+    assert last_result(harness) == "conflict"
     # the preemptor's next attempt binds and clears its nomination
     await harness.run(proposal(stored, "n1", 2))
-    assert harness.recorder.outcomes[-1].result == "scheduled"
-    stored = await harness.store.get("Pod", "default", "vip")
+    assert last_result(harness) == "scheduled"
+    stored = await harness.store.get_pod("default", "vip")
     assert stored is not None
     assert (stored.spec.node_name, stored.status.nominated_node_name) == ("n1", "")
     # a duplicate of the preemption does nothing
@@ -315,7 +320,7 @@ async def test_preemption_and_disruption_budgets(
         await h.store.apply([node("n1").obj(), victim, budget, preemptor])
         await h.view.wait_for(await h.store.resource_version(), 5)
         await h.run(proposal(preemptor, "n1", victims=(victim,)))
-        assert (await h.store.get("Pod", "default", "victim") is not None) is victim_left
+        assert (await h.store.get_pod("default", "victim") is not None) is victim_left
         (outcome,) = h.recorder.outcomes
         assert outcome.result == "unschedulable"
         assert outcome.nominated_node_name == (None if honors_pdb else "n1")
@@ -331,7 +336,7 @@ async def test_preemption_updates_an_allowing_budget(harness: Harness):
     await harness.store.apply([node("n1").obj(), *victims, budget, preemptor])
     await harness.view.wait_for(await harness.store.resource_version(), 5)
     await harness.run(proposal(preemptor, "n1", victims=(victims[0],)))
-    stored = await harness.store.get("PodDisruptionBudget", "default", "db")
+    stored = await harness.store.get_as(PodDisruptionBudget, "default", "db")
     assert stored is not None
     assert stored.status.disruptions_allowed == 0  # 1 allowed, 1 used
-    assert await harness.store.get("Pod", "default", "v0") is None
+    assert await harness.store.get_pod("default", "v0") is None

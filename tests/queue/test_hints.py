@@ -127,7 +127,7 @@ def update(action: ActionType) -> ClusterEvent:
     ],
 )
 def test_plugins_for_event(event: ClusterEvent, expected: set[str]) -> None:
-    assert HINTS.plugins_for(event) == expected
+    assert HINTS.plugins_for(event) == frozenset(expected)
 
 
 def test_unschedulable_timeout_is_a_wildcard() -> None:

@@ -102,7 +102,8 @@ def test_fingerprint_ignores_status_and_resource_version_only() -> None:
 
 
 def _packed(body: object) -> bytes:
-    return msgpack.packb(body, use_bin_type=True)
+    data: bytes = msgpack.packb(body, use_bin_type=True)
+    return data
 
 
 @pytest.mark.parametrize(

@@ -214,7 +214,9 @@ async def test_two_replicas_racing_never_dispatch_a_pod_twice(
         await other.aclose()
     assert len(a) + len(b) == 3000
     assert set(a).isdisjoint(b)
-    assert a and b  # both replicas really competed
+    # Both replicas really competed.
+    assert a
+    assert b
 
 
 # ---------------------------------------------------------------------- the flood

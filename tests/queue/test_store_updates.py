@@ -103,7 +103,7 @@ async def test_a15_update_in_backoff_stays_in_backoff_with_its_expiry(
     ],
 )
 async def test_a16_update_of_an_unschedulable_pod(
-    store: QueueStore, clock: ManualClock, advance: float, changes: dict, expected: str
+    store: QueueStore, clock: ManualClock, advance: float, changes: dict[str, object], expected: str
 ) -> None:
     rec = record("p", rv=1)
     assert await park(store, rec) == "unschedulable"

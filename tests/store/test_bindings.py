@@ -51,14 +51,14 @@ async def test_reserve_then_bind(store: ClusterStore):
     assert result.store_resource_version == 2
     assert await store.usage("n1") == NodeUsage(1, {"cpu": 1000})
     assert await store.bindings.attempt_of(pod.metadata.uid) == (1, "r")
-    got = await store.get("Pod", "default", "p")
+    got = await store.get_pod("default", "p")
     assert got is not None
     assert got.spec.node_name == ""  # reserved, not bound
 
     bound = await store.bindings.bind(pod.key, pod.metadata.uid, 1, "n1")
     assert bound.status == "ok"
     assert bound.resource_version == 3
-    got = await store.get("Pod", "default", "p")
+    got = await store.get_pod("default", "p")
     assert got is not None
     assert got.spec.node_name == "n1"
     assert got.metadata.resource_version == 3
@@ -116,7 +116,7 @@ async def test_reserve_then_bind(store: ClusterStore):
             id="unschedulable-tolerated",
         ),
         pytest.param(
-            make_node("n1").capacity(pods=10, **{"example.com/gpu": 1}),
+            make_node("n1").capacity({"example.com/gpu": 1}, pods=10),
             make_pod("p").req({"example.com/gpu": 2}),
             ("Insufficient example.com/gpu",),
             id="extended-resource",
@@ -234,12 +234,13 @@ async def test_nominated_pods_of_higher_priority_count(store: ClusterStore):
     await _setup(store, high, low, higher)
     rv = await store.bindings.nominate(high.key, high.metadata.uid, "n1", 100, PodCharge.of(high))
     assert rv is not None
-    got = await store.get("Pod", "default", "high")
+    got = await store.get_pod("default", "high")
     assert got is not None
     assert got.status.nominated_node_name == "n1"
-    assert await store.bindings.nominate(
-        high.key, high.metadata.uid, "n1", 100, PodCharge.of(high)
-    ) is None
+    assert (
+        await store.bindings.nominate(high.key, high.metadata.uid, "n1", 100, PodCharge.of(high))
+        is None
+    )
 
     blocked = await store.bindings.reserve(request(low), NOW)
     assert blocked.reasons == ("Insufficient cpu",)
@@ -249,7 +250,7 @@ async def test_nominated_pods_of_higher_priority_count(store: ClusterStore):
     # the nominated pod itself is not counted twice
     assert (await store.bindings.reserve(request(high), NOW)).status is ReserveStatus.OK
     assert (await store.bindings.bind(high.key, high.metadata.uid, 1, "n1")).status == "ok"
-    got = await store.get("Pod", "default", "high")
+    got = await store.get_pod("default", "high")
     assert got is not None
     assert (got.spec.node_name, got.status.nominated_node_name) == ("n1", "")
     assert await store.redis.hlen(store.keys.nominated("n1")) == 0

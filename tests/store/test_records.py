@@ -49,14 +49,18 @@ def test_sidecar_host_ports_come_first():
     assert [p.port for p in host_ports(pod)] == [90, 80]
 
 
+def _hp(protocol: str, port: int, ip: str = "0.0.0.0") -> HostPort:
+    return HostPort(protocol, port, ip)
+
+
 @pytest.mark.parametrize(
     ("a", "b", "conflict"),
     [
-        pytest.param(HostPort("TCP", 80, "0.0.0.0"), HostPort("TCP", 80, "1.2.3.4"), True, id="any"),
-        pytest.param(HostPort("TCP", 80, "1.2.3.4"), HostPort("TCP", 80, "1.2.3.4"), True, id="same"),
-        pytest.param(HostPort("TCP", 80, "1.2.3.4"), HostPort("TCP", 80, "1.2.3.5"), False, id="ip"),
-        pytest.param(HostPort("TCP", 80, "0.0.0.0"), HostPort("UDP", 80, "0.0.0.0"), False, id="proto"),
-        pytest.param(HostPort("TCP", 80, "0.0.0.0"), HostPort("TCP", 81, "0.0.0.0"), False, id="port"),
+        pytest.param(_hp("TCP", 80), _hp("TCP", 80, "1.2.3.4"), True, id="any"),
+        pytest.param(_hp("TCP", 80, "1.2.3.4"), _hp("TCP", 80, "1.2.3.4"), True, id="same"),
+        pytest.param(_hp("TCP", 80, "1.2.3.4"), _hp("TCP", 80, "1.2.3.5"), False, id="ip"),
+        pytest.param(_hp("TCP", 80), _hp("UDP", 80), False, id="proto"),
+        pytest.param(_hp("TCP", 80), _hp("TCP", 81), False, id="port"),
     ],
 )
 def test_host_port_conflicts(a, b, conflict):

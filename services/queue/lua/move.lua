@@ -1,11 +1,12 @@
 -- MoveAllToActiveOrBackoffQueue (SPEC A20-A23), the unschedulable-leftover flush (A33) and
 -- the assigned-pod variants (A26/A27: a preCheck's chosen keys).
--- ARGV: now, mode, plugins, then for mode 'keys' the pod keys.
+-- ARGV: now, initial_backoff, max_backoff, mode, plugins, then for mode 'keys' the pod keys.
 --   mode 'all': every unschedulable pod; 'keys': only the given ones (if unschedulable);
 --   'leftover:<cutoff>': pods parked strictly before cutoff (now - Timestamp > max duration).
 --   plugins: '*' (a wildcard event) or the event's plugins, comma-separated.
 -- Returns {moved to active, moved to backoff, left in place}.
-local now, mode, plugins = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local now, init, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local mode, plugins = ARGV[4], ARGV[5]
 
 local wildcard = plugins == '*'
 local wanted = {}
@@ -21,22 +22,25 @@ local function matches(sig)
   return false
 end
 
-local function split(bucket)
-  local sig, prio = string.match(bucket, '^(.*)|([^|]*)$')
+local function parts(bucket)
+  local sig, prio = string.match(bucket, '^(.*)|([^|]*)|%d+$')
   return sig, tonumber(prio)
 end
 
 local to_active, to_backoff, kept = 0, 0, 0
 
--- Move listed pods of one bucket (A22: still backing off -> backoffQ, else activeQ).
+local function activate_level(prio)
+  redis.call('ZADD', K_PRIOS, -prio, prio)
+end
+
+-- A pod that leaves a bucket keeps its old BKT in `st`: harmless, since locate() checks the
+-- bucket's membership, and the next park overwrites it.
+
+-- A22 for listed pods of one bucket: still backing off -> backoffQ, else activeQ.
 local function move_some(bucket, keys)
-  local _, prio = split(bucket)
-  local u, ue = bucket_key(bucket), bucket_exp_key(bucket)
-  local exps = {}
-  for i = 1, #keys, CHUNK do
-    local part = redis.call('ZMSCORE', ue, unpack(keys, i, math.min(i + CHUNK - 1, #keys)))
-    for k = 1, #part do exps[i + k - 1] = part[k] end
-  end
+  local _, prio = parts(bucket)
+  local u = bucket_key(bucket)
+  local b = bucket_backoff(bucket, init, max)
   local tss = {}
   for i = 1, #keys, CHUNK do
     local part = redis.call('ZMSCORE', u, unpack(keys, i, math.min(i + CHUNK - 1, #keys)))
@@ -44,35 +48,36 @@ local function move_some(bucket, keys)
   end
   local active, backoff = {}, {}
   for i = 1, #keys do
-    local exp = tonumber(exps[i])
-    if exp > now then
-      backoff[#backoff + 1] = exp; backoff[#backoff + 1] = keys[i]
+    local ts = tonumber(tss[i])
+    if ts + b > now then
+      backoff[#backoff + 1] = ts + b; backoff[#backoff + 1] = keys[i]
     else
       active[#active + 1] = tss[i]; active[#active + 1] = keys[i]
     end
   end
   bulk('ZREM', u, keys, 1)
-  bulk('ZREM', ue, keys, 1)
   bulk('ZADD', K_BACKOFF, backoff, 2)
   if #active > 0 then
     bulk('ZADD', active_key(prio), active, 2)
-    redis.call('ZADD', K_PRIOS, -prio, prio)
+    activate_level(prio)
   end
   if redis.call('EXISTS', u) == 0 then redis.call('SREM', K_BUCKETS, bucket) end
   to_active = to_active + #active / 2
   to_backoff = to_backoff + #backoff / 2
 end
 
--- Move a whole bucket: the pods still backing off one by one, the rest in one union.
+-- A whole bucket: the pods still backing off one by one, the rest with one union.
 local function move_bucket(bucket)
-  local _, prio = split(bucket)
-  local u, ue = bucket_key(bucket), bucket_exp_key(bucket)
-  local backing = redis.call('ZRANGEBYSCORE', ue, '(' .. string.format('%.0f', now), '+inf', 'WITHSCORES')
+  local _, prio = parts(bucket)
+  local u = bucket_key(bucket)
+  local b = bucket_backoff(bucket, init, max)
+  local backing = redis.call('ZRANGEBYSCORE', u, '(' .. string.format('%.0f', now - b), '+inf',
+    'WITHSCORES')
   if #backing > 0 then
     local keys, backoff = {}, {}
     for i = 1, #backing, 2 do
       keys[#keys + 1] = backing[i]
-      backoff[#backoff + 1] = backing[i + 1]; backoff[#backoff + 1] = backing[i]
+      backoff[#backoff + 1] = tonumber(backing[i + 1]) + b; backoff[#backoff + 1] = backing[i]
     end
     bulk('ZREM', u, keys, 1)
     bulk('ZADD', K_BACKOFF, backoff, 2)
@@ -91,35 +96,35 @@ local function move_bucket(bucket)
       end
       bulk('ZADD', level, pairs_, 2)
     end
-    redis.call('ZADD', K_PRIOS, -prio, prio)
+    activate_level(prio)
     to_active = to_active + n
   end
-  redis.call('DEL', u, ue)
+  redis.call('DEL', u)
   redis.call('SREM', K_BUCKETS, bucket)
 end
 
 local buckets = redis.call('SMEMBERS', K_BUCKETS)
 if mode == 'all' then
   for _, bucket in ipairs(buckets) do
-    local sig = split(bucket)
-    if matches(sig) then move_bucket(bucket) else kept = kept + redis.call('ZCARD', bucket_key(bucket)) end
+    if matches(parts(bucket)) then
+      move_bucket(bucket)
+    else
+      kept = kept + redis.call('ZCARD', bucket_key(bucket))
+    end
   end
 elseif mode == 'keys' then
   local by_bucket = {}
   local keys = {}
-  for i = 4, #ARGV do keys[#keys + 1] = ARGV[i] end
+  for i = 6, #ARGV do keys[#keys + 1] = ARGV[i] end
   local st = states(keys)
   for i = 1, #keys do
     local s = st[i]
-    if s then
-      local bucket = bucket_of(s)
-      if redis.call('ZSCORE', bucket_key(bucket), keys[i]) then
-        if matches(s[PLG]) then
-          by_bucket[bucket] = by_bucket[bucket] or {}
-          table.insert(by_bucket[bucket], keys[i])
-        else
-          kept = kept + 1
-        end
+    if s and s[BKT] ~= '' and redis.call('ZSCORE', bucket_key(s[BKT]), keys[i]) then
+      if matches(s[PLG]) then
+        by_bucket[s[BKT]] = by_bucket[s[BKT]] or {}
+        table.insert(by_bucket[s[BKT]], keys[i])
+      else
+        kept = kept + 1
       end
     end
   end

@@ -16,7 +16,7 @@ for i = 1, count do
   local key, uid, attempt, res = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3]), ARGV[b + 4]
   local plugins, nominate, lease_override = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7]
   local s = get_state(key)
-  if not s or s[UID] ~= uid or attempts(key) ~= attempt
+  if not s or s[UID] ~= uid or attempts(key) + 1 ~= attempt
       or not redis.call('ZSCORE', K_INFLIGHT, key) then
     out[i] = 'stale'
     stale = stale + 1
@@ -30,6 +30,7 @@ for i = 1, count do
     out[i] = 'done'
   else
     redis.call('ZREM', K_INFLIGHT, key)
+    redis.call('HSET', K_ATT, key, attempt) -- the attempt ended (pop counted it: SPEC A13)
     local dirty = s[DIRTY] == 1
     s[DIRTY] = 0
     if nominate ~= '-' then s[NOM] = string.sub(nominate, 2) end
@@ -43,14 +44,13 @@ for i = 1, count do
       -- AddUnschedulableIfNotPresent (SPEC A11): Timestamp = now, then the moveRequestCycle rule.
       s[TS] = now
       s[PLG] = plugins
-      local exp = now + backoff_us(attempts(key), init, max)
       local cycle = tonumber(redis.call('HGET', K_CYC, key) or '0')
       -- An update while in flight counts like a move request: the pod may fit now.
       if dirty or mrc >= cycle then
-        redis.call('ZADD', K_BACKOFF, exp, key)
+        redis.call('ZADD', K_BACKOFF, now + backoff_us(attempt, init, max), key)
         out[i] = 'backoff'
       else
-        park(key, s, exp)
+        park(key, s, attempt, init, max)
         out[i] = 'unschedulable'
       end
     end

@@ -6,12 +6,16 @@
 --                     levels from highest priority, then oldest Timestamp first)
 --   backoff           score = backoff expiry          gated     score = Timestamp
 --   inflight          score = lease expiry
---   u:<sig>|<prio>    unschedulable, bucketed by failed-plugin signature and priority,
---                     score = Timestamp; ue:<sig>|<prio> holds each one's backoff expiry.
+--   u:<sig>|<prio>|<n> unschedulable, bucketed by failed-plugin signature, priority and
+--                     Attempts (capped where the backoff reaches its maximum), score =
+--                     Timestamp: a pod backs off until Timestamp + backoff(n), so one range
+--                     query finds a bucket's pods still backing off.
 -- A matching cluster event moves a whole bucket into a:<prio> with one ZUNIONSTORE.
 --
--- Per pod: `st` (cmsgpack state, fields below), `att` (Attempts), `cyc` (scheduling cycle of
--- the last pop). Pod bodies (`pod`, field key#rv) and failure messages (`why`) are written by
+-- Per pod: `st` (cmsgpack state, fields below), `att` (Attempts of the attempts that ended;
+-- the one in flight is att + 1, written when it ends, so a pop writes as little as possible),
+-- `cyc` (scheduling cycle of the last pop). Pod bodies (`pod`, field key#rv) and failure
+-- messages (`why`) are written by
 -- Python and never enter Lua: Lua 5.1 interns every string and hashes long ones sparsely, so
 -- many similar long strings would make each script quadratic.
 local BASE, K_PRIOS, K_BACKOFF, K_GATED, K_INFLIGHT = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -19,8 +23,8 @@ local K_CTR, K_STATS, K_AFF, K_ST, K_ATT = KEYS[6], KEYS[7], KEYS[8], KEYS[9], K
 local K_CYC, K_POD, K_WHY, K_BUCKETS = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
 
 -- State fields (services/queue/state.py mirrors them).
-local UID, RV, PRIO, TS, ITS, PLG, NOM, SNN, RED, CFL, DIRTY, FP, SCHED =
-  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13
+local UID, RV, PRIO, TS, ITS, PLG, NOM, SNN, RED, CFL, DIRTY, FP, SCHED, BKT =
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
 
 -- Lua's unpack is limited to a few thousand values: bulk commands go in chunks.
 local CHUNK = 4000
@@ -90,10 +94,19 @@ local function stat(name, n)
 end
 
 local function active_key(prio) return BASE .. 'a:' .. prio end
-local function bucket_of(s) return s[PLG] .. '|' .. s[PRIO] end
 local function bucket_key(bucket) return BASE .. 'u:' .. bucket end
-local function bucket_exp_key(bucket) return BASE .. 'ue:' .. bucket end
 local function body_field(key, rv) return key .. '#' .. rv end
+
+-- Attempts beyond the one where the backoff reaches its maximum all back off alike.
+local function attempts_class(att, init, max)
+  local n = 1
+  while n < att and backoff_us(n, init, max) < max do n = n + 1 end
+  return n
+end
+
+local function bucket_backoff(bucket, init, max)
+  return backoff_us(tonumber(string.match(bucket, '|(%d+)$')), init, max)
+end
 
 -- Where a known pod waits: a=active b=backoff u=unschedulable g=gated i=in flight.
 local function locate(key, s)
@@ -101,7 +114,7 @@ local function locate(key, s)
   if redis.call('ZSCORE', active_key(s[PRIO]), key) then return 'a' end
   if redis.call('ZSCORE', K_BACKOFF, key) then return 'b' end
   if redis.call('ZSCORE', K_GATED, key) then return 'g' end
-  if redis.call('ZSCORE', bucket_key(bucket_of(s)), key) then return 'u' end
+  if s[BKT] ~= '' and redis.call('ZSCORE', bucket_key(s[BKT]), key) then return 'u' end
   return false
 end
 
@@ -110,18 +123,18 @@ local function add_active(key, s)
   redis.call('ZADD', K_PRIOS, -s[PRIO], s[PRIO])
 end
 
-local function park(key, s, exp)
-  local bucket = bucket_of(s)
+local function park(key, s, att, init, max)
+  local bucket = s[PLG] .. '|' .. s[PRIO] .. '|' .. attempts_class(att, init, max)
   redis.call('ZADD', bucket_key(bucket), s[TS], key)
-  redis.call('ZADD', bucket_exp_key(bucket), exp, key)
   redis.call('SADD', K_BUCKETS, bucket)
+  s[BKT] = bucket
 end
 
 local function unpark(key, s)
-  local bucket = bucket_of(s)
+  local bucket = s[BKT]
   redis.call('ZREM', bucket_key(bucket), key)
-  redis.call('ZREM', bucket_exp_key(bucket), key)
   if redis.call('EXISTS', bucket_key(bucket)) == 0 then redis.call('SREM', K_BUCKETS, bucket) end
+  s[BKT] = ''
 end
 
 local function remove_from_queue(key, loc, s)

@@ -20,7 +20,7 @@ local function insert(i, key, uid, rv, prio, gated, snn, fp, aff, sched)
   local ts = now + i - 1
   local plg = ''
   if gated then plg = GATES end
-  local s = {uid, rv, prio, ts, ts, plg, snn, snn, 0, 0, 0, fp, sched}
+  local s = {uid, rv, prio, ts, ts, plg, snn, snn, 0, 0, 0, fp, sched, ''}
   new_st[#new_st + 1] = key; new_st[#new_st + 1] = cmsgpack.pack(s)
   if aff then new_aff[#new_aff + 1] = key end
   if gated then
@@ -60,9 +60,10 @@ local function update(key, s, rv, prio, gated, snn, fp, aff, sched)
     -- Never dispatched twice while leased: remember the change for the outcome instead.
     if changed then s[DIRTY] = 1 end
   elseif loc == 'u' then
-    local exp = s[TS] + backoff_us(attempts(key), init, max)
+    local att = attempts(key)
+    local exp = s[TS] + backoff_us(att, init, max)
     if not changed then
-      park(key, s, exp) -- stays (addOrUpdate), in its bucket for the new priority
+      park(key, s, att, init, max) -- stays (addOrUpdate), in its bucket for the new priority
     elseif exp > now then
       redis.call('ZADD', K_BACKOFF, exp, key) -- isPodUpdated and still backing off (A16)
       r = 'b'

@@ -38,6 +38,28 @@ MISSING = -1
 UNKNOWN_VALUE = -2
 """Code for a value no node carries: compares unequal to every row."""
 
+PortKey = tuple[str, int]
+"""(protocol, hostPort): the key of `NodeColumns.used_ports`."""
+DEFAULT_PROTOCOL = "TCP"
+BIND_ALL_HOST_IP = "0.0.0.0"
+
+
+def pod_host_ports(pod: Pod) -> list[tuple[PortKey, str]]:
+    """((protocol, hostPort), hostIP) of every port with hostPort > 0: the restartable init
+    containers' (sidecars run for the pod's whole life) first, then the containers' (upstream
+    schedutil.GetHostPorts), sanitized as upstream (empty protocol TCP, empty hostIP 0.0.0.0).
+
+    The one definition of a pod's host ports: NodeColumns records them, preemption's scratch
+    copy adds and removes them, NodePorts checks them.
+    """
+    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
+    return [
+        ((port.protocol or DEFAULT_PROTOCOL, port.host_port), port.host_ip or BIND_ALL_HOST_IP)
+        for container in (*sidecars, *pod.spec.containers)
+        for port in container.ports
+        if port.host_port > 0
+    ]
+
 
 def zone_key(node: Node) -> str:
     """Upstream utilnode.GetZoneKey: region and zone joined; "" when the node has neither."""
@@ -167,7 +189,7 @@ class NodeColumns:
         self._taint_set_ids: dict[tuple[tuple[str, str, str], ...], int] = {}
         self.taint_set_of: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
         self.pods_by_node: list[list[Pod]] = [[] for _ in range(n)]
-        self.used_ports: dict[tuple[str, int], dict[int, set[str]]] = {}
+        self.used_ports: dict[PortKey, dict[int, set[str]]] = {}
         """(protocol, hostPort) -> row -> host IPs in use there ("0.0.0.0" = all)."""
         self._images: dict[str, tuple[NDArray[np.intp], NDArray[np.int64]]] | None = None
         for row, node in enumerate(ordered):
@@ -224,27 +246,18 @@ class NodeColumns:
         nz = non_zero_requests(pod)
         self.non_zero_requested[row, 0] += sign * nz.get("cpu", 0)
         self.non_zero_requested[row, 1] += sign * nz.get("memory", 0)
-        # Host ports of containers and sidecars (upstream schedutil.GetHostPorts).
-        sidecars = [
-            c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS
-        ]
-        for container in (*sidecars, *pod.spec.containers):
-            for port in container.ports:
-                if not port.host_port:
-                    continue
-                key = (port.protocol or "TCP", port.host_port)
-                ip = port.host_ip or "0.0.0.0"
-                by_row = self.used_ports.setdefault(key, {})
-                if sign > 0:
-                    by_row.setdefault(row, set()).add(ip)
-                else:
-                    ips = by_row.get(row)
-                    if ips is not None:
-                        ips.discard(ip)
-                        if not ips:
-                            del by_row[row]
-                    if not by_row:
-                        del self.used_ports[key]
+        for key, ip in pod_host_ports(pod):
+            by_row = self.used_ports.setdefault(key, {})
+            if sign > 0:
+                by_row.setdefault(row, set()).add(ip)
+            else:
+                ips = by_row.get(row)
+                if ips is not None:
+                    ips.discard(ip)
+                    if not ips:
+                        del by_row[row]
+                if not by_row:
+                    del self.used_ports[key]
         if sign > 0:
             self.pods_by_node[row].append(pod)
         else:

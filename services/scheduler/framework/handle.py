@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from services.scheduler.extender import HTTPExtender
 from services.scheduler.framework.columns import NodeColumns
 from services.scheduler.framework.interfaces import (
     Binder,
@@ -97,11 +98,15 @@ class LocalCluster:
         pods: Iterable[Pod] = (),
         cluster_objects: ClusterObjects = EMPTY_CLUSTER,
         pod_disruption_budgets: Iterable[PodDisruptionBudget] = (),
+        extenders: Iterable[HTTPExtender] = (),
     ) -> None:
         self._nodes = NodeColumns(nodes, pods)
         self._cluster_objects = cluster_objects
         self.pod_disruption_budgets: list[PodDisruptionBudget] = list(pod_disruption_budgets)
         """Read by preemption (through the framework handle)."""
+        self.extenders: list[HTTPExtender] = list(extenders)
+        """The scheduler's extenders (`build_extenders(config.extenders)`), built once: read
+        by every cycle (Filter and Score) and by preemption, through the framework handle."""
         self.assumed: dict[str, Pod] = {}
         """uid -> the pod as accounted on its node, between assume and bind (or forget)."""
         self.bound: dict[str, Pod] = {}

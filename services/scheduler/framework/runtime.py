@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from services.scheduler.extender import HTTPExtender
 from services.scheduler.framework.adapters import as_filter_plugin, as_score_plugin
 from services.scheduler.framework.columns import ALL_ROWS, NodeColumns, Rows
 from services.scheduler.framework.cycle_state import CycleState
@@ -336,6 +337,15 @@ class Framework:
             value = value()
         return cast(Mapping[str, Sequence[Pod]], value or {})
 
+    def extenders(self) -> Sequence[HTTPExtender]:
+        """The scheduler's extenders (KubeSchedulerConfiguration.extenders), from the cluster's
+        handle (`extenders`; none when absent). Upstream keeps them on the Scheduler and
+        hands them to every profile's framework."""
+        value = getattr(self.handle.base, "extenders", None)
+        if callable(value):
+            value = value()
+        return cast(Sequence[HTTPExtender], value or ())
+
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows = ALL_ROWS
     ) -> FilterOutcome:
@@ -388,7 +398,9 @@ class Framework:
                 return answer, _attributed(status, name)
             if not status.is_rejected():
                 return None, Status(Code.ERROR, (status.message(),), name)
-            if answer is not None and (answer.nominated_node or answer.victims):
+            if answer is not None and (answer.nominated_node is not None or answer.victims):
+                # Any nominating answer counts, "" too: it clears the pod's nominatedNodeName
+                # (DefaultPreemption when preemption cannot help). Upstream: Mode() != ModeNoop.
                 result = answer
             reasons.extend(status.reasons)
             rejector = rejector or name

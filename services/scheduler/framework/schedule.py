@@ -10,15 +10,28 @@ processed the nodes up to and including the K-th feasible one (all of them when 
 feasible): the next pod starts right after it. Only the rejections of processed nodes are
 reported, as upstream reports only the nodes it visited. (Upstream's 16 parallel workers may
 overshoot K a little, nondeterministically; berth follows the rule, not the race.)
+
+Extenders (KubeSchedulerConfiguration.extenders, `Framework.extenders()`) run as upstream's
+findNodesThatPassExtenders and prioritizeNodes do: after Filter, only when some node is
+feasible, each filtering extender narrows the feasible nodes (also for the nominated node);
+after the one-feasible-node shortcut, their prioritize scores x weight x 10 are added to the
+plugins' totals.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
+from services.scheduler.extender import (
+    ExtenderError,
+    HTTPExtender,
+    extender_scores_for_rows_by_extender,
+    filter_rows_with_extenders,
+)
 from services.scheduler.framework.columns import ALL_ROWS, NodeColumns, Rows
 from services.scheduler.framework.cycle_state import CycleState
 from services.scheduler.framework.errors import CycleError, FitError, NoNodesAvailableError
@@ -31,6 +44,8 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 """Below this many nodes every node is checked (SPEC G1)."""
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 """The adaptive percentage never drops below this."""
+EXTENDER_NAME = "Extender"
+"""Upstream framework.ExtenderName: the "plugin" of nodes the extenders filtered out."""
 
 
 @dataclass(slots=True)
@@ -130,10 +145,11 @@ def schedule_pod(
         return ScheduleResult(host, evaluated, 1, diagnosis)
 
     scores: NodeScores | None = None
-    if not framework.has_score_plugins():
-        # Upstream prioritizeNodes: without score plugins every node scores 1 (SPEC B35).
-        # (The search then stops at the first feasible node, so this needs extenders or a
-        # nominated node to be reached; kept for them.)
+    extenders = framework.extenders()
+    if not framework.has_score_plugins() and not extenders:
+        # Upstream prioritizeNodes: without score plugins and extenders every node scores 1
+        # (SPEC B35). (The search then stops at the first feasible node, so this needs a
+        # nominated node to be reached; kept for it.)
         totals = np.ones(num_feasible, dtype=np.int64)
         if explain:
             scores = NodeScores(nodes.row_indices(feasible), totals, {})
@@ -145,8 +161,17 @@ def schedule_pod(
         if not outcome.status.is_success():
             raise CycleError(outcome.status)
         totals = outcome.totals
-        if outcome.by_plugin is not None:
-            scores = NodeScores(nodes.row_indices(feasible), totals, outcome.by_plugin)
+        by_plugin = outcome.by_plugin
+        if extenders:
+            rows = nodes.row_indices(feasible)
+            for name, extra in extender_scores_for_rows_by_extender(extenders, pod, nodes, rows):
+                totals = totals + extra
+                if by_plugin is not None:
+                    # Named after the extender (its urlPrefix), as upstream's NodePluginScores.
+                    known = by_plugin.get(name)
+                    by_plugin[name] = extra if known is None else known + extra
+        if by_plugin is not None:
+            scores = NodeScores(nodes.row_indices(feasible), totals, by_plugin)
     chosen = select_host(totals, framework.context.rng)
     host = nodes.names[_row_at(feasible, chosen, num_all_nodes)]
     return ScheduleResult(host, evaluated, num_feasible, diagnosis, scores)
@@ -181,7 +206,8 @@ def _find_nodes_that_fit(
         _add_plugin_status(diagnosis, pre.status)
         return all_rows[:0], 0
 
-    nominated = _evaluate_nominated_node(framework, state, pod, nodes)
+    extenders = framework.extenders()
+    nominated = _evaluate_nominated_node(framework, state, pod, nodes, extenders)
     if nominated is not None:
         return nominated, 0
 
@@ -194,8 +220,8 @@ def _find_nodes_that_fit(
         return candidates, 0
 
     to_find = num_feasible_nodes_to_find(_percentage(framework), num_candidates)
-    if not framework.has_score_plugins():
-        to_find = 1  # upstream: nothing to rank, the first feasible node will do
+    if not framework.has_score_plugins() and not _filter_or_score(extenders):
+        to_find = 1  # upstream: nothing to rank or filter further, the first feasible will do
     outcome = framework.run_filter_plugins_with_nominated_pods(state, pod, nodes, candidates)
     if not outcome.status.is_success():
         framework.context.next_start_node_index = (start + num_candidates) % num_all_nodes
@@ -210,7 +236,50 @@ def _find_nodes_that_fit(
         visited += int(rows.shape[0])
         diagnosis.rejections.append((status, rows))
         _add_plugin_status(diagnosis, status)
+    if extenders and nodes.size_of(feasible):
+        feasible, explained = _filter_with_extenders(extenders, pod, nodes, feasible, diagnosis)
+        visited += explained
     return feasible, visited
+
+
+def _filter_or_score(extenders: Sequence[HTTPExtender]) -> bool:
+    """Upstream hasExtenderFilters() or an extender in hasScoring()."""
+    return any(e.config.filter_verb or e.config.prioritize_verb for e in extenders)
+
+
+def _filter_with_extenders(
+    extenders: Sequence[HTTPExtender],
+    pod: Pod,
+    nodes: NodeColumns,
+    feasible: Rows,
+    diagnosis: Diagnosis,
+) -> tuple[NDArray[np.intp], int]:
+    """Upstream findNodesThatPassExtenders over the feasible rows: the rows every interested
+    extender kept, and how many dropped rows got a status (those count as evaluated). The
+    statuses go into the diagnosis under EXTENDER_NAME; a node an extender drops without a
+    reason gets none (preemption then treats it as unresolvable, as upstream's absent nodes).
+    A failing extender that is not ignorable fails the cycle."""
+    rows = nodes.row_indices(feasible)
+    try:
+        kept, by_row = filter_rows_with_extenders(extenders, pod, nodes, rows)
+    except ExtenderError as err:
+        raise CycleError(Status(Code.ERROR, (str(err),))) from err
+    if kept.shape[0] == rows.shape[0]:
+        return kept, 0
+    dropped = np.setdiff1d(rows, kept, assume_unique=True)
+    # A node the extenders name but that was not feasible keeps its Filter status (each row
+    # has one status in the diagnosis).
+    grouped: dict[Status, list[int]] = {}
+    for row in dropped.tolist():
+        status = by_row.get(row)
+        if status is not None:
+            grouped.setdefault(Status(status.code, status.reasons, EXTENDER_NAME), []).append(row)
+    explained = 0
+    for status, status_rows in grouped.items():
+        explained += len(status_rows)
+        diagnosis.rejections.append((status, np.array(status_rows, dtype=np.intp)))
+    diagnosis.unschedulable_plugins.add(EXTENDER_NAME)
+    return kept, explained
 
 
 def _percentage(framework: Framework) -> int | None:
@@ -303,10 +372,16 @@ def _narrow(
 
 
 def _evaluate_nominated_node(
-    framework: Framework, state: CycleState, pod: Pod, nodes: NodeColumns
+    framework: Framework,
+    state: CycleState,
+    pod: Pod,
+    nodes: NodeColumns,
+    extenders: Sequence[HTTPExtender],
 ) -> NDArray[np.intp] | None:
     """A pod nominated by an earlier preemption tries its nominated node first; when that node
-    passes every filter it is the only candidate (upstream evaluateNominatedNode)."""
+    passes every filter and every filtering extender it is the only candidate (upstream
+    evaluateNominatedNode). Otherwise, or when an extender fails (upstream logs it), the full
+    search runs and records the statuses."""
     nominated = pod.status.nominated_node_name
     if not nominated:
         return None
@@ -316,9 +391,17 @@ def _evaluate_nominated_node(
     outcome = framework.run_filter_plugins_with_nominated_pods(
         state, pod, nodes, np.array([row], dtype=np.intp)
     )
-    if outcome.status.is_success() and nodes.size_of(outcome.feasible) == 1:
-        return nodes.row_indices(outcome.feasible)
-    return None
+    if not outcome.status.is_success() or nodes.size_of(outcome.feasible) != 1:
+        return None
+    feasible = nodes.row_indices(outcome.feasible)
+    if extenders:
+        try:
+            feasible, _ = filter_rows_with_extenders(extenders, pod, nodes, feasible)
+        except ExtenderError:
+            return None
+        if feasible.shape[0] == 0:
+            return None
+    return feasible
 
 
 def _add_plugin_status(diagnosis: Diagnosis, status: Status) -> None:

@@ -18,6 +18,8 @@ ENV_SEED = "BERTH_SEED"
 ENV_TOPIC_SUFFIX = "BERTH_TOPIC_SUFFIX"
 ENV_KEY_PREFIX = "BERTH_KEY_PREFIX"
 ENV_CLUSTER = "BERTH_CLUSTER"
+ENV_SESSION_MS = "BERTH_SESSION_MS"
+"""Consumer group session timeout in ms (0 or unset: the client's default)."""
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -95,4 +97,11 @@ def config_from_args(
     )
     if args.worker_id:
         config = replace(config, worker_id=args.worker_id)
+    session_ms = int(env.get(ENV_SESSION_MS) or 0)
+    if session_ms:
+        options = {
+            "session_timeout_ms": session_ms,
+            "heartbeat_interval_ms": max(100, session_ms // 5),
+        }
+        config = replace(config, consumer_options=options)
     return config

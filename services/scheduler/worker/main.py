@@ -3,15 +3,40 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import redis.asyncio as aioredis
 
 from services.scheduler.worker.config import WorkerConfig, config_from_args
 from services.scheduler.worker.service import SchedulerWorker
+
+ENV_PROFILE_DIR = "BERTH_PROFILE_DIR"
+"""When set, a service process writes a cProfile dump there when it stops."""
+
+
+@contextlib.contextmanager
+def profiled(name: str) -> Iterator[None]:
+    """cProfile the block when $BERTH_PROFILE_DIR is set (dump `<dir>/<name>-<pid>.prof`)."""
+    directory = os.environ.get(ENV_PROFILE_DIR)
+    if not directory:
+        yield
+        return
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        profile.dump_stats(str(Path(directory) / f"{name}-{os.getpid()}.prof"))
 
 
 async def run_worker(config: WorkerConfig) -> None:
@@ -33,5 +58,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     config = config_from_args(argv)
-    asyncio.run(run_worker(config))
+    with profiled(f"worker-{config.worker_id}"):
+        asyncio.run(run_worker(config))
     return 0

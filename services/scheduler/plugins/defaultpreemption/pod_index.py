@@ -27,8 +27,8 @@ import operator
 import numpy as np
 from numpy.typing import NDArray
 
-from services.scheduler.framework.columns import NodeColumns
-from shared.models import CONTAINER_RESTART_ALWAYS, Pod, priority_of
+from services.scheduler.framework.columns import NodeColumns, pod_host_ports
+from shared.models import Pod, priority_of
 from shared.models.resources import non_zero_requests, pod_requests
 
 RANK_BITS = 20
@@ -39,11 +39,7 @@ _MANY_ROWS = 64
 
 def has_host_ports(pod: Pod) -> bool:
     """Whether NodeColumns records host ports for this pod (containers and sidecars)."""
-    containers = [*pod.spec.containers]
-    containers.extend(
-        c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS
-    )
-    return any(port.host_port for c in containers for port in c.ports)
+    return bool(pod_host_ports(pod))
 
 
 def group_starts(values: NDArray[np.intp]) -> NDArray[np.intp]:

@@ -25,24 +25,13 @@ from typing import SupportsIndex, overload
 import numpy as np
 from numpy.typing import NDArray
 
-from services.scheduler.framework.columns import NodeColumns
+from services.scheduler.framework.columns import NodeColumns, PortKey, pod_host_ports
 from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex, has_host_ports
-from shared.models import CONTAINER_RESTART_ALWAYS, Pod
+from shared.models import Pod
 from shared.models.resources import non_zero_requests, pod_requests
 
-PortKey = tuple[str, int]
-
-
-def host_ports(pod: Pod) -> list[tuple[PortKey, str]]:
-    """((protocol, hostPort), hostIP) as NodeColumns records them: sidecars', then the
-    containers' (upstream schedutil.GetHostPorts)."""
-    out: list[tuple[PortKey, str]] = []
-    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
-    for container in (*sidecars, *pod.spec.containers):
-        for port in container.ports:
-            if port.host_port:
-                out.append(((port.protocol or "TCP", port.host_port), port.host_ip or "0.0.0.0"))
-    return out
+host_ports = pod_host_ports
+"""((protocol, hostPort), hostIP) as NodeColumns records them (kept for callers of this name)."""
 
 
 class _PodsView(list[list[Pod]]):
@@ -108,7 +97,7 @@ class Scratch:
 
     def _apply_ports(self, row: int, pod: Pod, sign: int) -> None:
         used = self._ports()
-        for key, ip in host_ports(pod):
+        for key, ip in pod_host_ports(pod):
             by_row = used.setdefault(key, {})
             if sign > 0:
                 by_row.setdefault(row, set()).add(ip)

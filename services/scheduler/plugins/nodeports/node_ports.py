@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from services.scheduler.framework.columns import NodeColumns, Rows
+from services.scheduler.framework.columns import (
+    BIND_ALL_HOST_IP,
+    NodeColumns,
+    Rows,
+    pod_host_ports,
+)
 from services.scheduler.framework.cycle_state import CycleState, MissingStateError, StateKey
 from services.scheduler.framework.interfaces import (
     FilterPlugin,
@@ -29,12 +34,10 @@ from services.scheduler.framework.interfaces import (
 )
 from services.scheduler.framework.status import SKIP, SUCCESS, Status
 from services.scheduler.plugins import names
-from shared.models import CONTAINER_RESTART_ALWAYS, Pod
+from shared.models import Pod
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_PORTS
-BIND_ALL_HOST_IP = "0.0.0.0"
-DEFAULT_PROTOCOL = "TCP"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +62,7 @@ _NO_ROWS: NDArray[np.intp] = np.zeros(0, dtype=np.intp)
 
 def host_ports(pod: Pod) -> list[HostPort]:
     """The pod's host ports: sidecars first, then containers (upstream GetHostPorts order)."""
-    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
-    return [
-        HostPort(
-            port.protocol or DEFAULT_PROTOCOL,
-            port.host_port,
-            port.host_ip or BIND_ALL_HOST_IP,
-        )
-        for container in (*sidecars, *pod.spec.containers)
-        for port in container.ports
-        if port.host_port > 0
-    ]
+    return [HostPort(protocol, port, ip) for (protocol, port), ip in pod_host_ports(pod)]
 
 
 def conflicting_rows(nodes: NodeColumns, wanted: HostPort) -> NDArray[np.intp]:

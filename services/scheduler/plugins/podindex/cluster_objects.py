@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from shared.models import LabelSelector, Namespace
+from shared.models.manifest import Manifests
 
 
 class ClusterObjects(Protocol):
@@ -58,6 +59,25 @@ class StaticClusterObjects:
     replication_controllers: dict[str, Mapping[str, str]] = field(default_factory=dict)
     replica_sets: dict[str, LabelSelector] = field(default_factory=dict)
     stateful_sets: dict[str, LabelSelector] = field(default_factory=dict)
+
+    @classmethod
+    def from_manifests(cls, manifests: Manifests) -> StaticClusterObjects:
+        """The Namespaces, Services and pod controllers of loaded manifests (a dry run)."""
+        objects = cls(namespace_list=list(manifests.namespaces))
+        for service in manifests.services:
+            # An empty selector selects nothing, like a nil one upstream.
+            selector = dict(service.spec.selector) or None
+            objects.services.setdefault(service.metadata.namespace, []).append(selector)
+        for rc in manifests.replication_controllers:
+            objects.replication_controllers[rc.key] = dict(rc.spec.selector)
+        for sets, table in (
+            (manifests.replica_sets, objects.replica_sets),
+            (manifests.stateful_sets, objects.stateful_sets),
+        ):
+            for owner in sets:
+                if owner.spec.selector is not None:  # validation requires one
+                    table[owner.key] = owner.spec.selector
+        return objects
 
     def namespace(self, name: str) -> Namespace | None:
         for ns in self.namespace_list:

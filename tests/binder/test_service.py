@@ -1,0 +1,199 @@
+"""The binder service end to end on the real broker (Tansu, or Kafka) and Redis: proposals in,
+outcomes and pod events out, garbage to the dead-letter topic, offsets committed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from services.binder.messages import Proposal
+from services.binder.service import BinderService, OffsetTracker
+from shared.kafka import Topics, make_consumer, make_producer
+from shared.messages import DeadLetter, Outcome, PodEvent
+from shared.models import POD_GROUP_LABEL
+from shared.store import NodeUsage
+from tests.binder.conftest import make_config, proposal
+from tests.builders import make_node, make_pod, make_pod_group
+
+
+@pytest.fixture
+async def service(
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    kafka_bootstrap: str,
+    topics: Topics,
+    group_id: str,
+) -> AsyncIterator[BinderService]:
+    config = make_config(
+        redis_prefix,
+        topics=topics,
+        group_id=group_id,
+        commit_interval_seconds=0.05,
+        consumer_options={"session_timeout_ms": 6000, "heartbeat_interval_ms": 300},
+    )
+    svc = BinderService(redis_client, kafka_bootstrap, config)
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.stop()
+
+
+async def publish(bootstrap: str, topic: str, messages: Sequence[tuple[bytes, bytes]]) -> None:
+    producer = make_producer(bootstrap)
+    await producer.start()
+    try:
+        for key, value in messages:
+            await producer.send(topic, value=value, key=key)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def publish_proposals(bootstrap: str, topics: Topics, proposals: Sequence[Proposal]) -> None:
+    await publish(
+        bootstrap, topics.proposals, [(p.node_name.encode(), p.encode()) for p in proposals]
+    )
+
+
+async def read(bootstrap: str, topic: str, count: int, seconds: float = 20) -> list[bytes]:
+    """The first `count` messages of `topic` (all partitions)."""
+    consumer = make_consumer(bootstrap, [topic], f"reader-{topic}")
+    await consumer.start()
+    values: list[bytes] = []
+    try:
+        async with asyncio.timeout(seconds):
+            while len(values) < count:
+                batches = await consumer.getmany(timeout_ms=100)
+                for records in batches.values():
+                    values.extend(r.value for r in records)
+    finally:
+        await consumer.stop()
+    return values
+
+
+def finals(values: Sequence[bytes]) -> list[Outcome]:
+    return [o for o in map(Outcome.decode, values) if o.result != "extend"]
+
+
+async def test_binds_proposals_from_kafka(service: BinderService, kafka_bootstrap: str):
+    topics = service.config.topics
+    pods = [make_pod(f"p{i}").req(cpu="1").obj() for i in range(12)]
+    cluster = [make_node(f"n{i}").capacity(cpu="3", pods=10).obj() for i in range(2)]
+    await service.store.apply([*cluster, *pods])
+    await publish_proposals(kafka_bootstrap, topics, [proposal(p, f"n{i % 2}") for i, p in enumerate(pods)])
+    outcomes = finals(await read(kafka_bootstrap, topics.outcomes, 12))
+    assert sorted(o.result for o in outcomes) == ["conflict"] * 6 + ["scheduled"] * 6
+    assert {(o.uid, o.attempt) for o in outcomes} == {(p.metadata.uid, 1) for p in pods}
+    for i in range(2):
+        assert await service.store.usage(f"n{i}") == NodeUsage(3, {"cpu": 3000})
+    events = [PodEvent.decode(v) for v in await read(kafka_bootstrap, topics.pod_events, 6)]
+    assert sorted(e.pod.name for e in events) == sorted(
+        o.pod_key.split("/")[1] for o in outcomes if o.result == "scheduled"
+    )
+    assert all(e.pod.node_name for e in events)
+
+
+async def test_garbage_goes_to_the_dead_letter_topic(service: BinderService, kafka_bootstrap: str):
+    topics = service.config.topics
+    pod = make_pod("p").obj()
+    await service.store.apply([make_node("n1").capacity(pods=10).obj(), pod])
+    wrong_type = Outcome("t", "default/p", "u", 1, "scheduled").encode()
+    await publish(
+        kafka_bootstrap,
+        topics.proposals,
+        [(b"n1", b"\xc1 not msgpack"), (b"n1", wrong_type), (b"n1", proposal(pod, "n1").encode())],
+    )
+    letters = [DeadLetter.decode(v) for v in await read(kafka_bootstrap, topics.dlq, 2)]
+    assert [(d.service, d.topic, d.key, d.offset) for d in letters] == [
+        ("binder", topics.proposals, b"n1", 0),
+        ("binder", topics.proposals, b"n1", 1),
+    ]
+    assert "undecodable" in letters[0].error
+    assert "expected a 'proposal' message" in letters[1].error
+    assert letters[1].payload == wrong_type
+    (outcome,) = finals(await read(kafka_bootstrap, topics.outcomes, 1))
+    assert outcome.result == "scheduled"
+    assert service.dead_letters == 2
+
+
+async def test_duplicate_messages_bind_once(service: BinderService, kafka_bootstrap: str):
+    topics = service.config.topics
+    pod = make_pod("p").req(cpu="1").obj()
+    await service.store.apply([make_node("n1").capacity(cpu="4", pods=10).obj(), pod])
+    message = proposal(pod, "n1", 3)
+    await publish_proposals(kafka_bootstrap, topics, [message, message, proposal(pod, "n1", 2)])
+    await read(kafka_bootstrap, topics.outcomes, 1)
+    await asyncio.sleep(0.5)
+    outcomes = finals(await read(kafka_bootstrap, topics.outcomes, 1, seconds=2))
+    assert {(o.result, o.node_name, o.attempt) for o in outcomes} == {("scheduled", "n1", 3)}
+    assert await service.store.usage("n1") == NodeUsage(1, {"cpu": 1000})
+    stored = await service.store.get_pod("default", "p")
+    assert stored is not None
+    assert stored.spec.node_name == "n1"
+
+
+async def test_gang_through_kafka(service: BinderService, kafka_bootstrap: str):
+    topics = service.config.topics
+    members = [
+        make_pod(f"m{i}").label(POD_GROUP_LABEL, "g").req(cpu="1").obj() for i in range(3)
+    ]
+    cluster = [make_node(f"n{i}").capacity(cpu="2", pods=10).obj() for i in range(3)]
+    await service.store.apply([*cluster, make_pod_group("g", 3), *members])
+    await publish_proposals(
+        kafka_bootstrap, topics, [proposal(m, f"n{i}") for i, m in enumerate(members)]
+    )
+    values = await read(kafka_bootstrap, topics.outcomes, 5)  # 2 extends + 3 scheduled
+    assert sorted(o.result for o in map(Outcome.decode, values)) == [
+        "extend",
+        "extend",
+        "scheduled",
+        "scheduled",
+        "scheduled",
+    ]
+
+
+async def test_offsets_are_committed_after_processing(
+    service: BinderService, kafka_bootstrap: str, group_id: str
+):
+    topics = service.config.topics
+    pods = [make_pod(f"p{i}").obj() for i in range(5)]
+    await service.store.apply([make_node("n1").capacity(pods=10).obj(), *pods])
+    await publish_proposals(kafka_bootstrap, topics, [proposal(p, "n1") for p in pods])
+    await read(kafka_bootstrap, topics.outcomes, 5)
+    probe = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group_id)
+    await probe.start()
+    try:
+        committed: dict[int, Any] = {}
+        async with asyncio.timeout(10):
+            while sum(v or 0 for v in committed.values()) < 5:
+                await asyncio.sleep(0.1)
+                for partition in probe.partitions_for_topic(topics.proposals) or ():
+                    tp = TopicPartition(topics.proposals, partition)
+                    committed[partition] = await probe.committed(tp)
+        assert sum(v or 0 for v in committed.values()) == 5
+    finally:
+        await probe.stop()
+
+
+def test_offset_tracker_commits_below_the_lowest_unfinished():
+    tracker = OffsetTracker()
+    tp = TopicPartition("t", 0)
+    for offset in (5, 6, 7):
+        tracker.started(tp, offset)
+    tracker.finished(tp, 6)
+    assert tracker.committable() == {tp: 5}
+    tracker.finished(tp, 5)
+    assert tracker.committable() == {tp: 7}
+    tracker.mark_committed({tp: 7})
+    assert tracker.committable() == {}
+    tracker.finished(tp, 7)
+    assert tracker.committable() == {tp: 8}
+    tracker.forget([tp])
+    assert tracker.committable() == {}
+

@@ -1,0 +1,72 @@
+"""`berth run` (one worker, one binder, real Redis and broker, services as processes) places
+every pod exactly where `berth schedule` does with the same seed, on sequential workloads."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.scheduler.dryrun import run_dry_async, to_json
+from services.scheduler.workloads import WORKLOADS
+from services.stack import run_pipeline
+from services.validate import validate_mapping
+from shared.config import load_config
+from shared.launcher import DevServers
+from shared.models import Manifests, load_manifests
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _examples() -> Manifests:
+    return load_manifests(EXAMPLES / "cluster.yaml", EXAMPLES / "pods.yaml")
+
+
+def _workload(name: str, nodes: int, pods: int, running: int = 0) -> Callable[[], Manifests]:
+    def build() -> Manifests:
+        workload = WORKLOADS[name](nodes, pods, running)
+        return Manifests(nodes=workload.nodes, pods=[*workload.running, *workload.pending])
+
+    return build
+
+
+def _essentials(report: dict[str, Any]) -> list[tuple[str, str, str | None, str]]:
+    return [(p["pod"], p["status"], p["node"], p["message"]) for p in report["pods"]]
+
+
+@pytest.mark.parametrize(
+    ("build", "config", "seed"),
+    [
+        pytest.param(_examples, None, 0, id="examples"),
+        pytest.param(_examples, "binpacking-config.yaml", 3, id="examples-binpacking"),
+        pytest.param(
+            _workload("scheduling-basic", 120, 400), None, 7, id="basic-120-nodes-random-ties"
+        ),
+        pytest.param(_workload("topology-spreading", 30, 90, 6), None, 1, id="spread"),
+        pytest.param(_workload("pod-anti-affinity", 20, 30), None, 2, id="anti-affinity"),
+        pytest.param(_workload("pod-affinity", 20, 40, 1), None, 4, id="affinity"),
+        pytest.param(_workload("unschedulable", 10, 30), None, 5, id="unschedulable"),
+    ],
+)
+async def test_run_places_pods_like_the_dry_run(
+    dev_servers: DevServers, build: Callable[[], Manifests], config: str | None, seed: int
+) -> None:
+    config_path = str(EXAMPLES / config) if config else None
+    expected = to_json(
+        await run_dry_async(build(), load_config(config_path) if config_path else None, seed=seed)
+    )
+    manifests = build()
+    report, settled = await run_pipeline(
+        copy.deepcopy(manifests),
+        config_path=config_path,
+        seed=seed,
+        seconds=120,
+        servers=dev_servers,
+    )
+    assert settled
+    assert _essentials(report) == _essentials(expected)
+    placements = {p["pod"]: p["node"] for p in report["pods"] if p["node"]}
+    assert validate_mapping(manifests.nodes, placements, manifests.pods) == []

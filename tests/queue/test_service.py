@@ -1,0 +1,279 @@
+"""The queue service against real Kafka (Tansu) and Redis: events in, schedule batches out,
+dead letters, restarts, racing replicas, leases, tenants."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
+
+import pytest
+
+from services.queue.clock import Clock, ManualClock
+from services.queue.config import QueueConfig
+from services.queue.service import QueueService
+from shared.kafka import Topics, ensure_topics
+from shared.messages import NodeEvent, Outcome, PodEvent
+from shared.models import Node, ObjectMeta
+from tests.queue.builders import make_pod, outcome
+from tests.queue.kafka_helpers import CONSUMER_OPTIONS, TopicReader, produce
+
+
+@pytest.fixture
+def service_config(redis_prefix: str, topics: Topics, group_id: str) -> QueueConfig:
+    return QueueConfig(
+        key_prefix=redis_prefix,
+        topics=topics,
+        group_id=group_id,
+        topic_partitions=4,
+        max_inflight_per_tenant=0,
+        dispatch_idle_interval=0.02,
+        backoff_flush_interval=0.1,
+        lease_check_interval=0.1,
+    )
+
+
+@pytest.fixture
+async def make_service(
+    redis_url: str, kafka_bootstrap: str, topics: Topics, redis_client
+) -> Callable[..., contextlib.AbstractAsyncContextManager[QueueService]]:
+    await ensure_topics(kafka_bootstrap, topics.all(), partitions=4)
+
+    @contextlib.asynccontextmanager
+    async def running(
+        config: QueueConfig, clock: Clock | None = None
+    ) -> AsyncIterator[QueueService]:
+        service = QueueService(
+            redis_url, kafka_bootstrap, config, clock=clock, consumer_options=CONSUMER_OPTIONS
+        )
+        await service.start()
+        try:
+            yield service
+        finally:
+            await service.stop()
+
+    return running
+
+
+def pod_event(name: str, namespace: str = "default", **kwargs: object) -> tuple[bytes, bytes]:
+    event = PodEvent.of("add", make_pod(name, namespace, **kwargs))  # type: ignore[arg-type]
+    return event.pod.uid.encode(), event.encode()
+
+
+async def wait_for(condition: Callable[[], bool], within: float = 20.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+async def test_pods_flow_to_the_schedule_topic_in_queue_order(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    # One partition, so the four events arrive in the order they were produced (F14).
+    config = replace(service_config, topic_partitions=1)
+    topics_one = replace(topics, pod_events=topics.pod_events + "-single")
+    config = replace(config, topics=topics_one)
+    await ensure_topics(kafka_bootstrap, [topics_one.pod_events], partitions=1)
+    await produce(
+        kafka_bootstrap,
+        topics_one.pod_events,
+        [
+            pod_event("d"),
+            pod_event("b", priority=10),
+            pod_event("a", priority=10),
+            pod_event("c", priority=100),
+        ],
+    )
+    async with make_service(config), TopicReader(kafka_bootstrap, topics.schedule) as reader:
+        await reader.wait_until(lambda: len(reader.requests()) == 4)
+    keys = [r.pod_key for r in reader.requests()]
+    assert keys == ["default/c", "default/b", "default/a", "default/d"]
+    assert {r.attempt for r in reader.requests()} == {1}
+
+
+async def test_failure_then_node_add_redispatches(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    clock = ManualClock(time.time())
+    await produce(kafka_bootstrap, topics.pod_events, [pod_event("p")])
+    async with (
+        make_service(service_config, clock) as service,
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+    ):
+        await reader.wait_until(lambda: len(reader.requests()) == 1)
+        [first] = reader.requests()
+        failure = outcome(first, plugins=("NodeResourcesFit",), message="0/1 nodes")
+        await produce(kafka_bootstrap, topics.outcomes, [(first.uid.encode(), failure.encode())])
+        await wait_for(lambda: service.metrics["outcome_unschedulable"] == 1)
+        clock.advance(5)
+        node = Node(metadata=ObjectMeta(name="n1", namespace=""))
+        await produce(
+            kafka_bootstrap, topics.node_events, [(b"n1", NodeEvent.of("add", node).encode())]
+        )
+        await reader.wait_until(lambda: len(reader.requests()) == 2)
+        second = reader.requests()[1]
+        assert (second.pod_key, second.attempt) == ("default/p", 2)
+        done = outcome(second, "scheduled")
+        await produce(kafka_bootstrap, topics.outcomes, [(b"x", done.encode())])
+        await wait_for(lambda: service.metrics["outcome_done"] == 1)
+        assert (await service.store.counts())["default"].pending == 0
+
+
+async def test_bad_input_goes_to_the_dlq_and_the_service_keeps_going(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    schedule = Outcome("default", "default/x", "u", 1, "scheduled").encode()
+    await produce(
+        kafka_bootstrap,
+        topics.pod_events,
+        [
+            (b"k1", b"\x00not msgpack"),
+            (b"k2", schedule),  # a valid message on the wrong topic
+            pod_event("bad", "team{x}"),  # a namespace that cannot be a tenant key
+        ],
+    )
+    # Decodes fine, fails when applied: isolated from its batch, then dead-lettered.
+    poison = Outcome("bad{x}", "bad/x", "u", 1, "scheduled").encode()
+    await produce(kafka_bootstrap, topics.outcomes, [(b"k4", poison)])
+    await produce(kafka_bootstrap, topics.pod_events, [pod_event("good")])
+    async with (
+        make_service(service_config) as service,
+        TopicReader(kafka_bootstrap, topics.dlq) as dlq,
+        TopicReader(kafka_bootstrap, topics.schedule) as schedule_reader,
+    ):
+        await dlq.wait_until(lambda: len(dlq.values) == 4)
+        await schedule_reader.wait_until(lambda: len(schedule_reader.requests()) == 1)
+        assert service.metrics["dead_letters"] == 4
+    letters = {d.key: d for d in dlq.dead_letters()}
+    assert "undecodable msgpack" in letters[b"k1"].error
+    assert letters[b"k1"].payload == b"\x00not msgpack"
+    assert "unexpected Outcome on topic" in letters[b"k2"].error
+    assert letters[b"k4"].error.startswith("InvalidTenantError: invalid tenant name")
+    assert letters[b"k4"].topic == topics.outcomes
+    [bad_tenant] = [d for key, d in letters.items() if key not in (b"k1", b"k2", b"k4")]
+    assert "invalid tenant name 'team{x}'" in bad_tenant.error
+    assert schedule_reader.requests()[0].pod_key == "default/good"
+
+
+async def test_restart_mid_stream_loses_and_duplicates_nothing(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    n = 3000
+    await produce(kafka_bootstrap, topics.pod_events, [pod_event(f"p{i:04d}") for i in range(n)])
+    config = replace(service_config, dispatch_batch=50)
+    async with TopicReader(kafka_bootstrap, topics.schedule) as reader:
+        async with make_service(config) as first:
+            await wait_for(lambda: first.metrics["dispatched"] >= 200)
+        # The first replica is gone mid-stream; its state is in Redis, its offsets in Kafka.
+        async with make_service(config) as second:
+            await reader.wait_until(lambda: len(reader.requests()) >= n)
+            await asyncio.sleep(0.3)
+            await reader.poll()
+            assert second.metrics["dispatched"] > 0
+    counts = Counter(r.pod_key for r in reader.requests())
+    assert len(counts) == n
+    assert max(counts.values()) == 1
+
+
+async def test_two_replicas_racing_dispatch_each_pod_once(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    n = 3000
+    config = replace(service_config, dispatch_batch=40)
+    async with (
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+        make_service(config) as a,
+        make_service(config) as b,
+    ):
+        await produce(
+            kafka_bootstrap, topics.pod_events, [pod_event(f"p{i:04d}") for i in range(n)]
+        )
+        await reader.wait_until(lambda: len(reader.requests()) >= n)
+        await asyncio.sleep(0.3)
+        await reader.poll()
+        total = a.metrics["dispatched"] + b.metrics["dispatched"]
+    counts = Counter(r.pod_key for r in reader.requests())
+    assert (len(counts), max(counts.values()), total) == (n, 1, n)
+
+
+async def test_lease_expiry_redispatches_through_the_service(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    config = replace(service_config, lease_seconds=0.3)
+    await produce(kafka_bootstrap, topics.pod_events, [pod_event("p")])
+    async with (
+        make_service(config) as service,
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+    ):
+        await reader.wait_until(lambda: len(reader.requests()) == 2)
+        first, second = reader.requests()
+        assert (second.attempt, second.redispatches) == (2, 1)
+        assert second.scheduling_cycle > first.scheduling_cycle
+        assert service.metrics["redispatched"] >= 1
+        # The worker that lost its lease reports late: stale, nothing changes.
+        late = outcome(first, "scheduled")
+        await produce(kafka_bootstrap, topics.outcomes, [(b"x", late.encode())])
+        await wait_for(lambda: service.metrics["outcome_stale"] == 1)
+
+
+async def test_tenants_weighted_round_robin_and_inflight_cap(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    config = replace(
+        service_config,
+        max_inflight_per_tenant=4,
+        dispatch_batch=2,
+        message_batch=1,
+        tenant_weights={"big": 3},
+    )
+    events = [pod_event(f"b{i}", "big") for i in range(10)] + [
+        pod_event(f"s{i}", "small") for i in range(10)
+    ]
+    await produce(kafka_bootstrap, topics.pod_events, events)
+    async with (
+        make_service(config) as service,
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+    ):
+        await reader.wait_until(lambda: len(reader.requests()) == 8)
+        await asyncio.sleep(0.3)  # the cap holds: nothing more while leases are out
+        await reader.poll()
+        per_tenant = Counter(r.tenant for r in reader.requests())
+        assert per_tenant == {"big": 4, "small": 4}
+        done = [outcome(r, "scheduled") for r in reader.requests() if r.tenant == "big"]
+        await produce(kafka_bootstrap, topics.outcomes, [(b"x", o.encode()) for o in done])
+        await reader.wait_until(lambda: len(reader.requests()) == 12)
+        assert Counter(r.tenant for r in reader.requests()) == {"big": 8, "small": 4}
+        assert service.metrics["outcome_done"] == 4
+
+
+async def test_bound_pod_leaves_the_queue_and_other_schedulers_pods_are_ignored(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    pending = make_pod("p", uid="u-p", rv=1)
+    bound = make_pod("p", uid="u-p", rv=2, node_name="n1")
+    foreign = make_pod("f", scheduler="other-scheduler")
+    await produce(
+        kafka_bootstrap,
+        topics.pod_events,
+        [
+            (b"u-p", PodEvent.of("add", make_pod("gate", gates=["g"])).encode()),
+            (b"u-f", PodEvent.of("add", foreign).encode()),
+        ],
+    )
+    async with make_service(service_config) as service:
+        await produce(
+            kafka_bootstrap, topics.pod_events, [(b"u-p", PodEvent.of("add", pending).encode())]
+        )
+        await wait_for(lambda: service.metrics["dispatched"] == 1)
+        await produce(
+            kafka_bootstrap,
+            topics.pod_events,
+            [(b"u-p", PodEvent.of("update", bound, old=pending).encode())],
+        )
+        await wait_for(lambda: service.metrics["consumed"] == 4)
+        view = await service.store.pending()
+        assert [(p.key, p.queue) for p in view.pods] == [("default/gate", "gated")]
