@@ -42,6 +42,8 @@ from shared.models import (
 from shared.redisconn import connect
 
 _CHUNK = 10_000
+# A quicker group join than the service default (start-up is not measured).
+_CONSUMER = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
 
 
 def _template() -> PodRecord:
@@ -149,7 +151,7 @@ async def _bench_service(
     finally:
         await producer.stop()
 
-    service = QueueService(redis_url, bootstrap, config)
+    service = QueueService(redis_url, bootstrap, config, consumer_options=_CONSUMER)
     await service.start()
     try:
         started = time.perf_counter()
@@ -178,7 +180,15 @@ async def _bench_service(
 async def _bench_wake(
     redis_url: str, bootstrap: str, config: QueueConfig, pods: int, tenants: int
 ) -> dict[str, Any]:
-    config = replace(config, key_prefix=config.key_prefix + "wake:", group_id=config.group_id + "w")
+    # Own topics and keys: the wake must not re-read the service phase's pod events.
+    topics = Topics().suffixed(f"{config.group_id}-wake")
+    config = replace(
+        config,
+        key_prefix=config.key_prefix + "wake:",
+        group_id=config.group_id + "w",
+        topics=topics,
+    )
+    await ensure_topics(bootstrap, topics.all(), partitions=config.topic_partitions)
     redis = connect(redis_url)
     # Park the pods 60 s in the past, so their backoff is over when the event comes.
     clock = ManualClock(time.time() - 60)
@@ -210,7 +220,7 @@ async def _bench_wake(
     finally:
         await redis.aclose()
 
-    service = QueueService(redis_url, bootstrap, config)
+    service = QueueService(redis_url, bootstrap, config, consumer_options=_CONSUMER)
     await service.start()
     producer = make_producer(bootstrap)
     await producer.start()

@@ -384,7 +384,7 @@ class QueueStore:
             for (tenant, _), reply in zip(wanted, replies, strict=True):
                 if reply:
                     fields = [
-                        body_field(_text(reply[b]), int(reply[b + 9]))
+                        f"{reply[b].decode()}#{reply[b + 9]}"
                         for b in range(0, len(reply), _POP_FIELDS)
                     ]
                     pipe.hmget(self.keys.key(tenant, "pod"), fields)
@@ -397,19 +397,20 @@ class QueueStore:
                 tenant_bodies = await self._refetch_bodies(tenant, reply, tenant_bodies)
             out.append(
                 [
+                    # Lua returns numbers as integers: no conversion needed here.
                     ScheduleRequest(
-                        tenant=tenant,
-                        pod_key=_text(reply[b]),
-                        uid=_text(reply[b + 5]),
-                        attempt=int(reply[b + 1]),
-                        scheduling_cycle=int(reply[b + 2]),
-                        priority=int(reply[b + 3]),
-                        timestamp=int(reply[b + 4]) / 1_000_000,
-                        initial_attempt_timestamp=int(reply[b + 6]) / 1_000_000,
-                        lease_expires_at=lease_at,
-                        nominated_node_name=_text(reply[b + 7]),
-                        redispatches=int(reply[b + 8]),
-                        pod=body,
+                        tenant,
+                        reply[b].decode(),
+                        reply[b + 5].decode(),
+                        reply[b + 1],
+                        reply[b + 2],
+                        reply[b + 3],
+                        reply[b + 4] / 1_000_000,
+                        reply[b + 6] / 1_000_000,
+                        lease_at,
+                        reply[b + 7].decode(),
+                        reply[b + 8],
+                        body,
                     )
                     for b, body in zip(
                         range(0, len(reply), _POP_FIELDS), tenant_bodies, strict=True

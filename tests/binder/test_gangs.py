@@ -29,7 +29,8 @@ async def test_gang_binds_once_min_member_are_reserved(harness: Harness):
     results = harness.recorder.results()
     assert results == {m.key: ["scheduled"] for m in members}
     extends = [o for o in harness.recorder.outcomes if o.result == "extend"]
-    assert [o.pod_key for o in extends] == ["default/m0", "default/m1"]
+    # the first two reserved wait for the third (nodes differ: any order)
+    assert len({o.pod_key for o in extends}) == len(extends) == 2
     assert all(o.lease_seconds and o.lease_seconds > 60 for o in extends)  # default timeout
     for i in range(3):
         assert await harness.store.usage(f"n{i}") == NodeUsage(1, {"cpu": 1000})

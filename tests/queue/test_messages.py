@@ -140,6 +140,40 @@ def _packed(body: object) -> bytes:
             id="wrong-type",
         ),
         pytest.param(
+            _packed({"v": 1, "t": "pod", "op": "add", "pod": {"ns": "a", "name": "", "uid": "u"}}),
+            "field 'name': empty",
+            id="empty-name",
+        ),
+        pytest.param(
+            _packed(
+                {
+                    "v": 1,
+                    "t": "pod",
+                    "op": "add",
+                    "pod": {"ns": "a", "name": "b", "uid": "u", "labels": {"k": 1}},
+                }
+            ),
+            "field 'labels': expected a map of strings",
+            id="label-value-not-a-string",
+        ),
+        pytest.param(
+            _packed(
+                {
+                    "v": 1,
+                    "t": "pod",
+                    "op": "add",
+                    "pod": {"ns": "a", "name": "b", "uid": "u", "gates": [1]},
+                }
+            ),
+            "field 'gates': expected a list of strings",
+            id="gate-not-a-string",
+        ),
+        pytest.param(
+            _packed({"v": 1, "t": "pod", "op": "add", "pod": {"ns": "a", "name": "b", "uid": 7}}),
+            "field 'uid': expected str",
+            id="uid-not-a-string",
+        ),
+        pytest.param(
             _packed({"v": 1, "t": "schedule", "requests": [{"tenant": "t"}]}),
             "requests[0]: missing field 'key'",
             id="batch-item",

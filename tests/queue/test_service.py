@@ -277,3 +277,29 @@ async def test_bound_pod_leaves_the_queue_and_other_schedulers_pods_are_ignored(
         await wait_for(lambda: service.metrics["consumed"] == 4)
         view = await service.store.pending()
         assert [(p.key, p.queue) for p in view.pods] == [("default/gate", "gated")]
+
+
+def test_queue_imports_no_numpy_or_scheduler_code() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, services.queue, services.queue.bench, services.queue.main;"
+        "bad = [m for m in sys.modules if m.split('.')[0] == 'numpy'"
+        " or m.startswith('services.scheduler')];"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_command_line_config() -> None:
+    from services.queue.main import _parser, config_from_args
+
+    args = _parser().parse_args(
+        ["--tenant-label", "team", "--tenant-weight", "a=3", "--max-inflight", "0"]
+    )
+    config = config_from_args(args)
+    assert (config.tenant_label, config.weight("a"), config.weight("b")) == ("team", 3, 1)
+    assert (config.max_inflight_per_tenant, config.initial_backoff_seconds) == (0, 1.0)
+    assert config.max_in_unschedulable_seconds == 300.0

@@ -12,7 +12,7 @@ for _, prio in ipairs(redis.call('ZRANGE', K_PRIOS, 0, -1)) do
   local level = active_key(prio)
   local popped = redis.call('ZPOPMIN', level, room)
   for i = 1, #popped, 2 do
-    keys[#keys + 1] = popped[i]; prios[#prios + 1] = prio; tss[#tss + 1] = popped[i + 1]
+    keys[#keys + 1] = popped[i]; prios[#prios + 1] = tonumber(prio); tss[#tss + 1] = tonumber(popped[i + 1])
   end
   if redis.call('EXISTS', level) == 0 then redis.call('ZREM', K_PRIOS, prio) end
   room = room - #popped / 2

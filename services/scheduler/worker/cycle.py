@@ -97,6 +97,7 @@ def decide(
     plugins = _failed_plugins(outcome)
     message = outcome.message
     if outcome.nominating and outcome.nominated_node:
+        view.nominate(pod, outcome.nominated_node)
         return Decision(
             proposal=Proposal(
                 tenant=request.tenant,
@@ -115,6 +116,7 @@ def decide(
     nominated: str | None = None
     if outcome.nominating and pod.status.nominated_node_name:
         nominated = ""  # upstream clears a stale nomination when preemption found nothing
+        view.nominate(pod, "")
     return Decision(
         outcome=_outcome(
             request,

@@ -150,6 +150,18 @@ class WorkerView:
         self._by_node = None
         return True
 
+    def nominate(self, pod: Pod, node: str) -> None:
+        """Record a nomination this worker just decided (upstream's nominator does so in
+        process), so the next cycles count the preemptor on its node before the binder's
+        nomination comes back through the stream."""
+        uid = pod.metadata.uid
+        if node:
+            status = replace(pod.status, nominated_node_name=node)
+            self._nominated[uid] = replace(pod, status=status)
+        else:
+            self._nominated.pop(uid, None)
+        self._by_node = None
+
     def expire(self, now: float, ttl: float) -> int:
         stale = [uid for uid, held in self.assumed.items() if now - held.since > ttl]
         for uid in stale:

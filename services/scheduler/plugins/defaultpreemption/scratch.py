@@ -30,9 +30,6 @@ from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex, has
 from shared.models import Pod
 from shared.models.resources import non_zero_requests, pod_requests
 
-host_ports = pod_host_ports
-"""((protocol, hostPort), hostIP) as NodeColumns records them (kept for callers of this name)."""
-
 
 class _PodsView(list[list[Pod]]):
     """pods_by_node of a Scratch: base lists minus removed slots plus added pods."""

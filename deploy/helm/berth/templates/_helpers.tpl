@@ -1,0 +1,220 @@
+{{/*
+Names and labels. Component templates take a dict: (dict "root" $ "component" "scheduler").
+*/}}
+
+{{/* The chart name (nameOverride). */}}
+{{- define "berth.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name: <release>-<chart> truncated to 63 characters (some Kubernetes name fields are
+limited to that by the DNS naming spec); the release name alone when it contains the chart name.
+*/}}
+{{- define "berth.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* chart-version for the helm.sh/chart label. */}}
+{{- define "berth.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every resource. */}}
+{{- define "berth.labels" -}}
+helm.sh/chart: {{ include "berth.chart" . }}
+{{ include "berth.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: berth
+{{- end }}
+
+{{/* Selector labels of the release (every component). */}}
+{{- define "berth.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of a component's resources. */}}
+{{- define "berth.componentLabels" -}}
+{{ include "berth.labels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Selector labels of a component's pods. */}}
+{{- define "berth.componentSelectorLabels" -}}
+{{ include "berth.selectorLabels" .root }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* A component's resource name: <fullname>-<component>. */}}
+{{- define "berth.componentName" -}}
+{{- printf "%s-%s" (include "berth.fullname" .root | trunc 52 | trimSuffix "-") .component }}
+{{- end }}
+
+{{/* The ServiceAccount the pods run as. */}}
+{{- define "berth.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "berth.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The ConfigMap holding the KubeSchedulerConfiguration. */}}
+{{- define "berth.configMapName" -}}
+{{- printf "%s-config" (include "berth.fullname" . | trunc 56 | trimSuffix "-") }}
+{{- end }}
+
+{{- define "berth.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+Kafka. Topic names are fixed in berth (shared.kafka.Topics); kafka.topicSuffix is appended.
+(dict "root" $ "topic" "schedule") -> berth.schedule[.<suffix>]
+*/}}
+{{- define "berth.topicName" -}}
+{{- $names := dict "podEvents" "berth.pod-events" "nodeEvents" "berth.node-events" "schedule" "berth.schedule" "proposals" "berth.proposals" "outcomes" "berth.outcomes" "dlq" "berth.dlq" }}
+{{- $name := get $names .topic }}
+{{- if not $name }}
+{{- fail (printf "unknown topic %q: one of %s" .topic (keys $names | sortAlpha | join ", ")) }}
+{{- end }}
+{{- if .root.Values.kafka.topicSuffix }}
+{{- printf "%s.%s" $name .root.Values.kafka.topicSuffix }}
+{{- else }}
+{{- $name }}
+{{- end }}
+{{- end }}
+
+{{/* A service's consumer group: berth-<service>[.<suffix>] (services.stack.StackSettings). */}}
+{{- define "berth.groupId" -}}
+{{- if .root.Values.kafka.topicSuffix }}
+{{- printf "berth-%s.%s" .component .root.Values.kafka.topicSuffix }}
+{{- else }}
+{{- printf "berth-%s" .component }}
+{{- end }}
+{{- end }}
+
+{{/*
+Replica bounds. A consumer group never uses more members than its topic has partitions, so
+with capToPartitions a component's replicas are capped at the partition count of its lag
+topic (the scheduler: berth.schedule).
+*/}}
+{{- define "berth.replicaCap" -}}
+{{- $values := index .root.Values .component }}
+{{- if $values.autoscaling.capToPartitions }}
+{{- $partitions := get .root.Values.kafka.partitions $values.autoscaling.lagTopic }}
+{{- if not $partitions }}
+{{- fail (printf "%s.autoscaling.lagTopic %q: no such key in kafka.partitions" .component $values.autoscaling.lagTopic) }}
+{{- end }}
+{{- int $partitions }}
+{{- else }}
+{{- 0 }}
+{{- end }}
+{{- end }}
+
+{{/* (dict "root" $ "component" c "value" n) -> n, capped as above. */}}
+{{- define "berth.capReplicas" -}}
+{{- $cap := include "berth.replicaCap" . | int }}
+{{- $value := int .value }}
+{{- if and (gt $cap 0) (gt $value $cap) }}
+{{- $cap }}
+{{- else }}
+{{- $value }}
+{{- end }}
+{{- end }}
+
+{{/* Environment shared by every service (the names services.stack.StackSettings.env uses). */}}
+{{- define "berth.env" -}}
+{{- $root := .root }}
+{{- $values := index $root.Values .component -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: BERTH_REDIS_URL
+{{- if $root.Values.redis.existingSecret }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $root.Values.redis.existingSecret }}
+      key: {{ $root.Values.redis.existingSecretKey }}
+{{- else }}
+  value: {{ required "redis.url (or redis.existingSecret) is required" $root.Values.redis.url | quote }}
+{{- end }}
+- name: BERTH_KAFKA_BOOTSTRAP
+  value: {{ required "kafka.bootstrap is required" $root.Values.kafka.bootstrap | quote }}
+- name: BERTH_CLUSTER
+  value: {{ $root.Values.store.cluster | quote }}
+- name: BERTH_KEY_PREFIX
+  value: {{ $root.Values.store.keyPrefix | quote }}
+- name: BERTH_QUEUE_PREFIX
+  value: {{ $root.Values.store.queueKeyPrefix | quote }}
+{{- if $root.Values.kafka.topicSuffix }}
+- name: BERTH_TOPIC_SUFFIX
+  value: {{ $root.Values.kafka.topicSuffix | quote }}
+{{- end }}
+{{- if $root.Values.kafka.sessionTimeoutMs }}
+- name: BERTH_SESSION_MS
+  value: {{ $root.Values.kafka.sessionTimeoutMs | int | quote }}
+{{- end }}
+- name: BERTH_CONFIG
+  value: /etc/berth/config.yaml
+{{- if and (eq .component "queue") $values.singleTenant }}
+- name: BERTH_SINGLE_TENANT
+  value: {{ $values.singleTenant | quote }}
+{{- end }}
+{{- if and (eq .component "scheduler") (not (kindIs "invalid" $values.seed)) }}
+- name: BERTH_SEED
+  value: {{ $values.seed | int | quote }}
+{{- end }}
+- name: BERTH_METRICS_PORT
+  value: {{ $root.Values.metrics.port | int | quote }}
+{{- if $root.Values.tracing.otlpEndpoint }}
+- name: BERTH_OTLP_ENDPOINT
+  value: {{ $root.Values.tracing.otlpEndpoint | quote }}
+- name: BERTH_TRACE_SAMPLE_RATIO
+  value: {{ $root.Values.tracing.sampleRatio | toString | quote }}
+- name: BERTH_OTLP_TIMEOUT_SECONDS
+  value: {{ $root.Values.tracing.exportTimeoutSeconds | toString | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "berth-%s" .component | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ printf "k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE),k8s.deployment.name=%s,service.version=%s" (include "berth.componentName" .) $root.Chart.AppVersion | quote }}
+{{- end }}
+- name: HOME
+  value: /tmp
+- name: PYTHONUNBUFFERED
+  value: "1"
+- name: PYTHONDONTWRITEBYTECODE
+  value: "1"
+{{- with $root.Values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- with $values.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The container's command line. */}}
+{{- define "berth.command" -}}
+{{- $values := index .root.Values .component }}
+{{- $args := concat $values.command $values.extraArgs }}
+{{- if eq .component "scheduler" }}
+{{- $args = concat $args (list "--group-id" (include "berth.groupId" .)) }}
+{{- end }}
+{{- toYaml $args }}
+{{- end }}

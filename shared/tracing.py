@@ -1,0 +1,477 @@
+"""OpenTelemetry tracing for the berth services: one trace per pod attempt.
+
+    tracing = setup_tracing(TracingConfig.from_env("berth-queue", os.environ))
+    ...                                  # the span helpers below
+    await tracing.ashutdown()            # flush (bounded by the export timeout)
+
+With no OTLP endpoint configured (tests, `berth up`, `berth run`) `setup_tracing` installs
+nothing: every helper returns a shared no-op context manager and `inject_*` return the headers
+unchanged, so the hot paths pay one global lookup.
+
+A pod attempt's trace (W3C trace context travels in Kafka headers)::
+
+    queue.dispatch            queue: starts when the pod was (re)queued, ends at publish
+     └─ scheduling_cycle      worker: parent from the berth.schedule headers (per pod)
+         ├─ PreFilter, Filter, PostFilter, PreScore, Score, NormalizeScore, Reserve, Permit
+         └─ binding_cycle     binder: parent from the berth.proposals headers
+             └─ WaitOnPermit, PreBind, Bind, PostBind
+
+A berth.schedule message carries many pods, so each pod's context travels in headers of its
+own, named `traceparent.<pod uid>` (and `tracestate.<pod uid>`); one-pod messages
+(proposals, outcomes) use the plain `traceparent` header.
+
+Queue (as QueueService's `headers_hook`)::
+
+    QueueService(..., headers_hook=lambda batch: dispatch_headers(batch.requests))
+
+Worker, per request of a batch record::
+
+    with scheduling_cycle_span(request, record.headers) as span:
+        with extension_point_span("Filter"):
+            ...
+        set_result(span, "scheduled", node_name=node)
+        headers = inject_headers()       # the proposal's headers: the binder's parent
+
+Binder, per proposal record::
+
+    with binding_cycle_span(proposal, record.headers) as span:
+        with binding_step_span("PreBind"):
+            ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.propagators.textmap import Getter, Setter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
+
+Headers = list[tuple[str, bytes]]
+"""aiokafka record headers."""
+
+ENV_ENDPOINT = "BERTH_OTLP_ENDPOINT"
+"""OTLP/HTTP endpoint: a base URL (`http://jaeger-collector:4318`, `/v1/traces` is appended)
+or the full traces URL. Unset or empty: tracing is off."""
+ENV_SAMPLE_RATIO = "BERTH_TRACE_SAMPLE_RATIO"
+"""Fraction of pod attempts traced (0..1, default 1); downstream services follow the
+queue's decision (parent-based sampling)."""
+ENV_EXPORT_TIMEOUT = "BERTH_OTLP_TIMEOUT_SECONDS"
+"""Per export request, retries included (default 2 s): a down collector never stalls a stop."""
+OTEL_ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+OTEL_ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
+OTEL_ENV_SERVICE_NAME = "OTEL_SERVICE_NAME"
+OTEL_ENV_SDK_DISABLED = "OTEL_SDK_DISABLED"
+
+TRACES_PATH = "/v1/traces"
+INSTRUMENTATION_NAME = "berth"
+
+SPAN_DISPATCH = "queue.dispatch"
+SPAN_SCHEDULING_CYCLE = "scheduling_cycle"
+SPAN_BINDING_CYCLE = "binding_cycle"
+EXTENSION_POINTS = (
+    "PreEnqueue",
+    "PreFilter",
+    "Filter",
+    "PostFilter",
+    "PreScore",
+    "Score",
+    "NormalizeScore",
+    "Reserve",
+    "Permit",
+)
+BINDING_STEPS = ("WaitOnPermit", "PreBind", "Bind", "PostBind", "Unreserve")
+
+ATTR_POD_UID = "berth.pod.uid"
+ATTR_POD_KEY = "berth.pod.key"
+ATTR_ATTEMPT = "berth.pod.attempt"
+ATTR_TENANT = "berth.tenant"
+ATTR_SCHEDULING_CYCLE = "berth.scheduling_cycle"
+ATTR_EXTENSION_POINT = "berth.extension_point"
+ATTR_RESULT = "berth.result"
+ATTR_NODE = "berth.node"
+
+_POD_HEADER_SEPARATOR = "."
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+class TracingConfigError(ValueError):
+    """A tracing setting from the environment is not valid."""
+
+
+class PodAttempt(Protocol):
+    """What the span helpers read from a message: ScheduleRequest, Proposal and Outcome all
+    have these attributes."""
+
+    @property
+    def uid(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def pod_key(self) -> str: ...
+
+    @property
+    def tenant(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TracingConfig:
+    service_name: str
+    """`service.name` of the spans (Jaeger's service list): berth-queue, berth-scheduler..."""
+    endpoint: str = ""
+    """OTLP/HTTP base URL or traces URL; empty: tracing off."""
+    sample_ratio: float = 1.0
+    export_timeout_seconds: float = 2.0
+    schedule_delay_seconds: float = 1.0
+    """How long ended spans wait to be exported in a batch."""
+    max_queue_size: int = 16_384
+    """Ended spans buffered at most; beyond it new spans are dropped (never a stall)."""
+    max_export_batch_size: int = 512
+    resource_attributes: Mapping[str, str] = field(default_factory=dict)
+    """Extra resource attributes (OTEL_RESOURCE_ATTRIBUTES is read as well)."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.endpoint)
+
+    @property
+    def traces_url(self) -> str:
+        url = self.endpoint.rstrip("/")
+        return url if url.endswith(TRACES_PATH) else url + TRACES_PATH
+
+    @classmethod
+    def from_env(cls, service_name: str, env: Mapping[str, str]) -> TracingConfig:
+        """BERTH_OTLP_ENDPOINT, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (a full URL), else
+        OTEL_EXPORTER_OTLP_ENDPOINT (a base URL); OTEL_SDK_DISABLED=true turns it all off."""
+        endpoint = env.get(ENV_ENDPOINT) or env.get(OTEL_ENV_TRACES_ENDPOINT) or ""
+        if not endpoint and env.get(OTEL_ENV_ENDPOINT):
+            endpoint = env[OTEL_ENV_ENDPOINT].rstrip("/") + TRACES_PATH
+        if env.get(OTEL_ENV_SDK_DISABLED, "").strip().lower() == "true":
+            endpoint = ""
+        return cls(
+            service_name=env.get(OTEL_ENV_SERVICE_NAME) or service_name,
+            endpoint=endpoint,
+            sample_ratio=_float(env, ENV_SAMPLE_RATIO, 1.0, low=0.0, high=1.0),
+            export_timeout_seconds=_float(env, ENV_EXPORT_TIMEOUT, 2.0, low=0.001, high=600.0),
+        )
+
+
+def _float(env: Mapping[str, str], name: str, default: float, *, low: float, high: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise TracingConfigError(f"{name}={raw!r}: not a number") from None
+    if not (low <= value <= high) or math.isnan(value):
+        raise TracingConfigError(f"{name}={raw!r}: must be within [{low}, {high}]")
+    return value
+
+
+class Tracing:
+    """The installed tracer provider (or none); `shutdown()` flushes and uninstalls it."""
+
+    def __init__(self, config: TracingConfig, provider: TracerProvider | None) -> None:
+        self.config = config
+        self.provider = provider
+
+    @property
+    def enabled(self) -> bool:
+        return self.provider is not None
+
+    def force_flush(self) -> bool:
+        """Export every ended span now (bounded by the export timeout)."""
+        if self.provider is None:
+            return True
+        return self.provider.force_flush(int(self.config.export_timeout_seconds * 1000) + 100)
+
+    def shutdown(self) -> None:
+        """Flush, stop the export thread, and make the helpers no-ops again. Blocking."""
+        if self.provider is None:
+            return
+        provider, self.provider = self.provider, None
+        if _provider_of_tracer is provider:
+            _install(None, None)
+        provider.shutdown()
+
+    async def ashutdown(self) -> None:
+        """`shutdown()` off the event loop (it may wait for one export)."""
+        await asyncio.to_thread(self.shutdown)
+
+
+_tracer: Tracer | None = None
+_provider_of_tracer: TracerProvider | None = None
+
+
+def _install(tracer: Tracer | None, provider: TracerProvider | None) -> None:
+    global _tracer, _provider_of_tracer
+    _tracer, _provider_of_tracer = tracer, provider
+
+
+def setup_tracing(config: TracingConfig) -> Tracing:
+    """Install a tracer exporting to `config.endpoint` (batched, OTLP/HTTP protobuf), or
+    the no-op helpers when no endpoint is set. The provider is berth's own: the OpenTelemetry
+    global provider is left alone, so a second setup (tests) replaces the first (shut the
+    first down yourself to flush it)."""
+    if not config.enabled:
+        _install(None, None)
+        return Tracing(config, None)
+    # Imported here: the exporter pulls in `requests`, which disabled runs never need.
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    attributes: dict[str, str] = {
+        "service.name": config.service_name,
+        "service.namespace": "berth",
+        "service.instance.id": os.environ.get("HOSTNAME") or f"pid-{os.getpid()}",
+    }
+    attributes.update(config.resource_attributes)
+    provider = TracerProvider(
+        resource=Resource.create(attributes),
+        sampler=ParentBased(TraceIdRatioBased(config.sample_ratio)),
+        shutdown_on_exit=False,
+    )
+    timeout_ms = config.export_timeout_seconds * 1000
+    exporter = OTLPSpanExporter(endpoint=config.traces_url, timeout=config.export_timeout_seconds)
+    provider.add_span_processor(
+        BatchSpanProcessor(
+            exporter,
+            max_queue_size=config.max_queue_size,
+            schedule_delay_millis=config.schedule_delay_seconds * 1000,
+            max_export_batch_size=config.max_export_batch_size,
+            export_timeout_millis=timeout_ms,
+        )
+    )
+    _install(provider.get_tracer(INSTRUMENTATION_NAME), provider)
+    return Tracing(config, provider)
+
+
+def tracing_enabled() -> bool:
+    """Whether spans are recorded: callers may skip building attributes when not."""
+    return _tracer is not None
+
+
+def current_tracer() -> Tracer:
+    """berth's tracer (a no-op tracer when tracing is off)."""
+    return _tracer if _tracer is not None else trace.NoOpTracer()
+
+
+# ------------------------------------------------------------------------- propagation
+class _HeadersSetter(Setter[Headers]):
+    def __init__(self, suffix: str) -> None:
+        self._suffix = suffix
+
+    def set(self, carrier: Headers, key: str, value: str) -> None:
+        carrier.append((key + self._suffix, value.encode("ascii")))
+
+
+class _HeadersGetter(Getter[Sequence[tuple[str, bytes]]]):
+    def __init__(self, suffix: str) -> None:
+        self._suffix = suffix
+
+    def get(self, carrier: Sequence[tuple[str, bytes]], key: str) -> list[str] | None:
+        wanted = key + self._suffix
+        values = [value.decode("ascii", "replace") for name, value in carrier if name == wanted]
+        return values or None
+
+    def keys(self, carrier: Sequence[tuple[str, bytes]]) -> list[str]:
+        return [name for name, _ in carrier]
+
+
+_MESSAGE_SETTER = _HeadersSetter("")
+_MESSAGE_GETTER = _HeadersGetter("")
+
+
+def pod_header_suffix(pod_uid: str) -> str:
+    """`traceparent` + this names one pod's header in a many-pod message."""
+    return _POD_HEADER_SEPARATOR + pod_uid
+
+
+def inject_headers(
+    headers: Headers | None = None, *, context: Context | None = None, pod_uid: str | None = None
+) -> Headers:
+    """Append the W3C trace context of `context` (default: the current span) to `headers`
+    (a new list if None) and return it. `pod_uid` names the headers after one pod (a batch
+    message). Returns the headers unchanged when tracing is off or there is no span."""
+    out: Headers = [] if headers is None else headers
+    if _tracer is None:
+        return out
+    setter = _MESSAGE_SETTER if pod_uid is None else _HeadersSetter(pod_header_suffix(pod_uid))
+    _PROPAGATOR.inject(out, context=context, setter=setter)
+    return out
+
+
+def extract_context(
+    headers: Sequence[tuple[str, bytes]] | None, *, pod_uid: str | None = None
+) -> Context | None:
+    """The remote parent carried by `headers`: the pod's own headers first (when `pod_uid` is
+    given), then the message's. None when there is none (or tracing is off)."""
+    if _tracer is None or not headers:
+        return None
+    getters = [_MESSAGE_GETTER]
+    if pod_uid is not None:
+        getters.insert(0, _HeadersGetter(pod_header_suffix(pod_uid)))
+    for getter in getters:
+        context = _PROPAGATOR.extract(headers, context=Context(), getter=getter)
+        if trace.get_current_span(context).get_span_context().is_valid:
+            return context
+    return None
+
+
+# ------------------------------------------------------------------------- span helpers
+_NOOP: AbstractContextManager[Span] = contextlib.nullcontext(INVALID_SPAN)
+
+
+def attempt_attributes(attempt: PodAttempt) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {
+        ATTR_POD_UID: attempt.uid,
+        ATTR_ATTEMPT: attempt.attempt,
+    }
+    if attempt.pod_key:
+        attributes[ATTR_POD_KEY] = attempt.pod_key
+    if attempt.tenant:
+        attributes[ATTR_TENANT] = attempt.tenant
+    return attributes
+
+
+def dispatch_headers(
+    requests: Sequence[PodAttempt], headers: Headers | None = None, *, now: float | None = None
+) -> Headers:
+    """Start and end one `queue.dispatch` root span per request (a new trace per attempt)
+    and return headers carrying each pod's context (`traceparent.<uid>`).
+
+    A request with a `timestamp` (ScheduleRequest: when it was last queued, epoch seconds)
+    starts its span then, so the span shows the time the pod waited in the queue."""
+    out: Headers = [] if headers is None else headers
+    tracer = _tracer
+    if tracer is None:
+        return out
+    end_ns = time.time_ns() if now is None else int(now * 1e9)
+    root = Context()
+    for request in requests:
+        attributes = attempt_attributes(request)
+        cycle = getattr(request, "scheduling_cycle", None)
+        if isinstance(cycle, int):
+            attributes[ATTR_SCHEDULING_CYCLE] = cycle
+        queued = getattr(request, "timestamp", None)
+        start_ns = int(queued * 1e9) if isinstance(queued, float | int) and queued > 0 else end_ns
+        span = tracer.start_span(
+            SPAN_DISPATCH,
+            context=root,
+            kind=SpanKind.PRODUCER,
+            attributes=attributes,
+            start_time=min(start_ns, end_ns),
+        )
+        span.end(end_time=end_ns)
+        inject_headers(out, context=trace.set_span_in_context(span), pod_uid=request.uid)
+    return out
+
+
+def _span(
+    tracer: Tracer,
+    name: str,
+    parent: Context | None,
+    kind: SpanKind,
+    attributes: Mapping[str, AttributeValue],
+) -> AbstractContextManager[Span]:
+    # start_as_current_span records an escaping exception and marks the span failed.
+    return tracer.start_as_current_span(name, context=parent, kind=kind, attributes=attributes)
+
+
+def scheduling_cycle_span(
+    request: PodAttempt, headers: Sequence[tuple[str, bytes]] | None = None
+) -> AbstractContextManager[Span]:
+    """The worker's span for one request, child of the queue's dispatch span found in the
+    record's `headers` (a new root if none); the current span inside the block."""
+    tracer = _tracer
+    if tracer is None:
+        return _NOOP
+    attributes = attempt_attributes(request)
+    cycle = getattr(request, "scheduling_cycle", None)
+    if isinstance(cycle, int):
+        attributes[ATTR_SCHEDULING_CYCLE] = cycle
+    parent = extract_context(headers, pod_uid=request.uid) or Context()
+    return _span(tracer, SPAN_SCHEDULING_CYCLE, parent, SpanKind.CONSUMER, attributes)
+
+
+def extension_point_span(
+    extension_point: str, attributes: Mapping[str, AttributeValue] | None = None
+) -> AbstractContextManager[Span]:
+    """A child of the current span named after the extension point ("Filter")."""
+    tracer = _tracer
+    if tracer is None:
+        return _NOOP
+    merged: dict[str, AttributeValue] = {ATTR_EXTENSION_POINT: extension_point}
+    if attributes:
+        merged.update(attributes)
+    return _span(tracer, extension_point, None, SpanKind.INTERNAL, merged)
+
+
+def binding_cycle_span(
+    proposal: PodAttempt, headers: Sequence[tuple[str, bytes]] | None = None
+) -> AbstractContextManager[Span]:
+    """The binder's span for one proposal, child of the worker's scheduling cycle found in
+    the record's `headers` (a new root if none); the current span inside the block."""
+    tracer = _tracer
+    if tracer is None:
+        return _NOOP
+    attributes = attempt_attributes(proposal)
+    node = getattr(proposal, "node_name", None)
+    if isinstance(node, str) and node:
+        attributes[ATTR_NODE] = node
+    parent = extract_context(headers, pod_uid=proposal.uid) or Context()
+    return _span(tracer, SPAN_BINDING_CYCLE, parent, SpanKind.CONSUMER, attributes)
+
+
+def binding_step_span(
+    step: str, attributes: Mapping[str, AttributeValue] | None = None
+) -> AbstractContextManager[Span]:
+    """A child of the current span for one step of the binding cycle ("PreBind")."""
+    return extension_point_span(step, attributes)
+
+
+def pod_span(
+    name: str,
+    attempt: PodAttempt,
+    headers: Sequence[tuple[str, bytes]] | None = None,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+) -> AbstractContextManager[Span]:
+    """Any other span of a pod attempt (e.g. the queue handling its outcome), child of the
+    context in `headers` when there is one."""
+    tracer = _tracer
+    if tracer is None:
+        return _NOOP
+    parent = extract_context(headers, pod_uid=attempt.uid) or Context()
+    return _span(tracer, name, parent, kind, attempt_attributes(attempt))
+
+
+def set_result(span: Span, result: str, *, node_name: str = "", message: str = "") -> None:
+    """Record an attempt's result ("scheduled", "unschedulable", "error", "conflict") on a
+    span; "error" marks the span failed."""
+    if not span.is_recording():
+        return
+    span.set_attribute(ATTR_RESULT, result)
+    if node_name:
+        span.set_attribute(ATTR_NODE, node_name)
+    if result == "error":
+        span.set_status(Status(StatusCode.ERROR, message or None))
+    elif message:
+        span.set_attribute("berth.message", message)

@@ -1,0 +1,79 @@
+"""One definition of a pod's host ports (`pod_host_ports`), shared by NodeColumns, preemption's
+scratch copy and NodePorts (upstream schedutil.GetHostPorts)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.scheduler.framework.columns import NodeColumns, PortKey, pod_host_ports
+from services.scheduler.framework.handle import with_node_name
+from services.scheduler.plugins.defaultpreemption import Scratch
+from services.scheduler.plugins.nodeports import HostPort, host_ports
+from shared.models import Container, ContainerPort, Pod
+from tests.builders import make_node, make_pod
+
+
+def with_init(pod: Pod, ports: list[ContainerPort], *, sidecar: bool) -> Pod:
+    restart = "Always" if sidecar else ""
+    pod.spec.init_containers.append(Container(name="init", ports=ports, restart_policy=restart))
+    return pod
+
+
+CASES = [
+    pytest.param(make_pod("p").req(cpu="1").obj(), [], id="no-ports"),
+    pytest.param(make_pod("p").container_port(8080).obj(), [], id="container-port-only"),
+    pytest.param(
+        make_pod("p").host_port(80).host_port(53, "UDP", "10.0.0.1").obj(),
+        [(("TCP", 80), "0.0.0.0"), (("UDP", 53), "10.0.0.1")],
+        id="protocol-and-ip",
+    ),
+    pytest.param(
+        make_pod("p").host_port(80, protocol="").obj(),
+        [(("TCP", 80), "0.0.0.0")],
+        id="empty-protocol-is-tcp",
+    ),
+    pytest.param(
+        with_init(
+            make_pod("p").host_port(8001).obj(), [ContainerPort(host_port=9002)], sidecar=True
+        ),
+        [(("TCP", 9002), "0.0.0.0"), (("TCP", 8001), "0.0.0.0")],
+        id="sidecars-first",
+    ),
+    pytest.param(
+        with_init(
+            make_pod("p").host_port(8001).obj(), [ContainerPort(host_port=9002)], sidecar=False
+        ),
+        [(("TCP", 8001), "0.0.0.0")],
+        id="plain-init-containers-do-not-count",
+    ),
+]
+
+
+@pytest.mark.parametrize(("pod", "expected"), CASES)
+def test_pod_host_ports(pod: Pod, expected: list[tuple[PortKey, str]]) -> None:
+    assert pod_host_ports(pod) == expected
+    assert host_ports(pod) == [HostPort(p, port, ip) for (p, port), ip in expected]
+
+
+@pytest.mark.parametrize(("pod", "expected"), CASES)
+def test_columns_and_the_scratch_copy_record_the_same_ports(
+    pod: Pod, expected: list[tuple[PortKey, str]]
+) -> None:
+    node = make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).obj()
+    want: dict[PortKey, dict[int, set[str]]] = {}
+    for key, ip in expected:
+        want.setdefault(key, {0: set()})[0].add(ip)
+
+    bound = with_node_name(pod, "n1")
+    columns = NodeColumns([node], [bound])
+    base = NodeColumns([node])
+    scratch = Scratch(base)
+    scratch.add_pod(0, pod)
+    assert columns.used_ports == want
+    assert scratch.columns.used_ports == want
+    assert base.used_ports == {}  # the scratch copy never writes its base
+
+    columns.remove_pod(bound)
+    scratch.remove_added(0, pod)
+    assert columns.used_ports == {}
+    assert scratch.columns.used_ports == {}
