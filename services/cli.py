@@ -3,6 +3,11 @@
     berth schedule -f FILE [-f FILE ...] [--config CFG] [--seed N] [--explain] [-o json|table]
     berth bench --mode in-process --workload scheduling-basic --nodes N --pods P [-o json]
     berth dev-servers                      # a local Redis and Kafka-API broker, in the foreground
+    berth up [--workers N] [--binders M] [--queues K]     # the distributed stack, foreground
+    berth apply -f FILE | delete -f FILE | KIND NAME | get pods|nodes|queues [-o wide|json]
+    berth run -f FILE [--config C] [--workers N] [--binders M] [--seed S] [--timeout T] -o json
+    berth demo                             # the bundled multi-tenant workload, end to end
+    berth bench --mode distributed --workers N --binders M [--nodes N] [--pods P] [-o json]
 
 Each command imports what it needs when it runs, so `berth --help` stays instant.
 """
@@ -10,9 +15,27 @@ Each command imports what it needs when it runs, so `berth --help` stays instant
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+# Commands with parsers of their own (services/stack.py, services/demo.py): `berth CMD ...`
+# hands the rest of the command line to CMD's main.
+DELEGATED: dict[str, tuple[str, str, str]] = {
+    "up": ("services.stack", "up_main", "the distributed stack in the foreground (Ctrl-C stops)"),
+    "apply": ("services.stack", "apply_main", "create or update objects in a running stack"),
+    "delete": ("services.stack", "delete_main", "delete objects from a running stack"),
+    "get": ("services.stack", "get_main", "show pods, nodes or queues of a running stack"),
+    "run": ("services.stack", "run_main", "schedule manifests through an ephemeral stack"),
+    "demo": ("services.demo", "demo_main", "the bundled multi-tenant workload, end to end"),
+}
+
+
+def _delegated(name: str) -> Callable[[Sequence[str]], int]:
+    module, function, _ = DELEGATED[name]
+    main: Callable[[Sequence[str]], int] = getattr(importlib.import_module(module), function)
+    return main
 
 
 def _cmd_schedule(args: argparse.Namespace) -> int:
@@ -38,6 +61,8 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.mode == "distributed":
+        return _cmd_bench_distributed(args)
     from services.scheduler.bench import run_bench
 
     try:
@@ -49,6 +74,32 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             running=args.running,
             percentage=args.percentage,
             seed=args.seed,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            print(f"{key:>24}: {value}")
+    return 0
+
+
+def _cmd_bench_distributed(args: argparse.Namespace) -> int:
+    from services.distbench import bench_distributed
+
+    try:
+        result = bench_distributed(
+            workload=args.workload,
+            nodes=args.nodes,
+            pods=args.pods,
+            running=args.running,
+            workers=args.workers,
+            binders=args.binders,
+            percentage=args.percentage,
+            seed=args.seed,
+            profile_dir=args.profile,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -87,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     schedule.set_defaults(run=_cmd_schedule)
 
     bench = sub.add_parser("bench", help="benchmarks that print figures")
-    bench.add_argument("--mode", choices=["in-process"], default="in-process")
+    bench.add_argument("--mode", choices=["in-process", "distributed"], default="in-process")
     bench.add_argument("--workload", default="scheduling-basic")
     bench.add_argument("--nodes", type=int, default=5000)
     bench.add_argument("--pods", type=int, default=10000, help="pods to schedule")
@@ -96,15 +147,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--percentage", type=int, default=100, help="percentageOfNodesToScore (default 100)"
     )
     bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--workers", type=int, default=1, help="distributed: scheduler workers")
+    bench.add_argument("--binders", type=int, default=1, help="distributed: binders")
+    bench.add_argument("--profile", metavar="DIR", help="distributed: cProfile dumps per process")
     bench.add_argument("-o", "--output", choices=["json", "table"], default="table")
     bench.set_defaults(run=_cmd_bench)
 
     dev = sub.add_parser("dev-servers", help="start a local Redis and Kafka-API broker")
     dev.set_defaults(run=_cmd_dev_servers)
+    for name, (_, _, help_text) in DELEGATED.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in DELEGATED:
+        return _delegated(words[0])(words[1:])
     args = build_parser().parse_args(argv)
     code: int = args.run(args)
     return code

@@ -81,6 +81,16 @@ async def _run(
         for uid, at in bound.items()
         if uid in run.client.published
     ]
+    published = run.client.published
+    stages = {
+        "enqueue_to_dispatch": (published, observer.dispatched_at),
+        "dispatch_to_proposal": (observer.dispatched_at, observer.proposed_at),
+        "proposal_to_bound": (observer.proposed_at, bound),
+    }
+    stage_p50 = {
+        name: round(percentile([end[u] - begin[u] for u in end if u in begin], 50) * 1000, 1)
+        for name, (begin, end) in stages.items()
+    }
     last = max(bound.values(), default=started)
     elapsed = max(last - started, 1e-9)
     beats = await read_heartbeats(
@@ -95,6 +105,7 @@ async def _run(
         "latency_p99_ms": round(percentile(latencies, 99), 1),
         "apply_seconds": round(applied - started, 2),
         "conflicts": observer.results["conflict"],
+        "stage_p50_ms": stage_p50,
         "worker_cycle_seconds": {
             name: beat.get("cycle_s", 0.0) for name, beat in sorted(beats.items())
         },
@@ -121,7 +132,7 @@ async def bench_distributed_async(
     generated = WORKLOADS[workload](nodes, pods, running)
     cluster = Manifests(nodes=generated.nodes, pods=list(generated.running))
     pending = Manifests(pods=list(generated.pending))
-    profile = os.path.abspath(profile_dir) if profile_dir else None
+    profile = await asyncio.to_thread(os.path.abspath, profile_dir) if profile_dir else None
     with _environment(ENV_PROFILE_DIR, profile):
         async with (
             _config_file(percentage) as config_path,

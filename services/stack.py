@@ -1128,8 +1128,9 @@ def up_main(argv: Sequence[str] | None = None) -> int:
 # ============================================================================ berth run
 @dataclass(slots=True)
 class RunObserver:
-    """Reads `berth.proposals` and `berth.outcomes` from the start (no group): preemptions
-    (victims, nominated node), conflicts, and bind times for latency figures."""
+    """Reads `berth.schedule`, `berth.proposals` and `berth.outcomes` from the start (no
+    group): preemptions (victims, nominated node), conflicts, and when each pod was first
+    dispatched, proposed and bound (broker timestamps), for latency figures."""
 
     bootstrap: str
     topics: Topics
@@ -1140,6 +1141,8 @@ class RunObserver:
     results: Counter[str] = field(default_factory=Counter)
     conflicts: Counter[str] = field(default_factory=Counter)
     """Conflict messages (the binder's reasons)."""
+    dispatched_at: dict[str, float] = field(default_factory=dict)
+    proposed_at: dict[str, float] = field(default_factory=dict)
     _consumer: AIOKafkaConsumer | None = None
     _task: asyncio.Task[None] | None = None
 
@@ -1152,7 +1155,7 @@ class RunObserver:
         )
         await consumer.start()
         assigned: list[TopicPartition] = []
-        for topic in (self.topics.proposals, self.topics.outcomes):
+        for topic in (self.topics.schedule, self.topics.proposals, self.topics.outcomes):
             partitions = None
             for _ in range(100):
                 await consumer.topics()
@@ -1168,16 +1171,21 @@ class RunObserver:
 
     async def _read(self) -> None:
         from services.binder.messages import Proposal
-        from shared.messages import MessageError, Outcome
+        from shared.messages import MessageError, Outcome, ScheduleBatch
 
         assert self._consumer is not None
         while True:
             batches = await self._consumer.getmany(timeout_ms=200, max_records=20_000)
             for tp, records in batches.items():
                 for record in records:
+                    at = record.timestamp / 1000
                     try:
-                        if tp.topic == self.topics.proposals:
+                        if tp.topic == self.topics.schedule:
+                            for request in ScheduleBatch.decode(record.value).requests:
+                                self.dispatched_at.setdefault(request.uid, at)
+                        elif tp.topic == self.topics.proposals:
                             proposal = Proposal.decode(record.value)
+                            self.proposed_at.setdefault(proposal.uid, at)
                             if proposal.kind == "preempt":
                                 victims = [v.pod_key for v in proposal.victims]
                                 self.victims.setdefault(proposal.pod_key, []).extend(victims)
@@ -1188,7 +1196,7 @@ class RunObserver:
                             if outcome.result == "conflict":
                                 self.conflicts[outcome.message] += 1
                             if outcome.result == "scheduled":
-                                self.bound_at.setdefault(outcome.uid, record.timestamp / 1000)
+                                self.bound_at.setdefault(outcome.uid, at)
                     except MessageError:
                         continue
 

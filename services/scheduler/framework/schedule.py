@@ -148,8 +148,8 @@ def schedule_pod(
     extenders = framework.extenders()
     if not framework.has_score_plugins() and not extenders:
         # Upstream prioritizeNodes: without score plugins and extenders every node scores 1
-        # (SPEC B35). (The search then stops at the first feasible node, so this needs a
-        # nominated node to be reached; kept for it.)
+        # (SPEC B35). (The search then stops at the first feasible node, so schedule_pod
+        # returns before this; kept as upstream has it.)
         totals = np.ones(num_feasible, dtype=np.int64)
         if explain:
             scores = NodeScores(nodes.row_indices(feasible), totals, {})

@@ -1,0 +1,147 @@
+"""`berth up` as a real foreground process, driven by `berth apply / get / delete`; Ctrl-C
+(and kill -9 of `berth up` itself) leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.stack import apply_main, delete_main, get_main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is as good as gone.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def _wait(predicate: object, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Up:
+    def __init__(self, state: Path, *args: str) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")}
+        env["BERTH_STATE"] = str(state)
+        self.state = state
+        self.log = state.with_suffix(".log")
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", "from services.cli import main; main()", "up", *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        _wait(lambda: state.exists() or self.process.poll() is not None, 90, "berth up")
+        assert self.process.poll() is None, self.log.read_text()
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def pids(self) -> list[int]:
+        """The service processes, and the servers (from the state and their ports)."""
+        pids = [int(p) for p in re.findall(r"pid (\d+)", self.output())]
+        ports = re.findall(r"127\.0\.0\.1:(\d+)", self.output())
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if ("redis-server" in cmdline or "tansu" in cmdline) and any(
+                port in cmdline for port in ports
+            ):
+                pids.append(int(proc.name))
+        return pids
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path / "stack.json"
+    for name in list(os.environ):
+        if name.startswith("BERTH_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("BERTH_STATE", str(path))
+    yield path
+
+
+def _pods(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
+    assert get_main(["pods", "-o", "json"]) == 0
+    return {f"{p['namespace']}/{p['name']}": p for p in json.loads(capsys.readouterr().out)["pods"]}
+
+
+def test_up_apply_get_delete_and_ctrl_c(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    up = Up(state, "--workers", "2")
+    try:
+        pids = up.pids()
+        assert len(pids) == 6, up.output()  # queue, binder, 2 workers, Redis, broker
+        assert (
+            apply_main(["-f", str(EXAMPLES / "cluster.yaml"), "-f", str(EXAMPLES / "pods.yaml")])
+            == 0
+        )
+        assert "pod/team-a/etl-1 created" in capsys.readouterr().out
+
+        def placed() -> bool:
+            pods = _pods(capsys)
+            return (
+                pods["team-a/etl-1"]["status"] == "Bound"
+                and pods["team-a/huge-1"]["queue"] == "unschedulable"
+            )
+
+        _wait(placed, 60, "the examples to be scheduled")
+        pods = _pods(capsys)
+        assert pods["team-a/gated-1"]["status"] == "Gated"
+        assert pods["team-c/other-1"]["status"] == "Skipped"
+        huge = pods["team-a/huge-1"]
+        assert (huge["status"], huge["attempts"]) == ("Pending", 1)
+        assert "Insufficient cpu" in str(huge["message"])
+
+        assert get_main(["nodes"]) == 0
+        assert "zone-c-1     SchedulingDisabled" in capsys.readouterr().out
+        assert get_main(["queues", "-o", "json"]) == 0
+        queues = json.loads(capsys.readouterr().out)
+        assert queues["tenants"]["team-a"]["unschedulable"] == 1
+        assert sorted(queues["workers"]) == ["worker-0", "worker-1"]
+
+        assert delete_main(["pod", "etl-1", "-n", "team-a"]) == 0
+        assert "team-a/etl-1" not in _pods(capsys)
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        assert up.process.wait(30) == 0, up.output()
+    _wait(lambda: not any(_alive(pid) for pid in pids), 10, "every process to stop")
+    assert not state.exists()
+
+
+def test_clients_without_a_stack_say_so(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert get_main(["pods"]) == 1
+    assert "no running stack" in capsys.readouterr().err
+
+
+def test_kill_9_of_berth_up_takes_its_children_along(state: Path) -> None:
+    up = Up(state)
+    pids = up.pids()
+    assert len(pids) == 5, up.output()
+    up.process.kill()
+    up.process.wait(10)
+    _wait(lambda: not any(_alive(pid) for pid in pids), 20, "the orphans to die")
