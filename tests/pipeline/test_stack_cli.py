@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,13 +76,13 @@ class Up:
 
 
 @pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "stack.json"
     for name in list(os.environ):
         if name.startswith("BERTH_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("BERTH_STATE", str(path))
-    yield path
+    return path
 
 
 def _pods(capsys: pytest.CaptureFixture[str]) -> dict[str, dict[str, object]]:
@@ -114,7 +113,9 @@ def test_up_apply_get_delete_and_ctrl_c(state: Path, capsys: pytest.CaptureFixtu
         assert pods["team-a/gated-1"]["status"] == "Gated"
         assert pods["team-c/other-1"]["status"] == "Skipped"
         huge = pods["team-a/huge-1"]
-        assert (huge["status"], huge["attempts"]) == ("Pending", 1)
+        # Node events may reach the queue after the pod's first attempt and wake it once more.
+        assert huge["status"] == "Pending"
+        assert huge["attempts"] in (1, 2)
         assert "Insufficient cpu" in str(huge["message"])
 
         assert get_main(["nodes"]) == 0
@@ -125,7 +126,9 @@ def test_up_apply_get_delete_and_ctrl_c(state: Path, capsys: pytest.CaptureFixtu
         assert sorted(queues["workers"]) == ["worker-0", "worker-1"]
 
         assert delete_main(["pod", "etl-1", "-n", "team-a"]) == 0
+        assert capsys.readouterr().out == "pod/team-a/etl-1 deleted\n"
         assert "team-a/etl-1" not in _pods(capsys)
+        assert delete_main(["pod", "etl-1", "-n", "team-a"]) == 1
     finally:
         up.process.send_signal(signal.SIGINT)
         assert up.process.wait(30) == 0, up.output()
