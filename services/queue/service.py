@@ -25,7 +25,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
@@ -63,8 +64,9 @@ SERVICE_NAME = "queue"
 HeadersHook = Callable[[ScheduleBatch], Headers]
 
 _POD_GROUP_EVENTS = {"add": POD_GROUP_ADD, "update": POD_GROUP_UPDATE, "delete": POD_GROUP_DELETE}
-# Errors worth retrying from the last commit; anything else is the record's fault.
-_TRANSIENT = (RedisError, KafkaError, OSError)
+# Errors worth retrying from the last commit; anything else (a script error included) is
+# the record's fault, and retrying would loop on it forever.
+_TRANSIENT = (RedisConnectionError, RedisTimeoutError, KafkaError, OSError)
 # Publishes not yet acknowledged before the dispatcher waits for them.
 _MAX_OUTSTANDING = 64
 
@@ -221,12 +223,11 @@ class QueueService:
         decoded: list[tuple[ConsumerRecord, str, Any]] = []
         for record in records:
             try:
-                kind, item = self._decode(record)
+                steps = self._decode(record)
             except (MessageError, InvalidTenantError) as e:
                 await self._dead_letter(record, str(e))
                 continue
-            if kind != "skip":
-                decoded.append((record, kind, item))
+            decoded.extend((record, kind, item) for kind, item in steps if kind != "skip")
         try:
             await self._apply_all(decoded)
         except _TRANSIENT:
@@ -260,23 +261,30 @@ class QueueService:
         for step in steps:
             await self._apply(step)
 
-    def _decode(self, record: ConsumerRecord) -> tuple[str, Any]:
+    def _decode(self, record: ConsumerRecord) -> list[tuple[str, Any]]:
         topics = self.config.topics
         message = decode_message(record.value or b"")
         if record.topic == topics.pod_events and isinstance(message, PodEvent):
             return self._route_pod_event(message)
         if record.topic == topics.outcomes and isinstance(message, Outcome):
-            return "outcome", message
+            return [("outcome", message)]
         if record.topic == topics.node_events and isinstance(message, NodeEvent):
-            return "cluster", self._node_event(message)
+            return [("cluster", self._node_event(message))]
         if record.topic == topics.node_events and isinstance(message, PodGroupEvent):
-            return "cluster", _POD_GROUP_EVENTS[message.op]
+            return [("cluster", _POD_GROUP_EVENTS[message.op])]
         raise MessageError(f"unexpected {type(message).__name__} on topic {record.topic}")
 
-    def _route_pod_event(self, event: PodEvent) -> tuple[str, Any]:
+    def _route_pod_event(self, event: PodEvent) -> list[tuple[str, Any]]:
+        pod, old = event.pod, event.old
+        tenant = check_tenant(self.store.tenant_of(pod))  # an invalid name is a dead letter
+        if old is not None and not old.node_name and self.store.tenant_of(old) != tenant:
+            # The tenant label changed: the pod leaves its old tenant's queue.
+            return [("delete", old), self._route_one(event)]
+        return [self._route_one(event)]
+
+    def _route_one(self, event: PodEvent) -> tuple[str, Any]:
         """The informer filter and handlers of SPEC A37, plus the assigned-pod events."""
         pod, old = event.pod, event.old
-        check_tenant(self.store.tenant_of(pod))  # an invalid tenant name is a dead letter
         if pod.node_name:
             if event.op == "add":
                 return "assigned_add", pod
@@ -322,11 +330,9 @@ class QueueService:
         elif step.kind in ("assigned_add", "bound"):
             if step.kind == "bound":
                 await store.delete(step.items)
-            for pod in step.items:
-                self.metrics["woken"] += (await store.assigned_pod_added(pod)).moved
+            self.metrics["woken"] += (await store.assigned_pods_added(step.items)).moved
         elif step.kind == "assigned_update":
-            for old, new in step.items:
-                self.metrics["woken"] += (await store.assigned_pod_updated(old, new)).moved
+            self.metrics["woken"] += (await store.assigned_pods_updated(step.items)).moved
         elif step.kind == "assigned_delete":
             await store.delete(step.items)
             # One move for a run of deletions: each would move the same pods.

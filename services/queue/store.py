@@ -523,26 +523,45 @@ class QueueStore:
 
     async def assigned_pod_added(self, pod: PodRecord) -> MoveResult:
         """AssignedPodAdded (SPEC A26): wake the parked pods whose affinity the pod satisfies."""
-        return await self._move(await self._affinity_targets(pod), ASSIGNED_POD_ADD)
+        return await self.assigned_pods_added([pod])
+
+    async def assigned_pods_added(self, pods: Sequence[PodRecord]) -> MoveResult:
+        """AssignedPodAdded for a run of bound pods in one pass: a parked pod moves if any of
+        them satisfies one of its required affinity terms (the same pods one call per bound
+        pod would move, and the same final moveRequestCycle)."""
+        return await self._move(await self._affinity_targets(pods), ASSIGNED_POD_ADD)
 
     async def assigned_pod_updated(self, old: PodRecord | None, new: PodRecord) -> MoveResult:
         """AssignedPodUpdated (SPEC A27): a resize down wakes all; else affinity matches only."""
-        if old is not None and resized_down(old.pod(), new.pod()):
+        return await self.assigned_pods_updated([(old, new)])
+
+    async def assigned_pods_updated(
+        self, pairs: Sequence[tuple[PodRecord | None, PodRecord]]
+    ) -> MoveResult:
+        if any(old is not None and resized_down(old.pod(), new.pod()) for old, new in pairs):
+            # Moves every pod the affinity path would move, and more.
             return await self.move_all(ASSIGNED_POD_UPDATE)
-        return await self._move(await self._affinity_targets(new), ASSIGNED_POD_UPDATE)
+        targets = await self._affinity_targets([new for _, new in pairs])
+        return await self._move(targets, ASSIGNED_POD_UPDATE)
 
     async def assigned_pod_deleted(self, pod: PodRecord) -> MoveResult:
         """An assigned pod went away: its resources, ports and spread are free again."""
         return await self.move_all(ASSIGNED_POD_DELETE)
 
-    async def _affinity_targets(self, assigned: PodRecord) -> list[tuple[str, str, Sequence[str]]]:
-        """Per tenant, the unschedulable pods with a required affinity term the pod matches.
+    async def _affinity_targets(
+        self, assigned: Sequence[PodRecord]
+    ) -> list[tuple[str, str, Sequence[str]]]:
+        """Per tenant, the unschedulable pods with a required affinity term one of the
+        assigned pods matches.
 
         Every tenant gets an entry, even an empty one: upstream sets moveRequestCycle on this
         path whether or not a pod moves.
         """
         tenants = await self.tenants()
-        namespace_labels = await self._namespace_labels(assigned.namespace)
+        labels_of: dict[str, Mapping[str, str]] = {}
+        for pod in assigned:
+            if pod.namespace not in labels_of:
+                labels_of[pod.namespace] = await self._namespace_labels(pod.namespace)
         targets: list[tuple[str, str, Sequence[str]]] = []
         for tenant in tenants:
             matching: list[str] = []
@@ -555,7 +574,7 @@ class QueueStore:
                 )
                 for (key, _), body in zip(parked, bodies, strict=True):
                     if isinstance(body, bytes) and self._affinity_matches(
-                        key, body, assigned, namespace_labels
+                        key, body, assigned, labels_of
                     ):
                         matching.append(key)
             targets.append((tenant, "keys", matching))
@@ -581,21 +600,26 @@ class QueueStore:
 
     @staticmethod
     def _affinity_matches(
-        key: str, body: bytes, assigned: PodRecord, namespace_labels: Mapping[str, str]
+        key: str,
+        body: bytes,
+        assigned: Sequence[PodRecord],
+        labels_of: Mapping[str, Mapping[str, str]],
     ) -> bool:
         try:
             parked = PodRecord(namespace="", name=key, uid="", body=body).pod()
         except MessageError:
             return True  # cannot tell: waking costs one attempt, never a lost pod
+        terms = required_affinity_terms(parked)
         return any(
             affinity_term_matches(
                 term,
                 parked.metadata.namespace,
-                assigned.namespace,
-                assigned.labels,
-                namespace_labels,
+                pod.namespace,
+                pod.labels,
+                labels_of.get(pod.namespace, {}),
             )
-            for term in required_affinity_terms(parked)
+            for pod in assigned
+            for term in terms
         )
 
     # ------------------------------------------------------------------ periodic flushes

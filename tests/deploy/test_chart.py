@@ -523,6 +523,11 @@ def test_optional_resources(values: dict[str, Any], kind: str, count: int) -> No
     assert len(render(values).kinds(kind)) == count
 
 
+def test_probes_can_be_turned_off() -> None:
+    container = render({"probes": {"enabled": False}}).container("scheduler")
+    assert not {"startupProbe", "livenessProbe", "readinessProbe"} & set(container)
+
+
 def test_pdb_min_available_replaces_max_unavailable() -> None:
     spec = render(EVERYTHING_ON).get("PodDisruptionBudget", "queue").doc["spec"]
     assert spec["minAvailable"] == "50%"

@@ -396,9 +396,28 @@ def test_unsampled_attempts_stay_unsampled_downstream(receiver: OtlpReceiver) ->
         with scheduling_cycle_span(request, headers) as span:
             assert not span.is_recording()
             assert span.get_span_context().is_valid
+            with extension_point_span("Filter") as point:
+                assert not point.is_recording()
+            (proposal_header,) = inject_headers()
+        # the binder inherits the same trace, still unsampled
+        assert proposal_header[1].split(b"-")[1] == headers[0][1].split(b"-")[1]
+        assert int(proposal_header[1].rsplit(b"-", 1)[1], 16) & 1 == 0
+        with binding_cycle_span(proposal_for(request, "n"), [proposal_header]) as binding:
+            assert not binding.is_recording()
     finally:
         installed.shutdown()
     assert receiver.wait_for(1, timeout=0.3) == []
+
+
+def test_extension_points_outside_a_cycle_record_nothing(
+    receiver: OtlpReceiver, tracing: Tracing
+) -> None:
+    with extension_point_span("Filter") as point:
+        assert not point.is_recording()
+    with scheduling_cycle_span(make_request("uid-o")), extension_point_span("Filter") as inner:
+        assert inner.is_recording()
+    tracing.shutdown()
+    assert sorted(s.name for s in receiver.wait_for(2)) == ["Filter", SPAN_SCHEDULING_CYCLE]
 
 
 def test_shutdown_is_quick_when_the_collector_is_down() -> None:

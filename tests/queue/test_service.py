@@ -279,6 +279,26 @@ async def test_bound_pod_leaves_the_queue_and_other_schedulers_pods_are_ignored(
         assert [(p.key, p.queue) for p in view.pods] == [("default/gate", "gated")]
 
 
+async def test_a_pod_whose_tenant_label_changes_moves_between_tenant_queues(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+) -> None:
+    config = replace(service_config, tenant_label="team", max_inflight_per_tenant=0)
+    before = make_pod("p", gates=["wait"], labels={"team": "red"}, uid="u", rv=1)
+    after = make_pod("p", gates=["wait"], labels={"team": "blue"}, uid="u", rv=2)
+    async with make_service(config) as service:
+        await produce(
+            kafka_bootstrap,
+            topics.pod_events,
+            [
+                (b"u", PodEvent.of("add", before).encode()),
+                (b"u", PodEvent.of("update", after, old=before).encode()),
+            ],
+        )
+        await wait_for(lambda: service.metrics["consumed"] == 2)
+        view = await service.store.pending()
+    assert [(p.tenant, p.key, p.queue) for p in view.pods] == [("blue", "default/p", "gated")]
+
+
 def test_queue_imports_no_numpy_or_scheduler_code() -> None:
     import subprocess
     import sys

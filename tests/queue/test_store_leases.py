@@ -136,6 +136,26 @@ async def test_a26_assigned_pod_wakes_only_affinity_matches(
     assert await store.move_request_cycle(T) == 3
 
 
+async def test_a26_a_run_of_bound_pods_in_one_pass(store: QueueStore, clock: ManualClock) -> None:
+    await store.add(
+        [
+            record("fan-db", affinity_to={"app": "db"}),
+            record("fan-web", affinity_to={"app": "web"}),
+            record("fan-cache", affinity_to={"app": "cache"}),
+        ]
+    )
+    requests = await store.pop(T, 3)
+    await store.record_outcomes([outcome(r, plugins=("InterPodAffinity",)) for r in requests])
+    clock.advance(5)
+    bound = [
+        PodRecord.from_pod(make_pod(name, labels={"app": app}, node_name="n1"))
+        for name, app in (("db-0", "db"), ("web-0", "web"))
+    ]
+    result = await store.assigned_pods_added(bound)
+    assert (result.to_active, result.kept) == (2, 0)
+    assert await store.location(T, "default/fan-cache") == "unschedulable"
+
+
 async def test_a26_affinity_in_another_namespace_needs_the_term_to_name_it(
     store: QueueStore, clock: ManualClock
 ) -> None:

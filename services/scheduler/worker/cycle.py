@@ -57,6 +57,11 @@ def _outcome(request: ScheduleRequest, result: OutcomeResult, **fields: object) 
     )
 
 
+def failed_decision(request: ScheduleRequest, error: Exception) -> Decision:
+    """An error outcome for a cycle that raised (the queue backs the pod off)."""
+    return Decision(outcome=_outcome(request, "error", message=f"scheduling failed: {error!r}"))
+
+
 def request_pod(request: ScheduleRequest, view: WorkerView) -> Pod:
     """The pod to schedule: the queue's copy, with its latest known nomination."""
     pod = request.decode_pod()

@@ -14,7 +14,7 @@ from pathlib import Path
 import redis.asyncio as aioredis
 
 from services.scheduler.worker.config import WorkerConfig, config_from_args
-from services.scheduler.worker.service import SchedulerWorker
+from services.scheduler.worker.service import SchedulerWorker, WorkerFailedError
 
 ENV_PROFILE_DIR = "BERTH_PROFILE_DIR"
 """When set, a service process writes a cProfile dump there when it stops."""
@@ -59,5 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     config = config_from_args(argv)
     with profiled(f"worker-{config.worker_id}"):
-        asyncio.run(run_worker(config))
+        try:
+            asyncio.run(run_worker(config))
+        except WorkerFailedError:
+            logging.getLogger(__name__).exception("worker failed")
+            return 1
     return 0

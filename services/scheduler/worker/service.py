@@ -40,7 +40,7 @@ from redis.asyncio import Redis
 from services.scheduler.framework.runtime import Framework, build_frameworks
 from services.scheduler.plugins.registry import in_tree_registry
 from services.scheduler.worker.config import WorkerConfig
-from services.scheduler.worker.cycle import Decision, decide
+from services.scheduler.worker.cycle import Decision, decide, failed_decision
 from services.scheduler.worker.view import WorkerView
 from shared.kafka import ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, MessageError, Outcome, ScheduleBatch
@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 YIELD_EVERY = 32
 """Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
 FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
+
+
+class WorkerFailedError(RuntimeError):
+    """One of the worker's loops died; the process exits so that it is restarted."""
 
 
 def heartbeat_key(prefix: str, cluster: str) -> str:
@@ -104,6 +108,7 @@ class SchedulerWorker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
+        self.failed = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -126,7 +131,16 @@ class SchedulerWorker:
             asyncio.create_task(self._listen_outcomes(), name="worker-outcomes"),
             asyncio.create_task(self._housekeeping(), name="worker-housekeeping"),
         ]
+        for task in self._tasks:
+            task.add_done_callback(self._task_done)
         await self._heartbeat()
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        """A loop that ends on its own is a bug: fail the worker (its process restarts)."""
+        if task.cancelled() or self._stopping.is_set():
+            return
+        log.error("%s ended: %r", task.get_name(), task.exception())
+        self.failed.set()
 
     async def _start_outcome_listener(self) -> None:
         topic = self.config.topics.outcomes
@@ -172,11 +186,17 @@ class SchedulerWorker:
             await self.redis.hdel(self._heartbeat_key, self.config.worker_id)
 
     async def run(self, stop: asyncio.Event) -> None:
+        """start(), wait for `stop` (or a failure: WorkerFailedError), stop()."""
         await self.start()
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.failed.wait())]
         try:
-            await stop.wait()
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for waiting in waits:
+                waiting.cancel()
             await self.stop()
+        if self.failed.is_set():
+            raise WorkerFailedError("a worker loop failed (see the log)")
 
     # ------------------------------------------------------------------ consuming
     async def _consume(self) -> None:
@@ -231,7 +251,11 @@ class SchedulerWorker:
         for index, request in enumerate(batch.requests):
             if index and index % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            decision = decide(self.frameworks, self.view, request, self.clock())
+            try:
+                decision = decide(self.frameworks, self.view, request, self.clock())
+            except Exception as exc:  # a framework bug must not stop the partition
+                log.exception("scheduling %s (attempt %d) failed", request.pod_key, request.attempt)
+                decision = failed_decision(request, exc)
             deliveries.append(await self._publish(decision))
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)

@@ -70,12 +70,14 @@ spec:
             - name: http-metrics
               containerPort: {{ $root.Values.metrics.port }}
               protocol: TCP
+          {{- if $root.Values.probes.enabled }}
           startupProbe:
             {{- toYaml $root.Values.probes.startup | nindent 12 }}
           livenessProbe:
             {{- toYaml $root.Values.probes.liveness | nindent 12 }}
           readinessProbe:
             {{- toYaml $root.Values.probes.readiness | nindent 12 }}
+          {{- end }}
           {{- with $values.resources }}
           resources:
             {{- toYaml . | nindent 12 }}
