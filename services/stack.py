@@ -20,9 +20,11 @@ store (shared.store) and publish pod and node events for the queue; `get` reads 
 the queue's pending view.
 
 `berth run` is an ephemeral stack: start, apply, wait until every pending pod is bound or parked
-with nothing left to try, print the `berth schedule` JSON document, stop. It uses one tenant
-queue (kube-scheduler has one queue) and one `berth.schedule` partition per worker, so with one
-worker and one binder it places every pod where `berth schedule` does.
+with nothing left to try, print the `berth schedule` JSON document, stop. It keeps the order
+pods were applied in end to end (one tenant queue, as kube-scheduler has one queue; one
+dispatch loop; single-partition pod-event and proposal topics, one `berth.schedule` partition
+per worker; one proposal at a time in the binder), so with one worker and one binder it places
+every pod where `berth schedule` does.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ log = logging.getLogger(__name__)
 
 ENV_QUEUE_PREFIX = "BERTH_QUEUE_PREFIX"
 ENV_SINGLE_TENANT = "BERTH_SINGLE_TENANT"
+ENV_ORDERED = "BERTH_ORDERED"
 ENV_STATE = "BERTH_STATE"
 
 RUN_TENANT = "run"
@@ -109,6 +112,9 @@ class StackSettings:
     config_path: str | None = None
     seed: int | None = None
     single_tenant: str | None = None
+    ordered: bool = False
+    """Keep the order pods were applied in, end to end (berth run): see `create_topics`; the
+    queue dispatches from one loop."""
     session_ms: int = 0
     """Consumer group session timeout (0: the services' defaults). The embedded broker takes
     about half of it to form a group, and a dead member is noticed after about 1.5 x."""
@@ -148,6 +154,8 @@ class StackSettings:
             out[ENV_SINGLE_TENANT] = self.single_tenant
         if self.session_ms:
             out[ENV_SESSION_MS] = str(self.session_ms)
+        if self.ordered:
+            out[ENV_ORDERED] = "1"
         return out
 
     @classmethod
@@ -168,6 +176,7 @@ class StackSettings:
             seed=int(seed) if seed else None,
             single_tenant=env.get(ENV_SINGLE_TENANT) or None,
             session_ms=int(env.get(ENV_SESSION_MS) or 0),
+            ordered=env.get(ENV_ORDERED) == "1",
         )
 
     @classmethod
@@ -415,13 +424,15 @@ async def create_topics(
     settings: StackSettings, *, ordered: bool = False, workers: int = 1
 ) -> None:
     """Every topic. `ordered` (berth run): pod events on one partition, so the queue sees pods
-    in the order they were applied, and `berth.schedule` with one partition per worker, so a
-    worker schedules them in the order the queue dispatched them."""
+    in the order they were applied; `berth.schedule` with one partition per worker, so a
+    worker schedules them in the order the queue dispatched them; proposals on one partition,
+    so the binder handles them in the order they were decided."""
     topics = settings.topics
     wanted = dict.fromkeys(topics.all(), max(workers, DEFAULT_PARTITIONS))
     if ordered:
         wanted[topics.pod_events] = 1
         wanted[topics.schedule] = max(1, workers)
+        wanted[topics.proposals] = 1
     await ensure_topics(settings.kafka_bootstrap, wanted)
 
 
@@ -455,6 +466,7 @@ async def start_stack(
             seed=seed if seed is not None else settings.seed,
             single_tenant=single_tenant or settings.single_tenant,
             session_ms=session_ms,
+            ordered=ordered,
         )
         await create_topics(settings, ordered=ordered, workers=workers)
         owns_workdir = workdir is None
@@ -548,6 +560,9 @@ async def _serve_queue(settings: StackSettings, name: str) -> None:
         single_tenant=settings.single_tenant,
         group_id=settings.group_id("queue"),
     )
+    if settings.ordered:
+        # Concurrent dispatch loops would interleave their batches on berth.schedule.
+        config = replace(config, dispatch_concurrency=1)
     redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
     store = ClusterStore(redis, cluster=settings.cluster, prefix=settings.store_prefix)
     labels = _NamespaceLabels(store)
@@ -600,6 +615,10 @@ async def _serve_binder(settings: StackSettings, name: str) -> None:
         group_id=settings.group_id("binder"),
         consumer_options=settings.consumer_options(),
     )
+    if settings.ordered:
+        # Proposals checked concurrently may be checked out of the order they were decided
+        # in (the cross-node checks then see a different cluster than the worker did).
+        config = replace(config, max_in_flight=1)
     redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
     service = BinderService(redis, settings.kafka_bootstrap, config)
     await service.start()

@@ -16,8 +16,10 @@ from services.stack import run_pipeline
 from services.validate import validate_mapping
 from shared.config import load_config
 from shared.launcher import DevServers
-from shared.models import Manifests, load_manifests
+from shared.models import Manifests, PriorityClass, cluster_meta, load_manifests
+from tests.builders import make_node, make_pod
 
+HOST = "kubernetes.io/hostname"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
@@ -33,8 +35,27 @@ def _workload(name: str, nodes: int, pods: int, running: int = 0) -> Callable[[]
     return build
 
 
-def _essentials(report: dict[str, Any]) -> list[tuple[str, str, str | None, str]]:
-    return [(p["pod"], p["status"], p["node"], p["message"]) for p in report["pods"]]
+def _preemption() -> Manifests:
+    """Low-priority pods fill three nodes; two high-priority pods must each evict two."""
+    nodes = [
+        make_node(f"n{i}").capacity(cpu="4", memory="16Gi", pods=10).label(HOST, f"n{i}").obj()
+        for i in range(3)
+    ]
+    low = [
+        make_pod(f"low-{i}").priority_class("low").req(cpu="2").node(f"n{i % 3}").obj()
+        for i in range(6)
+    ]
+    high = [make_pod(f"high-{i}").priority_class("high").req(cpu="3").obj() for i in range(2)]
+    classes = [
+        PriorityClass(metadata=cluster_meta("low"), value=1),
+        PriorityClass(metadata=cluster_meta("high"), value=1000),
+    ]
+    return Manifests(nodes=nodes, pods=[*low, *high], priority_classes=classes)
+
+
+def _essentials(report: dict[str, Any]) -> list[tuple[Any, ...]]:
+    keys = ("pod", "status", "node", "nominatedNode", "victims", "message")
+    return [tuple(p[k] for k in keys) for p in report["pods"]]
 
 
 @pytest.mark.parametrize(
@@ -45,10 +66,11 @@ def _essentials(report: dict[str, Any]) -> list[tuple[str, str, str | None, str]
         pytest.param(
             _workload("scheduling-basic", 120, 400), None, 7, id="basic-120-nodes-random-ties"
         ),
-        pytest.param(_workload("topology-spreading", 30, 90, 6), None, 1, id="spread"),
+        pytest.param(_workload("topology-spreading", 30, 400, 6), None, 1, id="spread"),
         pytest.param(_workload("pod-anti-affinity", 20, 30), None, 2, id="anti-affinity"),
         pytest.param(_workload("pod-affinity", 20, 40, 1), None, 4, id="affinity"),
         pytest.param(_workload("unschedulable", 10, 30), None, 5, id="unschedulable"),
+        pytest.param(_preemption, None, 6, id="preemption"),
     ],
 )
 async def test_run_places_pods_like_the_dry_run(
