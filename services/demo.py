@@ -10,7 +10,8 @@ The bundled workload (`demo_workload`, deterministic from the seed): nodes in 3 
 - web pods spread evenly over zones (DoNotSchedule, maxSkew 1) in apps of 30;
 - database pods that refuse to share a node with their replica set (hostname anti-affinity);
 - gangs (coscheduling PodGroups, minMember 8): all of a gang's pods bind, or none;
-- GPU pods that tolerate the GPU taint and fill every GPU.
+- GPU pods that tolerate the GPU taint and fill every GPU;
+- a few pods bigger than any node, which stay pending (and show why).
 
 Then, once those settled, a few high-priority GPU pods arrive: no GPU is free, so each preempts
 a batch GPU pod. It runs on the `berth up` machinery (servers and services as processes), shows
@@ -154,7 +155,8 @@ def demo_workload(nodes: int = 1000, pods: int = 10_000, seed: int = 0) -> DemoW
     )
     gpu_pods = gpu_nodes * GPUS_PER_NODE
     gangs = max(1, pods // 1250)
-    rest = max(0, pods - gpu_pods - gangs * GANG_SIZE)
+    huge = max(1, pods // 1000)
+    rest = max(0, pods - gpu_pods - gangs * GANG_SIZE - huge)
     spread = rest * 15 // 100 // SPREAD_APP * SPREAD_APP
     dbs = rest * 10 // 100 // DB_REPLICAS * DB_REPLICAS
     plain = rest - spread - dbs
@@ -240,6 +242,16 @@ def demo_workload(nodes: int = 1000, pods: int = 10_000, seed: int = 0) -> DemoW
                 labels={"app": "cuda", "tier": "gpu"},
                 tolerations=list(gpu_toleration),
                 node_selector={"accelerator": "gpu"},
+            )
+        )
+    for i in range(huge):
+        made.append(
+            _pod(
+                f"huge-{i}",
+                tenant(i),
+                cpu=24_000,
+                memory=16 * GI,
+                labels={"app": "huge", "tier": "batch"},
             )
         )
     rng.shuffle(made)

@@ -56,6 +56,27 @@ async def _config_file(percentage: int) -> AsyncIterator[str]:
         yield str(path)
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (Linux /proc), 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu(run: Pipeline) -> dict[str, float]:
+    out = {name: cpu_seconds(p.pid) for name, p in run.stack.processes.items()}
+    servers = run.running.servers
+    if servers is not None:
+        for process in servers.processes:
+            out[process.name.split(":")[0]] = cpu_seconds(process.popen.pid)
+    return out
+
+
 async def _run(
     manifests: Manifests, pending: Manifests, run: Pipeline, seconds: float
 ) -> dict[str, Any]:
@@ -69,10 +90,14 @@ async def _run(
         if beats and all(int(b.get("rv", 0)) >= target for b in beats.values()):
             break
         await asyncio.sleep(0.1)
+    cpu_before = _process_cpu(run)
     started = time.time()
     await run.apply(pending)
     applied = time.time()
     settled = await run.settle(seconds, quiet_seconds=1.0)
+    cpu = {
+        name: round(used - cpu_before.get(name, 0.0), 2) for name, used in _process_cpu(run).items()
+    }
     observer = run.observer
     uids = {p.metadata.uid for p in pending.pods}
     bound = {uid: at for uid, at in observer.bound_at.items() if uid in uids}
@@ -109,6 +134,7 @@ async def _run(
         "worker_cycle_seconds": {
             name: beat.get("cycle_s", 0.0) for name, beat in sorted(beats.items())
         },
+        "cpu_seconds": cpu,
         "worker_pods": {name: beat.get("pods", 0) for name, beat in sorted(beats.items())},
     }
 

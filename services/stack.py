@@ -1368,6 +1368,7 @@ async def pipeline(
     ordered: bool = True,
     single_tenant: str | None = RUN_TENANT,
     session_ms: int = 1500,
+    workdir: Path | None = None,
 ) -> AsyncIterator[Pipeline]:
     """Start an ephemeral stack (on `servers`, with keys and topics of its own, or on servers
     of its own), yield a Pipeline, stop everything."""
@@ -1384,6 +1385,7 @@ async def pipeline(
         settings=settings,
         ordered=ordered,
         session_ms=session_ms,
+        workdir=workdir,
     )
     try:
         observer = RunObserver(running.settings.kafka_bootstrap, running.settings.topics)

@@ -35,6 +35,7 @@ from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.messages import Proposal
+from services.binder.tasks import finish
 from services.binder.view import ClusterView
 from services.scheduler.framework.status import Status
 from services.scheduler.framework.waiting_pods import go_duration
@@ -135,10 +136,13 @@ class Binder:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def close(self) -> None:
+    async def close(self, drain_seconds: float = 0.0) -> None:
+        """Give in-flight proposals `drain_seconds`, then cancel what is left (a cancelled
+        proposal keeps its reservation until it expires or its redelivery adopts it)."""
+        if self._tasks and drain_seconds > 0:
+            await asyncio.wait(set(self._tasks), timeout=drain_seconds)
         for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await finish(task, 0.0)
         await self.gangs.close()
 
     async def handle(self, proposal: Proposal, slot: Slot | None = None) -> None:

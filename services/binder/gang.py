@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
+from services.binder.tasks import finish
 from shared.store import Bindings
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class GangMonitor:
         self._poll_seconds = poll_seconds
         self._watches: dict[str, _Watch] = {}
         self._poller: asyncio.Task[None] | None = None
+        self._closed = False
 
     def note(self, gang: str, generation: int, state: str) -> None:
         """What this binder learnt itself (a reservation that permitted the gang)."""
@@ -74,11 +76,13 @@ class GangMonitor:
                 del self._watches[gang]
 
     def _ensure_poller(self) -> None:
+        if self._closed:
+            return
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll(), name="binder-gang-poller")
 
     async def _poll(self) -> None:
-        while self._watches:
+        while self._watches and not self._closed:
             gangs = list(self._watches)
             try:
                 states = await self._bindings.gang_states(gangs)
@@ -92,7 +96,6 @@ class GangMonitor:
             await asyncio.sleep(self._poll_seconds)
 
     async def close(self) -> None:
+        self._closed = True
         if self._poller is not None:
-            self._poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+            await finish(self._poller, self._poll_seconds + 2.0)

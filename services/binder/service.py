@@ -29,6 +29,7 @@ from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from services.binder.messages import Proposal
 from services.binder.sync import ViewSync
+from services.binder.tasks import finish
 from services.binder.view import ClusterView
 from shared.kafka import ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, MessageError, Outcome, PodEvent
@@ -170,22 +171,16 @@ class BinderService:
         ]
 
     async def stop(self, *, drain_seconds: float = 5.0) -> None:
-        """Stop consuming, give in-flight proposals `drain_seconds`, commit, close."""
+        """Stop consuming, give in-flight proposals `drain_seconds`, commit, close. Loops
+        are told to stop rather than cancelled mid-command (see services.binder.tasks)."""
         self._stopping.set()
-        consume = self._tasks[0] if self._tasks else None
-        if consume is not None:
-            consume.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await consume
+        tasks, self._tasks = self._tasks, []
+        if tasks:
+            await finish(tasks[0], 2.0)  # the consumer loop: at most one fetch to wait for
         if self.binder is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.binder.drain(), drain_seconds)
-            await self.binder.close()
-        for task in self._tasks[1:]:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+            await self.binder.close(drain_seconds)
+        for task in tasks[1:]:
+            await finish(task, 2.0)
         if self._consumer is not None:
             await self._commit()
             await self._consumer.stop()
@@ -273,15 +268,19 @@ class BinderService:
             return
         self.tracker.mark_committed(offsets)
 
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep `seconds`; False when the service is stopping."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        return not self._stopping.is_set()
+
     async def _commit_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.commit_interval_seconds)
+        while await self._pause(self.config.commit_interval_seconds):
             await self._commit()
 
     async def _expire_loop(self) -> None:
         """Release reservations whose binder died (any replica may do it)."""
-        while True:
-            await asyncio.sleep(self.config.expire_interval_seconds)
+        while await self._pause(self.config.expire_interval_seconds):
             try:
                 released = await self.store.bindings.expire(self.clock())
             except Exception:

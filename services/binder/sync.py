@@ -4,9 +4,9 @@ snapshot when the stream was trimmed past the view's position)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
+from services.binder.tasks import finish
 from services.binder.view import ClusterView
 from shared.store import ClusterStore, StreamGapError
 
@@ -21,32 +21,35 @@ class ViewSync:
         self.view = view
         self._block_ms = block_ms
         self._count = count
+        self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Load the snapshot (returns once the view has it), then follow in the background."""
         self.view.load(await self.store.load_snapshot())
+        self._stop.clear()
         self._task = asyncio.create_task(self._follow(), name="binder-view-sync")
 
     async def _follow(self) -> None:
-        while True:
+        while not self._stop.is_set():
             try:
                 async for batch in self.store.follow_batches(
-                    self.view.resource_version, block_ms=self._block_ms, count=self._count
+                    self.view.resource_version,
+                    block_ms=self._block_ms,
+                    count=self._count,
+                    stop=self._stop,
                 ):
                     self.view.apply(batch)
             except StreamGapError as exc:
                 log.warning("%s: reloading the snapshot", exc)
                 self.view.load(await self.store.load_snapshot())
-            except asyncio.CancelledError:
-                raise
             except Exception:  # Redis went away for a moment: retry from where the view is
                 log.exception("following the change stream failed")
                 await asyncio.sleep(0.5)
 
     async def stop(self) -> None:
+        """Stop following (within about one XREAD block)."""
+        self._stop.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await finish(self._task, self._block_ms / 1000 + 2.0)
             self._task = None

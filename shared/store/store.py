@@ -17,6 +17,7 @@ pod's binding and nomination, live beside them and are set on the decoded object
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -300,21 +301,35 @@ class ClusterStore:
 
     # ------------------------------------------------------------------ follow
     async def follow(
-        self, after: int, *, block_ms: int = 1000, count: int = 1000
+        self,
+        after: int,
+        *,
+        block_ms: int = 1000,
+        count: int = 1000,
+        stop: asyncio.Event | None = None,
     ) -> AsyncIterator[Change]:
-        """Every change with a resourceVersion above `after`, in order, forever (XREAD BLOCK).
-        Raises StreamGapError when some of them were trimmed."""
-        async for batch in self.follow_batches(after, block_ms=block_ms, count=count):
+        """Every change with a resourceVersion above `after`, in order (XREAD BLOCK), until
+        `stop` is set (forever without one). Raises StreamGapError when some were trimmed.
+
+        Prefer `stop` to cancelling the consuming task: cancelling a blocked redis-py
+        command can leave its connection (and the cancelled task) hanging."""
+        async for batch in self.follow_batches(after, block_ms=block_ms, count=count, stop=stop):
             for change in batch:
                 yield change
 
     async def follow_batches(
-        self, after: int, *, block_ms: int = 1000, count: int = 1000
+        self,
+        after: int,
+        *,
+        block_ms: int = 1000,
+        count: int = 1000,
+        stop: asyncio.Event | None = None,
     ) -> AsyncIterator[Sequence[Change]]:
-        """`follow`, a batch (up to `count` changes) at a time."""
+        """`follow`, a batch (up to `count` changes) at a time; `stop` is looked at at least
+        every `block_ms`."""
         position = after
         stream = self.keys.stream
-        while True:
+        while stop is None or not stop.is_set():
             reply: Any = await self.redis.xread(
                 {stream: f"{position}-0"}, count=count, block=block_ms
             )

@@ -31,6 +31,7 @@ def test_the_bundled_workload_has_every_kind_of_pod() -> None:
     assert {p.metadata.namespace for p in base.pods} == {"team-a", "team-b", "team-c"}
     tiers = Counter(p.metadata.labels["tier"] for p in base.pods)
     assert set(tiers) == {"batch", "web", "db", "train", "gpu"}
+    assert sum(1 for p in base.pods if p.metadata.name.startswith("huge-")) == 10
     assert tiers["train"] == len(base.pod_groups) * GANG_SIZE
     assert all(
         p.metadata.labels[POD_GROUP_LABEL]
@@ -77,6 +78,11 @@ async def test_a_small_demo_end_to_end(dev_servers: DevServers) -> None:
     assert summary.pods_per_second > 0
     assert 0 < summary.latency_p50_ms <= summary.latency_p99_ms
     assert set(summary.utilisation) == {"zone-a", "zone-b", "zone-c"}
+    assert summary.pending == 1  # the pod bigger than any node
+    ((count, reason),) = summary.top_pending_reasons
+    assert count == 1
+    assert "Insufficient cpu" in reason
     text = format_summary(summary)
     assert "pods/s" in text
     assert "p50" in text
+    assert "Insufficient cpu" in text

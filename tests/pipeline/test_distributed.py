@@ -56,9 +56,14 @@ async def test_kill_9_mid_run_loses_and_duplicates_nothing(
         workers=2, binders=1, servers=dev_servers, ordered=False, single_tenant=None
     ) as run:
         await run.apply(workload.base)
-        await asyncio.sleep(rng.uniform(0.2, 2.0))
+        # A random moment while pods are still being placed.
         names = run.client.settings.scheduler_names()
-        before, _ = await pending_progress(run.client, run.pending(), names)
+        fraction = rng.uniform(0.05, 0.6)
+        while True:
+            before, _ = await pending_progress(run.client, run.pending(), names)
+            if before.bound >= fraction * before.total:
+                break
+            await asyncio.sleep(0.02)
         victim = rng.choice(run.stack.names(target))
         run.stack.kill(victim, signal.SIGKILL)
         assert await run.settle(SETTLE_SECONDS)
