@@ -26,22 +26,8 @@ from services.scheduler.worker import read_heartbeats
 from services.scheduler.worker.main import ENV_PROFILE_DIR
 from services.scheduler.workloads import WORKLOADS
 from services.stack import Pipeline, pipeline
+from shared.launcher import DevServers
 from shared.models import Manifests
-
-
-@contextlib.contextmanager
-def _environment(name: str, value: str | None) -> Any:
-    """Set one environment variable for the block (the service processes inherit it)."""
-    old = os.environ.get(name)
-    if value is not None:
-        os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 @contextlib.asynccontextmanager
@@ -151,7 +137,9 @@ async def bench_distributed_async(
     seed: int = 0,
     profile_dir: str | None = None,
     seconds: float = 900.0,
+    servers: DevServers | None = None,
 ) -> dict[str, Any]:
+    """See the module docstring; `servers` reuses running Redis and broker (tests)."""
     if workload not in WORKLOADS:
         known = ", ".join(sorted(WORKLOADS))
         raise ValueError(f"unknown workload {workload!r} (known: {known})")
@@ -159,20 +147,21 @@ async def bench_distributed_async(
     cluster = Manifests(nodes=generated.nodes, pods=list(generated.running))
     pending = Manifests(pods=list(generated.pending))
     profile = await asyncio.to_thread(os.path.abspath, profile_dir) if profile_dir else None
-    with _environment(ENV_PROFILE_DIR, profile):
-        async with (
-            _config_file(percentage) as config_path,
-            pipeline(
-                config_path=config_path,
-                workers=workers,
-                binders=binders,
-                seed=seed,
-                ordered=False,
-                single_tenant=None,
-                session_ms=3000,
-            ) as run,
-        ):
-            result = await _run(cluster, pending, run, seconds)
+    async with (
+        _config_file(percentage) as config_path,
+        pipeline(
+            config_path=config_path,
+            workers=workers,
+            binders=binders,
+            seed=seed,
+            ordered=False,
+            single_tenant=None,
+            session_ms=3000,
+            servers=servers,
+            extra_env={ENV_PROFILE_DIR: profile} if profile else None,
+        ) as run,
+    ):
+        result = await _run(cluster, pending, run, seconds)
     return {
         "mode": "distributed",
         "workload": workload,

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from services.scheduler.worker.config import (
     ENV_CLUSTER,
@@ -60,11 +59,20 @@ from services.scheduler.worker.config import (
     ENV_SEED,
     ENV_SESSION_MS,
     ENV_TOPIC_SUFFIX,
+    group_options,
 )
 from services.scheduler.worker.main import profiled
-from shared.kafka import DEFAULT_PARTITIONS, Topics, ensure_topics, make_producer
-from shared.launcher import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, DevServers, start_dev_servers
+from shared.health import HealthServer
+from shared.kafka import DEFAULT_PARTITIONS, Topics, assign_all, ensure_topics, make_producer
+from shared.launcher import (
+    ENV_KAFKA_BOOTSTRAP,
+    ENV_REDIS_URL,
+    DevServers,
+    _set_parent_death_signal,
+    start_dev_servers,
+)
 from shared.messages import NodeEvent, PodEvent, PodGroupEvent, PodOp
+from shared.metrics import BerthMetrics, default_metrics
 from shared.models import (
     DEFAULT_SCHEDULER_NAME,
     KubeObject,
@@ -78,6 +86,7 @@ from shared.models import (
     resolve_priorities,
 )
 from shared.store import ClusterStore, object_key
+from shared.tracing import dispatch_headers
 
 log = logging.getLogger(__name__)
 
@@ -129,12 +138,7 @@ class StackSettings:
         return f"{base}.{self.topic_suffix}" if self.topic_suffix else base
 
     def consumer_options(self) -> dict[str, Any]:
-        if not self.session_ms:
-            return {}
-        return {
-            "session_timeout_ms": self.session_ms,
-            "heartbeat_interval_ms": max(100, self.session_ms // 5),
-        }
+        return group_options(self.session_ms)
 
     def env(self) -> dict[str, str]:
         """The environment of a service process (every service reads the same names)."""
@@ -235,18 +239,6 @@ def read_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None
 
 
 # ============================================================================= processes
-def _death_signal_preexec(parent_pid: int) -> Callable[[], None]:
-    """preexec_fn: the child gets SIGTERM when this process dies (even by SIGKILL)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def preexec() -> None:
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent_pid:
-            os._exit(1)
-
-    return preexec
-
-
 @dataclass(slots=True)
 class ServiceProcess:
     """One service process: started in its own session, output to `log_path`."""
@@ -265,7 +257,7 @@ class ServiceProcess:
             sys.platform.startswith("linux")
             and threading.current_thread() is threading.main_thread()
         ):
-            preexec = _death_signal_preexec(os.getpid())
+            preexec = _set_parent_death_signal(os.getpid())
         with self.log_path.open("ab") as out:
             self.popen = subprocess.Popen(
                 self.argv,
@@ -449,6 +441,7 @@ async def start_stack(
     ordered: bool = False,
     session_ms: int = 3000,
     workdir: Path | None = None,
+    extra_env: Mapping[str, str] | None = None,
     ready_seconds: float = 60.0,
 ) -> RunningStack:
     """Start servers (unless given) and the services; returns once every worker's view is
@@ -471,9 +464,20 @@ async def start_stack(
         await create_topics(settings, ordered=ordered, workers=workers)
         owns_workdir = workdir is None
         workdir = workdir or Path(tempfile.mkdtemp(prefix="berth-stack-"))
-        stack = Stack(settings, workdir, workers=workers, binders=binders, queues=queues)
+        stack = Stack(
+            settings,
+            workdir,
+            workers=workers,
+            binders=binders,
+            queues=queues,
+            extra_env=extra_env,
+        )
         running = RunningStack(
-            settings, stack, servers if owns_servers else None, workdir, None, owns_workdir
+            settings,
+            stack,
+            servers if owns_servers else None,
+            workdir,
+            _owns_workdir=owns_workdir,
         )
         stack.start()
         running.start_supervisor()
@@ -542,6 +546,43 @@ async def _until_signalled() -> None:
     await stop.wait()
 
 
+@contextlib.asynccontextmanager
+async def _observed(service: str) -> AsyncIterator[HealthServer]:
+    """Tracing (BERTH_OTLP_ENDPOINT) and /metrics, /healthz, /readyz (BERTH_METRICS_PORT)
+    around a service process; both are off when their variable is unset."""
+    from shared.tracing import TracingConfig, setup_tracing
+
+    tracing = setup_tracing(TracingConfig.from_env(f"berth-{service}", os.environ))
+    health = HealthServer.from_env(os.environ)
+    await health.start()
+    try:
+        yield health
+    finally:
+        health.set_ready(False, "stopping")
+        await health.stop()
+        await tracing.ashutdown()
+
+
+async def _report_pending(store: Any, metrics: BerthMetrics, interval: float = 5.0) -> None:
+    """scheduler_pending_pods from the queue's counts (the same on every replica)."""
+    from services.queue.store import QueueCounts
+
+    while True:
+        try:
+            total = sum((await store.counts()).values(), QueueCounts())
+            metrics.set_pending(
+                {
+                    "active": total.active,
+                    "backoff": total.backoff,
+                    "unschedulable": total.unschedulable,
+                    "gated": total.gated,
+                }
+            )
+        except Exception:  # metrics must never stop the service
+            log.exception("scheduler_pending_pods: refresh failed")
+        await asyncio.sleep(interval)
+
+
 def _scheduler_config(settings: StackSettings) -> Any:
     from shared.config import default_config, load_config
 
@@ -573,13 +614,19 @@ async def _serve_queue(settings: StackSettings, name: str) -> None:
         namespace_labels=labels,
         replica_id=name or None,
         consumer_options=settings.consumer_options(),
+        headers_hook=lambda batch: dispatch_headers(batch.requests),
     )
-    await service.start()
-    try:
-        await _until_signalled()
-    finally:
-        await service.stop()
-        await redis.aclose()
+    async with _observed("queue") as health:
+        await service.start()
+        health.set_ready(True)
+        pending = asyncio.create_task(_report_pending(service.store, default_metrics()))
+        try:
+            await _until_signalled()
+        finally:
+            health.set_ready(False, "draining")
+            pending.cancel()
+            await service.stop()
+            await redis.aclose()
 
 
 class _NamespaceLabels:
@@ -621,12 +668,15 @@ async def _serve_binder(settings: StackSettings, name: str) -> None:
         config = replace(config, max_in_flight=1)
     redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
     service = BinderService(redis, settings.kafka_bootstrap, config)
-    await service.start()
-    try:
-        await _until_signalled()
-    finally:
-        await service.stop()
-        await redis.aclose()
+    async with _observed("binder") as health:
+        await service.start()
+        health.set_ready(True)
+        try:
+            await _until_signalled()
+        finally:
+            health.set_ready(False, "draining")
+            await service.stop()
+            await redis.aclose()
 
 
 # ================================================================================ client
@@ -1173,17 +1223,8 @@ class RunObserver:
             max_partition_fetch_bytes=16 * 1024 * 1024,
         )
         await consumer.start()
-        assigned: list[TopicPartition] = []
-        for topic in (self.topics.schedule, self.topics.proposals, self.topics.outcomes):
-            partitions = None
-            for _ in range(100):
-                await consumer.topics()
-                partitions = consumer.partitions_for_topic(topic)
-                if partitions:
-                    break
-                await asyncio.sleep(0.05)
-            assigned += [TopicPartition(topic, p) for p in sorted(partitions or ())]
-        consumer.assign(assigned)
+        topics = self.topics
+        assigned = await assign_all(consumer, [topics.schedule, topics.proposals, topics.outcomes])
         await consumer.seek_to_beginning(*assigned)
         self._consumer = consumer
         self._task = asyncio.create_task(self._read(), name="run-observer")
@@ -1240,23 +1281,31 @@ class Progress:
 async def pending_progress(
     client: StackClient, pending: Mapping[str, Pod], names: frozenset[str]
 ) -> tuple[Progress, int]:
-    """How many of `pending` (key -> pod as applied) are bound, parked, still moving; and the
-    store's resourceVersion (a change means something is still happening)."""
-    rv = await client.store.resource_version()
-    stored = {p.key: p for p in cast(list[Pod], await client.store.list("Pod"))}
-    queued = {p.key: p.queue for p in (await client.queue.pending()).pods}
-    bound = parked = waiting = 0
+    """How many of `pending` (key -> pod as applied) are bound (or deleted after binding:
+    preempted), parked (the queue's unschedulable and gated pods), or still moving; and the
+    store's resourceVersion (a change means something is still happening). Reads raw hashes
+    and the queue's counts only: it runs every few hundred milliseconds beside the services."""
+    from services.queue.store import QueueCounts
+
+    keys = client.store.keys
+    async with client.redis.pipeline(transaction=True) as pipe:
+        pipe.get(keys.rv)
+        pipe.hgetall(keys.pod_node)
+        pipe.hgetall(keys.meta("Pod"))
+        rv, nodes, metas = await pipe.execute()
+    counts = sum((await client.queue.counts()).values(), QueueCounts())
+    considered = bound = 0
     for key, pod in pending.items():
-        now = stored.get(key)
         if pod.spec.scheduler_name not in names or pod.metadata.deletion_timestamp is not None:
             continue
-        if now is None or now.metadata.uid != pod.metadata.uid or now.spec.node_name:
-            bound += 1  # bound, or deleted (preempted) after it was bound
-        elif queued.get(key) in ("unschedulable", "gated"):
-            parked += 1
-        else:
-            waiting += 1
-    return Progress(bound, parked, waiting, len(pending)), rv
+        considered += 1
+        field = key.encode()
+        meta = metas.get(field)
+        uid = meta.partition(b" ")[2].decode() if meta is not None else ""
+        if uid != pod.metadata.uid or field in nodes:
+            bound += 1
+    parked = min(considered - bound, counts.unschedulable + counts.gated)
+    return Progress(bound, parked, considered - bound - parked, considered), int(rv or 0)
 
 
 async def wait_until_settled(
@@ -1282,7 +1331,7 @@ async def wait_until_settled(
             last, quiet_since = state, time.monotonic()
         elif progress.waiting == 0 and time.monotonic() - quiet_since >= quiet_seconds:
             return True
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.2)
     return False
 
 
@@ -1369,6 +1418,7 @@ async def pipeline(
     single_tenant: str | None = RUN_TENANT,
     session_ms: int = 1500,
     workdir: Path | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Pipeline]:
     """Start an ephemeral stack (on `servers`, with keys and topics of its own, or on servers
     of its own), yield a Pipeline, stop everything."""
@@ -1386,6 +1436,7 @@ async def pipeline(
         ordered=ordered,
         session_ms=session_ms,
         workdir=workdir,
+        extra_env=extra_env,
     )
     try:
         observer = RunObserver(running.settings.kafka_bootstrap, running.settings.topics)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
@@ -134,3 +134,23 @@ async def consumer_lag(consumer: AIOKafkaConsumer) -> int:
             continue
         total += max(0, highwater - await consumer.position(tp))
     return total
+
+
+async def assign_all(
+    consumer: AIOKafkaConsumer, topics: Sequence[str], *, attempts: int = 100
+) -> list[TopicPartition]:
+    """Assign (no group) every partition of `topics` to a started consumer, waiting for their
+    metadata; returns them (seek afterwards: to the beginning, or to the end)."""
+    assigned: list[TopicPartition] = []
+    for topic in topics:
+        partitions = consumer.partitions_for_topic(topic)
+        for _ in range(attempts):
+            if partitions:
+                break
+            await consumer.topics()  # refreshes the cluster metadata
+            partitions = consumer.partitions_for_topic(topic)
+            if not partitions:
+                await asyncio.sleep(0.05)
+        assigned += [TopicPartition(topic, p) for p in sorted(partitions or ())]
+    consumer.assign(assigned)
+    return assigned

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
+
+from opentelemetry.trace import Span
 
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
@@ -41,7 +44,9 @@ from services.scheduler.framework.status import Status
 from services.scheduler.framework.waiting_pods import go_duration
 from services.scheduler.plugins import names
 from shared.eviction import evict
+from shared.kafka import Headers
 from shared.messages import Outcome, OutcomeResult, PodEvent, pod_fingerprint
+from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
 from shared.store import (
     ClusterStore,
@@ -52,16 +57,37 @@ from shared.store import (
     pod_group_key,
 )
 from shared.store.bindings import AttemptState
+from shared.tracing import (
+    binding_cycle_span,
+    binding_step_span,
+    inject_headers,
+    set_result,
+)
 
 log = logging.getLogger(__name__)
 
 
 class Emitter(Protocol):
-    """Where the binder's messages go (Kafka in the service)."""
+    """Where the binder's messages go (Kafka in the service). `headers` carry the binding
+    cycle's trace context (empty when tracing is off)."""
 
-    async def outcome(self, outcome: Outcome) -> None: ...
+    async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None: ...
 
     async def pod_event(self, event: PodEvent) -> None: ...
+
+
+@dataclass(slots=True)
+class _Cycle:
+    """The proposal a task is handling: its span and start, for the outcome's metrics."""
+
+    span: Span
+    started: float
+    result: str = ""
+
+
+_CYCLE: contextvars.ContextVar[_Cycle | None] = contextvars.ContextVar(
+    "binding_cycle", default=None
+)
 
 
 class Slot:
@@ -100,7 +126,9 @@ class Binder:
         config: BinderConfig | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        metrics: BerthMetrics | None = None,
     ) -> None:
+        self.metrics = metrics if metrics is not None else default_metrics()
         self.store = store
         self.bindings = store.bindings
         self.view = view
@@ -123,10 +151,14 @@ class Binder:
         await self._slots.acquire()
         return Slot(self._slots)
 
-    def submit(self, proposal: Proposal, slot: Slot | None = None) -> asyncio.Task[None]:
+    def submit(
+        self, proposal: Proposal, slot: Slot | None = None, headers: Headers | None = None
+    ) -> asyncio.Task[None]:
         """Handle `proposal` in its own task (tasks start in submission order, so proposals
-        for one node reserve in that order)."""
-        task = asyncio.create_task(self.handle(proposal, slot), name=f"bind-{proposal.pod_key}")
+        for one node reserve in that order). `headers`: the record's, for the trace."""
+        task = asyncio.create_task(
+            self.handle(proposal, slot, headers), name=f"bind-{proposal.pod_key}"
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -145,7 +177,9 @@ class Binder:
             await finish(task, 0.0)
         await self.gangs.close()
 
-    async def handle(self, proposal: Proposal, slot: Slot | None = None) -> None:
+    async def handle(
+        self, proposal: Proposal, slot: Slot | None = None, headers: Headers | None = None
+    ) -> None:
         """The whole binding cycle of one proposal; never raises (errors become outcomes)."""
         p = proposal
         try:
@@ -154,35 +188,51 @@ class Binder:
                 self.stats["duplicate"] += 1
                 return
             self._active[p.uid] = p.attempt
-            try:
-                if p.kind == "preempt":
-                    await self._preempt(p)
-                else:
-                    await self._bind_cycle(p, slot)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.exception("binding %s (attempt %d) failed", p.pod_key, p.attempt)
-                await self._fail(p, exc)
-            finally:
-                if self._active.get(p.uid) == p.attempt:
-                    del self._active[p.uid]
+            with binding_cycle_span(p, headers) as span:
+                cycle = _Cycle(span, time.perf_counter())
+                _CYCLE.set(cycle)
+                try:
+                    if p.kind == "preempt":
+                        await self._preempt(p)
+                    else:
+                        await self._bind_cycle(p, slot)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.exception("binding %s (attempt %d) failed", p.pod_key, p.attempt)
+                    await self._fail(p, exc)
+                finally:
+                    if self._active.get(p.uid) == p.attempt:
+                        del self._active[p.uid]
+                    if cycle.result:
+                        elapsed = time.perf_counter() - cycle.started
+                        self.metrics.record_binding(cycle.result, elapsed)
         finally:
             if slot is not None:
                 slot.release()
 
     # ------------------------------------------------------------------- bind
     async def _bind_cycle(self, p: Proposal, slot: Slot | None) -> None:
-        async with self._node_lock(p.node_name):
-            reserved = await self._reserve(p)
+        with binding_step_span("Reserve"):
+            async with self._node_lock(p.node_name):
+                reserved = await self._reserve(p)
         if reserved is None:
             return
-        if not await self._wait_on_permit(p, reserved, slot):
-            return
-        await self._bind(p, reserved)
+        with binding_step_span("WaitOnPermit"):
+            permitted = await self._wait_on_permit(p, reserved, slot)
+        if permitted:
+            await self._bind(p, reserved)
 
     async def _reserve(self, p: Proposal) -> _Reserved | None:
-        pod = await self._stored_pod(p)
+        # The view's copy saves a round trip; check-and-reserve verifies its resourceVersion
+        # (POD_CHANGED below re-reads the store).
+        pod: Pod | None = self.view.pods.get(p.pod_key)
+        if (
+            pod is None
+            or pod.metadata.uid != p.uid
+            or (p.pod_fingerprint and pod_fingerprint(pod) != p.pod_fingerprint)
+        ):
+            pod = await self._stored_pod(p)  # the view may be behind: ask the store
         if pod is None:
             await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
             return None
@@ -370,8 +420,10 @@ class Binder:
         return False
 
     async def _bind(self, p: Proposal, r: _Reserved) -> None:
-        # PreBind: berth has no volumes or other pre-binding work.
-        result = await self.bindings.bind(p.pod_key, p.uid, p.attempt, r.node)
+        with binding_step_span("PreBind"):
+            pass  # berth has no volumes or other pre-binding work
+        with binding_step_span("Bind"):
+            result = await self.bindings.bind(p.pod_key, p.uid, p.attempt, r.node)
         if result.status != "ok":
             self.view.forget(p.uid)
             if result.status == "gone":
@@ -380,13 +432,14 @@ class Binder:
                 self.stats["lost"] += 1
                 await self._outcome(p, "conflict", message="the reservation was lost")
             return
-        # PostBind
-        self.stats["bound"] += 1
-        await self._outcome(p, "scheduled", node=r.node)
-        if self.config.publish_pod_events:
-            bound = replace(r.pod, spec=replace(r.pod.spec, node_name=r.node))
-            bound.metadata = replace(r.pod.metadata, resource_version=result.resource_version)
-            await self.emitter.pod_event(PodEvent.of("update", bound, old=r.pod))
+        with binding_step_span("PostBind"):
+            self.stats["bound"] += 1
+            await self._outcome(p, "scheduled", node=r.node)
+            if self.config.publish_pod_events:
+                bound = replace(r.pod, spec=replace(r.pod.spec, node_name=r.node))
+                version = result.resource_version
+                bound.metadata = replace(r.pod.metadata, resource_version=version)
+                await self.emitter.pod_event(PodEvent.of("update", bound, old=r.pod))
 
     # ---------------------------------------------------------------- preempt
     async def _preempt(self, p: Proposal) -> None:
@@ -496,6 +549,12 @@ class Binder:
         nominated: str | None = None,
         lease: float | None = None,
     ) -> None:
+        cycle = _CYCLE.get()
+        if cycle is not None and result != "extend":
+            cycle.result = result
+            set_result(cycle.span, result, node_name=node, message=message)
+            if result == "conflict":
+                self.metrics.conflicts.inc()
         await self.emitter.outcome(
             Outcome(
                 tenant=p.tenant,
@@ -509,7 +568,8 @@ class Binder:
                 nominated_node_name=nominated,
                 pods_to_activate=p.pods_to_activate if result != "extend" else (),
                 lease_seconds=lease,
-            )
+            ),
+            inject_headers(),
         )
 
     @contextlib.asynccontextmanager

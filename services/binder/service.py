@@ -31,8 +31,9 @@ from services.binder.messages import Proposal
 from services.binder.sync import ViewSync
 from services.binder.tasks import finish
 from services.binder.view import ClusterView
-from shared.kafka import ensure_topics, make_consumer, make_producer
+from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, MessageError, Outcome, PodEvent
+from shared.metrics import report_consumer_lag
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
@@ -97,14 +98,16 @@ class KafkaEmitter:
         self._producer = producer
         self._topics = config.topics
 
-    async def outcome(self, outcome: Outcome) -> None:
-        await self._send(self._topics.outcomes, outcome.uid, outcome.encode())
+    async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None:
+        await self._send(self._topics.outcomes, outcome.uid, outcome.encode(), headers)
 
     async def pod_event(self, event: PodEvent) -> None:
-        await self._send(self._topics.pod_events, event.pod.uid, event.encode())
+        await self._send(self._topics.pod_events, event.pod.uid, event.encode(), None)
 
-    async def _send(self, topic: str, key: str, value: bytes) -> None:
-        delivery = await self._producer.send(topic, value=value, key=key.encode())
+    async def _send(self, topic: str, key: str, value: bytes, headers: Headers | None) -> None:
+        delivery = await self._producer.send(
+            topic, value=value, key=key.encode(), headers=headers or None
+        )
         await delivery
 
 
@@ -141,6 +144,7 @@ class BinderService:
         self._consumer: AIOKafkaConsumer | None = None
         self.binder: Binder | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._lag_task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self.dead_letters = 0
 
@@ -169,11 +173,18 @@ class BinderService:
             asyncio.create_task(self._commit_loop(), name="binder-commit"),
             asyncio.create_task(self._expire_loop(), name="binder-expire"),
         ]
+        self._lag_task = asyncio.create_task(
+            report_consumer_lag(self._consumer), name="binder-consumer-lag"
+        )
 
     async def stop(self, *, drain_seconds: float = 5.0) -> None:
         """Stop consuming, give in-flight proposals `drain_seconds`, commit, close. Loops
         are told to stop rather than cancelled mid-command (see services.binder.tasks)."""
         self._stopping.set()
+        if self._lag_task is not None:
+            self._lag_task.cancel()  # aiokafka calls only: cancelling is safe
+            await asyncio.gather(self._lag_task, return_exceptions=True)
+            self._lag_task = None
         tasks, self._tasks = self._tasks, []
         if tasks:
             await finish(tasks[0], 2.0)  # the consumer loop: at most one fetch to wait for
@@ -218,7 +229,7 @@ class BinderService:
                         self.tracker.finished(tp, record.offset)
                         continue
                     slot = await binder.admit()
-                    task = binder.submit(proposal, slot)
+                    task = binder.submit(proposal, slot, list(record.headers or ()))
                     task.add_done_callback(self._finisher(tp, record.offset))
 
     def _finisher(self, tp: TopicPartition, offset: int) -> Callable[[object], None]:

@@ -74,6 +74,9 @@ class ClusterView:
         self.resource_version = 0
         self.objects: dict[str, dict[str, Any]] = {}
         """kind -> object key -> object, for every kind but Node and Pod."""
+        self.pods: dict[str, Pod] = {}
+        """Every pod (bound or not) by "namespace/name", as the store last streamed it. Do
+        not mutate: the same objects are counted in `columns`."""
         self.cluster_objects = ViewClusterObjects(self.objects)
         self._counted: dict[str, Pod] = {}
         """uid -> the pod counted in `columns` (bound, or assumed by this binder)."""
@@ -93,6 +96,7 @@ class ClusterView:
 
     def load(self, snapshot: Snapshot) -> None:
         self.objects.clear()
+        self.pods = {pod.key: pod for pod in snapshot.pods}
         for kind, items in snapshot.objects.items():
             if kind not in ("Node", "Pod"):
                 self.objects[kind] = {_key(kind, obj): obj for obj in items}
@@ -147,6 +151,9 @@ class ClusterView:
         obj = change.object
         if change.kind == "Pod":
             if change.op == "delete" or not isinstance(obj, Pod):
+                held = self.pods.get(change.key)
+                if held is not None and held.metadata.uid == change.uid:
+                    del self.pods[change.key]
                 self._uncount(change.uid)
                 self._forget_orphan(change.uid)
             else:
@@ -165,6 +172,7 @@ class ClusterView:
 
     def _pod_put(self, pod: Pod) -> None:
         uid = pod.metadata.uid
+        self.pods[pod.key] = pod
         self._forget_orphan(uid)
         if not pod.spec.node_name:
             if uid not in self._assumed:

@@ -10,13 +10,16 @@ from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
 
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from services.binder.messages import Proposal, Victim
 from services.binder.sync import ViewSync
 from services.binder.view import ClusterView
+from shared.kafka import Headers
 from shared.messages import Outcome, PodEvent, pod_fingerprint
+from shared.metrics import BerthMetrics
 from shared.models import Pod
 from shared.store import ClusterStore
 
@@ -29,7 +32,7 @@ class Recorder:
     events: list[PodEvent] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def outcome(self, outcome: Outcome) -> None:
+    async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None:
         self.outcomes.append(outcome)
         self._changed.set()
 
@@ -81,14 +84,19 @@ def make_config(redis_prefix: str, **overrides: Any) -> BinderConfig:
 
 
 async def make_harness(
-    redis_client: aioredis.Redis, redis_prefix: str, **overrides: Any
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    metrics: BerthMetrics | None = None,
+    **overrides: Any,
 ) -> Harness:
     store = ClusterStore(redis_client, cluster="c1", prefix=redis_prefix)
     view = ClusterView()
     sync = ViewSync(store, view, block_ms=50)
     await sync.start()
     recorder = Recorder()
-    binder = Binder(store, view, recorder, make_config(redis_prefix, **overrides))
+    config = make_config(redis_prefix, **overrides)
+    metrics = metrics or BerthMetrics(CollectorRegistry())  # not the process-wide registry
+    binder = Binder(store, view, recorder, config, metrics=metrics)
     return Harness(store, view, sync, binder, recorder)
 
 

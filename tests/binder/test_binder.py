@@ -7,7 +7,9 @@ import asyncio
 
 import pytest
 import redis.asyncio as aioredis
+from prometheus_client import CollectorRegistry
 
+from shared.metrics import BerthMetrics
 from shared.models import Pod, PodDisruptionBudget
 from shared.store import NodeUsage, PodCharge, ReserveRequest, ReserveStatus
 from tests.binder.conftest import Harness, make_harness, proposal
@@ -340,3 +342,19 @@ async def test_preemption_updates_an_allowing_budget(harness: Harness):
     assert stored is not None
     assert stored.status.disruptions_allowed == 0  # 1 allowed, 1 used
     assert await harness.store.get_pod("default", "v0") is None
+
+
+async def test_binding_metrics(redis_client: aioredis.Redis, redis_prefix: str):
+    registry = CollectorRegistry()
+    h = await make_harness(redis_client, redis_prefix, metrics=BerthMetrics(registry))
+    try:
+        fits, too_big = make_pod("fits").req(cpu="1").obj(), make_pod("big").req(cpu="9").obj()
+        await h.store.apply([node("n1").obj(), fits, too_big])
+        await h.run(proposal(fits, "n1"), proposal(too_big, "n1"))
+        count = "berth_binding_duration_seconds_count"
+        assert registry.get_sample_value(count, {"result": "scheduled"}) == 1
+        assert registry.get_sample_value(count, {"result": "conflict"}) == 1
+        assert registry.get_sample_value("berth_conflicts_total") == 1
+    finally:
+        await h.binder.close()
+        await h.sync.stop()

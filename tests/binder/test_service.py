@@ -86,7 +86,8 @@ async def test_binds_proposals_from_kafka(service: BinderService, kafka_bootstra
     pods = [make_pod(f"p{i}").req(cpu="1").obj() for i in range(12)]
     cluster = [make_node(f"n{i}").capacity(cpu="3", pods=10).obj() for i in range(2)]
     await service.store.apply([*cluster, *pods])
-    await publish_proposals(kafka_bootstrap, topics, [proposal(p, f"n{i % 2}") for i, p in enumerate(pods)])
+    proposals = [proposal(p, f"n{i % 2}") for i, p in enumerate(pods)]
+    await publish_proposals(kafka_bootstrap, topics, proposals)
     outcomes = finals(await read(kafka_bootstrap, topics.outcomes, 12))
     assert sorted(o.result for o in outcomes) == ["conflict"] * 6 + ["scheduled"] * 6
     assert {(o.uid, o.attempt) for o in outcomes} == {(p.metadata.uid, 1) for p in pods}
@@ -140,9 +141,7 @@ async def test_duplicate_messages_bind_once(service: BinderService, kafka_bootst
 
 async def test_gang_through_kafka(service: BinderService, kafka_bootstrap: str):
     topics = service.config.topics
-    members = [
-        make_pod(f"m{i}").label(POD_GROUP_LABEL, "g").req(cpu="1").obj() for i in range(3)
-    ]
+    members = [make_pod(f"m{i}").label(POD_GROUP_LABEL, "g").req(cpu="1").obj() for i in range(3)]
     cluster = [make_node(f"n{i}").capacity(cpu="2", pods=10).obj() for i in range(3)]
     await service.store.apply([*cluster, make_pod_group("g", 3), *members])
     await publish_proposals(
@@ -196,4 +195,3 @@ def test_offset_tracker_commits_below_the_lowest_unfinished():
     assert tracker.committable() == {tp: 8}
     tracker.forget([tp])
     assert tracker.committable() == {}
-

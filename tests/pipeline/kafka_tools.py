@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 
-from shared.kafka import make_producer
+from shared.kafka import assign_all, make_producer
 from shared.messages import ScheduleBatch, ScheduleRequest
 from shared.models import Pod, encode, priority_of
 
@@ -72,15 +71,7 @@ class TopicReader:
             raise
 
     async def _assign(self) -> None:
-        partitions: set[int] | None = None
-        for _ in range(100):
-            await self._consumer.topics()
-            partitions = self._consumer.partitions_for_topic(self._topic)
-            if partitions:
-                break
-            await asyncio.sleep(0.05)
-        assigned = [TopicPartition(self._topic, p) for p in sorted(partitions or ())]
-        self._consumer.assign(assigned)
+        assigned = await assign_all(self._consumer, [self._topic])
         await self._consumer.seek_to_beginning(*assigned)
 
     async def stop(self) -> None:

@@ -3,6 +3,7 @@ requests are published by hand, proposals and outcomes read back from their topi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ import redis.asyncio as aioredis
 
 from services.binder.messages import Proposal
 from services.scheduler.worker import SchedulerWorker, WorkerConfig, read_heartbeats
+from shared.health import HealthServer
 from shared.kafka import Topics
 from shared.messages import Outcome
 from shared.models import Node
@@ -123,7 +125,7 @@ async def test_a_conflict_outcome_drops_the_assumption(rig: Rig) -> None:
     for _ in range(100):
         if not rig.worker.view.assumed:
             break
-        await rig.proposals.until(lambda items: True, seconds=0.05)
+        await asyncio.sleep(0.05)
     assert rig.worker.view.assumed == {}
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(second))
     proposals = await rig.proposals.until(lambda items: len(items) >= 2)
@@ -159,3 +161,53 @@ async def test_undecodable_messages_go_to_the_dead_letter_topic(rig: Rig) -> Non
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(pod))
     await rig.proposals.until(lambda items: len(items) >= 1)
     assert rig.worker.stats.dead_letters == 1
+
+
+async def _http_get(port: int, path: str) -> tuple[int, str]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    await writer.drain()
+    response = (await reader.read()).decode(errors="replace")
+    writer.close()
+    await writer.wait_closed()
+    return int(response.split()[1]), response
+
+
+async def test_run_serves_readiness_and_metrics(
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    topics: Topics,
+    group_id: str,
+    kafka_bootstrap: str,
+) -> None:
+    config = WorkerConfig(
+        key_prefix=redis_prefix, topics=topics, group_id=group_id, consumer_options=FAST_GROUP
+    )
+    health = HealthServer(port=0, host="127.0.0.1")
+    await health.start()
+    stop = asyncio.Event()
+    worker = SchedulerWorker(redis_client, kafka_bootstrap, config)
+    running = asyncio.create_task(worker.run(stop, health))
+    try:
+        for _ in range(200):
+            if health.ready:
+                break
+            await asyncio.sleep(0.05)
+        assert (await _http_get(health.port, "/readyz"))[0] == 200
+        pod = make_pod("huge").req(cpu="64").obj()
+        await publish_requests(kafka_bootstrap, topics.schedule, schedule_request(pod))
+        for _ in range(200):
+            if worker.stats.outcomes:
+                break
+            await asyncio.sleep(0.05)
+        status, body = await _http_get(health.port, "/metrics")
+        assert status == 200
+        assert (
+            'scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"}'
+            in body
+        )
+    finally:
+        stop.set()
+        await running
+        await health.stop()
+    assert not health.ready

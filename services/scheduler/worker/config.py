@@ -97,11 +97,14 @@ def config_from_args(
     )
     if args.worker_id:
         config = replace(config, worker_id=args.worker_id)
-    session_ms = int(env.get(ENV_SESSION_MS) or 0)
-    if session_ms:
-        options = {
-            "session_timeout_ms": session_ms,
-            "heartbeat_interval_ms": max(100, session_ms // 5),
-        }
+    options = group_options(int(env.get(ENV_SESSION_MS) or 0))
+    if options:
         config = replace(config, consumer_options=options)
     return config
+
+
+def group_options(session_ms: int) -> dict[str, Any]:
+    """Consumer options for a group session timeout (none for 0: the client's defaults)."""
+    if not session_ms:
+        return {}
+    return {"session_timeout_ms": session_ms, "heartbeat_interval_ms": max(100, session_ms // 5)}

@@ -15,6 +15,8 @@ import redis.asyncio as aioredis
 
 from services.scheduler.worker.config import WorkerConfig, config_from_args
 from services.scheduler.worker.service import SchedulerWorker, WorkerFailedError
+from shared.health import HealthServer
+from shared.tracing import TracingConfig, setup_tracing
 
 ENV_PROFILE_DIR = "BERTH_PROFILE_DIR"
 """When set, a service process writes a cProfile dump there when it stops."""
@@ -44,11 +46,16 @@ async def run_worker(config: WorkerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    tracing = setup_tracing(TracingConfig.from_env("berth-scheduler", os.environ))
+    health = HealthServer.from_env(os.environ)
+    await health.start()
     redis = aioredis.Redis.from_url(config.redis_url)
     try:
-        await SchedulerWorker(redis, config.kafka_bootstrap, config).run(stop)
+        await SchedulerWorker(redis, config.kafka_bootstrap, config).run(stop, health)
     finally:
         await redis.aclose()
+        await health.stop()
+        await tracing.ashutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

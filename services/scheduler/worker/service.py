@@ -35,6 +35,7 @@ from typing import Any
 import msgpack
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
+from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
 from services.scheduler.framework.runtime import Framework, build_frameworks
@@ -42,9 +43,12 @@ from services.scheduler.plugins.registry import in_tree_registry
 from services.scheduler.worker.config import WorkerConfig
 from services.scheduler.worker.cycle import Decision, decide, failed_decision
 from services.scheduler.worker.view import WorkerView
-from shared.kafka import ensure_topics, make_consumer, make_producer
+from shared.health import HealthServer
+from shared.kafka import Headers, assign_all, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, MessageError, Outcome, ScheduleBatch
+from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.store import ClusterStore, StreamGapError
+from shared.tracing import inject_headers, scheduling_cycle_span, set_result
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +59,16 @@ FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
 
 class WorkerFailedError(RuntimeError):
     """One of the worker's loops died; the process exits so that it is restarted."""
+
+
+def _record(span: Span, decision: Decision) -> None:
+    """The attempt's result as the worker sees it, on its scheduling-cycle span."""
+    proposal, outcome = decision.proposal, decision.outcome
+    if proposal is not None:
+        result = "proposed" if proposal.kind == "bind" else "preempting"
+        set_result(span, result, node_name=proposal.node_name, message=proposal.message)
+    elif outcome is not None:
+        set_result(span, outcome.result, node_name=outcome.node_name, message=outcome.message)
 
 
 def heartbeat_key(prefix: str, cluster: str) -> str:
@@ -90,6 +104,7 @@ class SchedulerWorker:
         config: WorkerConfig | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        metrics: BerthMetrics | None = None,
     ) -> None:
         self.config = config if config is not None else WorkerConfig()
         self.redis = redis
@@ -101,6 +116,7 @@ class SchedulerWorker:
             self.config.profiles(), in_tree_registry(), self.view, seed=self.config.seed
         )
         self.stats = WorkerStats()
+        self.metrics = metrics if metrics is not None else default_metrics()
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -130,6 +146,9 @@ class SchedulerWorker:
             asyncio.create_task(self._follow(), name="worker-follow"),
             asyncio.create_task(self._listen_outcomes(), name="worker-outcomes"),
             asyncio.create_task(self._housekeeping(), name="worker-housekeeping"),
+            asyncio.create_task(
+                report_consumer_lag(self._consumer, self.metrics), name="worker-lag"
+            ),
         ]
         for task in self._tasks:
             task.add_done_callback(self._task_done)
@@ -151,15 +170,7 @@ class SchedulerWorker:
             auto_offset_reset="latest",
         )
         await consumer.start()
-        partitions = consumer.partitions_for_topic(topic)
-        for _ in range(50):
-            if partitions:
-                break
-            await consumer.topics()
-            partitions = consumer.partitions_for_topic(topic)
-            await asyncio.sleep(0.05)
-        assigned = [TopicPartition(topic, p) for p in sorted(partitions or ())]
-        consumer.assign(assigned)
+        assigned = await assign_all(consumer, [topic])
         await consumer.seek_to_end(*assigned)
         self._outcomes = consumer
 
@@ -185,17 +196,24 @@ class SchedulerWorker:
         with contextlib.suppress(Exception):
             await self.redis.hdel(self._heartbeat_key, self.config.worker_id)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """start(), wait for `stop` (or a failure: WorkerFailedError), stop()."""
+    async def run(self, stop: asyncio.Event, health: HealthServer | None = None) -> None:
+        """start(), wait for `stop` (or a failure: WorkerFailedError), stop(); `health`'s
+        readiness follows (ready once started, not while draining)."""
         await self.start()
+        if health is not None:
+            health.set_ready(True)
         waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.failed.wait())]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for waiting in waits:
                 waiting.cancel()
+            if health is not None:
+                health.set_ready(False, "draining")
             await self.stop()
         if self.failed.is_set():
+            if health is not None:
+                health.set_live(False, "a worker loop failed")
             raise WorkerFailedError("a worker loop failed (see the log)")
 
     # ------------------------------------------------------------------ consuming
@@ -251,33 +269,44 @@ class SchedulerWorker:
         for index, request in enumerate(batch.requests):
             if index and index % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
-            try:
-                decision = decide(self.frameworks, self.view, request, self.clock())
-            except Exception as exc:  # a framework bug must not stop the partition
-                log.exception("scheduling %s (attempt %d) failed", request.pod_key, request.attempt)
-                decision = failed_decision(request, exc)
-            deliveries.append(await self._publish(decision))
+            with scheduling_cycle_span(request, record.headers) as span:
+                try:
+                    decision = decide(self.frameworks, self.view, request, self.clock())
+                except Exception as exc:  # a framework bug must not stop the partition
+                    log.exception(
+                        "scheduling %s (attempt %d) failed", request.pod_key, request.attempt
+                    )
+                    decision = failed_decision(request, exc)
+                _record(span, decision)
+                headers = inject_headers()  # the binder's (or queue's) parent
+            deliveries.append(await self._publish(decision, headers))
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)
         return deliveries
 
-    async def _publish(self, decision: Decision) -> asyncio.Future[Any]:
+    async def _publish(self, decision: Decision, headers: Headers) -> asyncio.Future[Any]:
         assert self._producer is not None
         topics = self.config.topics
+        trace_headers = headers or None
         if decision.proposal is not None:
             proposal = decision.proposal
             if proposal.kind == "preempt":
                 self.stats.preemptions += 1
             self.stats.proposals += 1
             sent: asyncio.Future[Any] = await self._producer.send(
-                topics.proposals, value=proposal.encode(), key=proposal.node_name.encode()
+                topics.proposals,
+                value=proposal.encode(),
+                key=proposal.node_name.encode(),
+                headers=trace_headers,
             )
             return sent
         outcome = decision.outcome
         assert outcome is not None
         self.stats.outcomes += 1
+        if outcome.result in ("unschedulable", "error"):
+            self.metrics.record_attempt(outcome.result)
         delivery: asyncio.Future[Any] = await self._producer.send(
-            topics.outcomes, value=outcome.encode(), key=outcome.uid.encode()
+            topics.outcomes, value=outcome.encode(), key=outcome.uid.encode(), headers=trace_headers
         )
         return delivery
 

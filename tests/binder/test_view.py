@@ -1,0 +1,109 @@
+"""ClusterView: snapshot + changes -> NodeColumns, assumed pods, orphans (no servers)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.binder.view import ClusterView
+from shared.models import KubeObject, Node, Pod
+from shared.store import Change, Snapshot
+from tests.builders import make_namespace, make_node, make_pod, make_pod_group
+
+
+def put(rv: int, obj: KubeObject) -> Change:
+    kind = type(obj).__name__
+    key = obj.key
+    node = obj.spec.node_name if isinstance(obj, Pod) else ""
+    return Change(rv, "put", kind, key, obj.metadata.uid, obj, node)
+
+
+def delete(rv: int, obj: KubeObject) -> Change:
+    return Change(rv, "delete", type(obj).__name__, obj.key, obj.metadata.uid, obj)
+
+
+def counted(view: ClusterView) -> dict[str, list[str]]:
+    return {
+        name: sorted(p.metadata.name for p in view.columns.pods_by_node[row])
+        for name, row in view.columns.index.items()
+    }
+
+
+def snapshot(rv: int, *objects: KubeObject) -> Snapshot:
+    snap = Snapshot(rv)
+    for obj in objects:
+        snap.objects.setdefault(type(obj).__name__, []).append(obj)
+    return snap
+
+
+def test_load_and_follow():
+    view = ClusterView()
+    n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
+    bound = make_pod("a").req(cpu="1").node("n1").obj()
+    pending = make_pod("b").obj()
+    view.load(snapshot(3, n1, bound, pending, make_namespace("ns", {"t": "x"})))
+    assert counted(view) == {"n1": ["a"]}
+    assert set(view.pods) == {"default/a", "default/b"}
+    assert view.cluster_objects.namespace("ns") is not None
+    cpu = view.columns.resource_index["cpu"]
+    assert view.columns.requested[0, cpu] == 1000
+
+    n2 = make_node("n2").capacity(cpu="4", pods=10).obj()
+    now_bound = make_pod("b").uid(pending.metadata.uid).node("n2").obj()
+    view.apply([put(4, n2), put(5, now_bound), delete(6, bound), put(7, make_pod_group("g", 2))])
+    assert counted(view) == {"n1": [], "n2": ["b"]}
+    assert view.resource_version == 7
+    assert set(view.pods) == {"default/b"}
+    assert set(view.pod_groups) == {"default/g"}
+
+
+def test_assumed_pods_until_their_binding_arrives():
+    view = ClusterView()
+    view.load(snapshot(1, make_node("n1").capacity(pods=10).obj()))
+    pod = make_pod("p").obj()
+    assert view.assume(pod, "n1")
+    assert not view.assume(make_pod("q").obj(), "ghost")
+    assert counted(view) == {"n1": ["p"]}
+    assert view.is_assumed(pod.metadata.uid)
+    assert pod.spec.node_name == ""  # the caller's object is not touched
+    bound = make_pod("p").uid(pod.metadata.uid).node("n1").obj()
+    view.apply([put(2, bound)])
+    assert counted(view) == {"n1": ["p"]}  # replaced, not counted twice
+    assert not view.is_assumed(pod.metadata.uid)
+    view.forget(pod.metadata.uid)  # a bound pod stays
+    assert counted(view) == {"n1": ["p"]}
+
+
+def test_forget_drops_an_assumed_pod():
+    view = ClusterView()
+    view.load(snapshot(1, make_node("n1").obj()))
+    pod = make_pod("p").obj()
+    view.assume(pod, "n1")
+    view.forget(pod.metadata.uid)
+    assert counted(view) == {"n1": []}
+
+
+def test_pods_of_unknown_nodes_wait_for_their_node():
+    view = ClusterView()
+    orphan = make_pod("o").node("later").obj()
+    view.load(snapshot(1, make_node("n1").obj(), orphan))
+    assert counted(view) == {"n1": []}
+    later: Node = make_node("later").obj()
+    view.apply([put(2, later)])
+    assert counted(view) == {"later": ["o"], "n1": []}
+    view.apply([delete(3, later)])
+    assert counted(view) == {"n1": []}
+    view.apply([put(4, make_node("later").obj())])
+    assert counted(view) == {"later": ["o"], "n1": []}
+
+
+async def test_wait_for():
+    view = ClusterView()
+    assert await view.wait_for(0, 0.01)
+    assert not await view.wait_for(5, 0.01)
+    waiter = asyncio.create_task(view.wait_for(2, 5))
+    await asyncio.sleep(0)
+    view.apply([put(1, make_node("a").obj())])
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    view.apply([put(2, make_node("b").obj())])
+    assert await waiter
