@@ -57,8 +57,8 @@ class WorkerConfig:
         return self.scheduler_config if self.scheduler_config is not None else default_config()
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags every berth service process takes (each falls back to its environment variable)."""
+def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the servers and keys are (each flag falls back to its environment variable)."""
     parser.add_argument("--redis-url", help=f"default ${ENV_REDIS_URL}")
     parser.add_argument("--kafka-bootstrap", help=f"default ${ENV_KAFKA_BOOTSTRAP}")
     parser.add_argument("--config", help=f"KubeSchedulerConfiguration file (${ENV_CONFIG})")
@@ -76,7 +76,7 @@ def config_from_args(
         prog="python -m services.scheduler.worker",
         description="A berth scheduler worker: consume berth.schedule, publish proposals.",
     )
-    add_common_arguments(parser)
+    _add_server_arguments(parser)
     parser.add_argument("--seed", type=int, help=f"tie-break seed (${ENV_SEED})")
     parser.add_argument("--group-id", default="berth-scheduler")
     parser.add_argument("--worker-id", help="name in heartbeats (default: random)")

@@ -19,6 +19,9 @@
   reads from its end without a group, or after `assume_ttl_seconds`.
 - A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...})
   tells `berth run` and `berth get` how far each worker's view is.
+- Observability: a `scheduling_cycle` span per request (parent from the record's headers, its
+  context passed on in the proposal's), scheduler_schedule_attempts for the worker's own
+  unschedulable/error results, berth_consumer_lag; `run(stop, health)` drives readiness.
 """
 
 from __future__ import annotations
