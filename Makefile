@@ -26,7 +26,7 @@ unit: install
 test: lint typecheck unit
 
 demo: install
-	$(BIN)/berth schedule -f examples/cluster.yaml -f examples/pods.yaml --explain
+	$(BIN)/berth demo
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

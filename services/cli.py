@@ -63,6 +63,8 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.mode == "distributed":
         return _cmd_bench_distributed(args)
+    if args.mode == "queue":
+        return _cmd_bench_queue(args)
     from services.scheduler.bench import run_bench
 
     try:
@@ -112,6 +114,18 @@ def _cmd_bench_distributed(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench_queue(args: argparse.Namespace) -> int:
+    from services.queue.bench import run_queue_bench
+
+    result = run_queue_bench(args.pods, tenants=args.tenants, output=False)
+    if args.output == "json":
+        print(json.dumps(result, indent=2))
+    else:
+        for key, value in result.items():
+            print(f"{key:>24}: {value}")
+    return 0
+
+
 def _cmd_dev_servers(args: argparse.Namespace) -> int:
     from shared.launcher import main as launcher_main
 
@@ -138,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     schedule.set_defaults(run=_cmd_schedule)
 
     bench = sub.add_parser("bench", help="benchmarks that print figures")
-    bench.add_argument("--mode", choices=["in-process", "distributed"], default="in-process")
+    bench.add_argument(
+        "--mode", choices=["in-process", "distributed", "queue"], default="in-process"
+    )
     bench.add_argument("--workload", default="scheduling-basic")
     bench.add_argument("--nodes", type=int, default=5000)
     bench.add_argument("--pods", type=int, default=10000, help="pods to schedule")
@@ -149,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--workers", type=int, default=1, help="distributed: scheduler workers")
     bench.add_argument("--binders", type=int, default=1, help="distributed: binders")
+    bench.add_argument("--tenants", type=int, default=1, help="queue: tenants")
     bench.add_argument("--profile", metavar="DIR", help="distributed: cProfile dumps per process")
     bench.add_argument("-o", "--output", choices=["json", "table"], default="table")
     bench.set_defaults(run=_cmd_bench)
