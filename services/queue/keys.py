@@ -7,10 +7,11 @@ Per tenant, every key carries the hash tag ``{<tenant>}`` so one script touches 
   levels (score = -priority).
 - ``backoff`` (score = expiry), ``gated`` (score = Timestamp), ``inflight`` (score = lease
   expiry).
-- ``u:<sig>|<prio>``: unschedulable pods by failed-plugin signature and priority (score =
-  Timestamp), ``ue:<sig>|<prio>`` their backoff expiries, ``buckets`` the bucket names.
+- ``u:<sig>|<prio>|<attempts>``: unschedulable pods by failed-plugin signature, priority and
+  attempts class (score = Timestamp), ``buckets`` the bucket names.
 - per pod hashes (field = pod key): ``st`` state, ``att`` Attempts, ``cyc`` cycle, ``why`` last
-  failure; ``pod`` bodies (field = key#resourceVersion).
+  failure, ``rq`` what a pop returns (the body's field and the pre-encoded request fields);
+  ``pod`` bodies (field = key#resourceVersion).
 - ``ctr`` (scycle, mrc) and ``stats`` counters; ``aff`` pods with required pod affinity.
 """
 
@@ -34,6 +35,7 @@ TENANT_KEYS = (
     "pod",
     "why",
     "buckets",
+    "rq",
 )
 
 LOCATIONS = {
