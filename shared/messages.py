@@ -25,7 +25,7 @@ Errors::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast, get_args
 
@@ -114,6 +114,19 @@ def _number(body: Mapping[str, Any], name: str, default: float | None = None) ->
 
 def _pack(body: dict[str, Any]) -> bytes:
     return cast(bytes, msgpack.packb(body, use_bin_type=True))
+
+
+def _pack_one(value: Any) -> bytes:
+    return cast(bytes, msgpack.packb(value, use_bin_type=True))
+
+
+def _array_header(count: int) -> bytes:
+    """msgpack's array header for `count` items (fixarray, array 16 or array 32)."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
 
 
 def unpack(data: bytes | bytearray | memoryview) -> tuple[str, dict[str, Any]]:
@@ -534,6 +547,15 @@ class ScheduleBatch:
         )
 
     @classmethod
+    def encode_raw(cls, count: int, parts: Iterable[bytes]) -> bytes:
+        """The payload `encode()` would give for `count` requests already encoded as msgpack
+        maps (each with `ScheduleRequest.to_wire()`'s fields), whose bytes are the
+        concatenation of `parts`: the queue's dispatcher assembles them from pre-encoded
+        pieces without building a ScheduleRequest per pod. `decode` reads it like any other.
+        """
+        return _SCHEDULE_HEAD + _array_header(count) + b"".join(parts)
+
+    @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduleBatch:
         items = _need(body, "requests", list)
         requests = []
@@ -549,6 +571,12 @@ class ScheduleBatch:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> ScheduleBatch:
         return cls.from_body(_expect(data, cls.TYPE))
+
+
+# The fixed start of every ScheduleBatch payload, up to the requests array (`encode_raw`).
+_SCHEDULE_HEAD = b"\x83" + b"".join(
+    _pack_one(x) for x in ("v", SCHEMA_VERSION, "t", ScheduleBatch.TYPE, "requests")
+)
 
 
 # ---------------------------------------------------------------------------------------------

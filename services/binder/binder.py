@@ -38,6 +38,7 @@ from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.messages import Proposal
+from services.binder.order import CheckOrder
 from services.binder.tasks import finish
 from services.binder.view import ClusterView
 from services.scheduler.framework.status import Status
@@ -45,9 +46,9 @@ from services.scheduler.framework.waiting_pods import go_duration
 from services.scheduler.plugins import names
 from shared.eviction import evict
 from shared.kafka import Headers
-from shared.messages import Outcome, OutcomeResult, PodEvent, pod_fingerprint
+from shared.messages import Outcome, OutcomeResult, PodEvent, PodRecord, pod_fingerprint
 from shared.metrics import BerthMetrics, default_metrics
-from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
+from shared.models import Pod, PodDisruptionBudget, PodGroup, encode, priority_of
 from shared.store import (
     ClusterStore,
     PodCharge,
@@ -65,6 +66,55 @@ from shared.tracing import (
 )
 
 log = logging.getLogger(__name__)
+
+_REPLAYED_CONFLICTS = {
+    "c": "the attempt ended in a conflict",
+    "x": "the reservation expired",
+}
+"""Conflict messages of re-sent outcomes (the original reasons are not kept)."""
+
+
+def bound_record(pod: Pod, node: str, resource_version: int) -> PodRecord:
+    """The PodEvent record of `pod` once bound to `node` (the change `resource_version`).
+
+    Leaner than PodRecord.from_pod, on the binder's hottest path: no fingerprint (it tells
+    a relevant update of a *pending* pod from a status-only one; the queue routes a bound
+    pod by its node name alone) and the event carries no `old` record (optional in
+    informer semantics; an update without it routes the same way), so the pod is encoded
+    once instead of four times."""
+    meta = pod.metadata
+    bound = replace(
+        pod,
+        metadata=replace(meta, resource_version=resource_version),
+        spec=replace(pod.spec, node_name=node),
+        status=replace(pod.status, nominated_node_name=""),
+    )
+    affinity = pod.spec.affinity
+    return PodRecord(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        resource_version=resource_version,
+        priority=priority_of(pod),
+        scheduler_name=pod.spec.scheduler_name,
+        node_name=node,
+        scheduling_gates=tuple(gate.name for gate in pod.spec.scheduling_gates),
+        labels=dict(meta.labels),
+        required_pod_affinity=bool(
+            affinity is not None
+            and affinity.pod_affinity is not None
+            and affinity.pod_affinity.required_during_scheduling_ignored_during_execution
+        ),
+        body=encode(bound),
+    )
+
+
+def _scheduled_as(pod: Pod, p: Proposal) -> bool:
+    """Whether `pod` is the pod the worker scheduled, as upstream's isPodUpdated sees it:
+    the same version, or one that differs in status or metadata bookkeeping only."""
+    if p.pod_resource_version and pod.metadata.resource_version == p.pod_resource_version:
+        return True
+    return not p.pod_fingerprint or pod_fingerprint(pod) == p.pod_fingerprint
 
 
 class Emitter(Protocol):
@@ -107,6 +157,17 @@ class Slot:
 
 
 @dataclass(frozen=True, slots=True)
+class _Attempt:
+    """What check-and-reserve answered for a proposal, and what the next steps need."""
+
+    pod: Pod
+    profile: ProfileChecks
+    result: ReserveResult
+    gang: str
+    wait_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class _Reserved:
     pod: Pod
     node: str
@@ -143,6 +204,8 @@ class Binder:
         self._active: dict[str, int] = {}
         """pod uid -> the attempt this binder is handling."""
         self._node_locks: dict[str, tuple[asyncio.Lock, list[int]]] = {}
+        self._order = CheckOrder()
+        """Cross-node checks run in submission order (see services.binder.order)."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ intake
@@ -155,9 +218,11 @@ class Binder:
         self, proposal: Proposal, slot: Slot | None = None, headers: Headers | None = None
     ) -> asyncio.Task[None]:
         """Handle `proposal` in its own task (tasks start in submission order, so proposals
-        for one node reserve in that order). `headers`: the record's, for the trace."""
+        for one node reserve in that order, and every proposal's cross-node check counts the
+        proposals submitted before it). `headers`: the record's, for the trace."""
+        ticket = self._order.take()
         task = asyncio.create_task(
-            self.handle(proposal, slot, headers), name=f"bind-{proposal.pod_key}"
+            self.handle(proposal, slot, headers, ticket), name=f"bind-{proposal.pod_key}"
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -178,10 +243,17 @@ class Binder:
         await self.gangs.close()
 
     async def handle(
-        self, proposal: Proposal, slot: Slot | None = None, headers: Headers | None = None
+        self,
+        proposal: Proposal,
+        slot: Slot | None = None,
+        headers: Headers | None = None,
+        ticket: int | None = None,
     ) -> None:
-        """The whole binding cycle of one proposal; never raises (errors become outcomes)."""
+        """The whole binding cycle of one proposal; never raises (errors become outcomes).
+        `ticket`: its place in the order of cross-node checks (taken now when None)."""
         p = proposal
+        if ticket is None:
+            ticket = self._order.take()
         try:
             active = self._active.get(p.uid)
             if active is not None and active >= p.attempt:
@@ -193,13 +265,15 @@ class Binder:
                 _CYCLE.set(cycle)
                 try:
                     if p.kind == "preempt":
+                        self._order.done(ticket)
                         await self._preempt(p)
                     else:
-                        await self._bind_cycle(p, slot)
+                        await self._bind_cycle(p, slot, ticket)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
                     log.exception("binding %s (attempt %d) failed", p.pod_key, p.attempt)
+                    self._order.done(ticket)
                     await self._fail(p, exc)
                 finally:
                     if self._active.get(p.uid) == p.attempt:
@@ -208,14 +282,20 @@ class Binder:
                         elapsed = time.perf_counter() - cycle.started
                         self.metrics.record_binding(cycle.result, elapsed)
         finally:
+            self._order.done(ticket)
             if slot is not None:
                 slot.release()
 
     # ------------------------------------------------------------------- bind
-    async def _bind_cycle(self, p: Proposal, slot: Slot | None) -> None:
+    async def _bind_cycle(self, p: Proposal, slot: Slot | None, ticket: int) -> None:
         with binding_step_span("Reserve"):
+            # Proposals for one node reserve one at a time, in arrival order; the cross-node
+            # check that follows only waits for its turn among all proposals (CheckOrder).
             async with self._node_lock(p.node_name):
-                reserved = await self._reserve(p)
+                attempt = await self._reserve(p)
+            if attempt is None:
+                return
+            reserved = await self._reserved(p, attempt, ticket)
         if reserved is None:
             return
         with binding_step_span("WaitOnPermit"):
@@ -223,15 +303,11 @@ class Binder:
         if permitted:
             await self._bind(p, reserved)
 
-    async def _reserve(self, p: Proposal) -> _Reserved | None:
+    async def _reserve(self, p: Proposal) -> _Attempt | None:
         # The view's copy saves a round trip; check-and-reserve verifies its resourceVersion
         # (POD_CHANGED below re-reads the store).
         pod: Pod | None = self.view.pods.get(p.pod_key)
-        if (
-            pod is None
-            or pod.metadata.uid != p.uid
-            or (p.pod_fingerprint and pod_fingerprint(pod) != p.pod_fingerprint)
-        ):
+        if pod is None or pod.metadata.uid != p.uid or not _scheduled_as(pod, p):
             pod = await self._stored_pod(p)  # the view may be behind: ask the store
         if pod is None:
             await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
@@ -242,7 +318,7 @@ class Binder:
         if pod.metadata.deletion_timestamp is not None:
             await self._outcome(p, "error", message=f"pod {p.pod_key} is being deleted")
             return None
-        if p.pod_fingerprint and pod_fingerprint(pod) != p.pod_fingerprint:
+        if not _scheduled_as(pod, p):
             await self._final_conflict(p, "the pod changed since it was scheduled")
             return None
         profile = self.checks.for_pod(pod)
@@ -285,7 +361,7 @@ class Binder:
                 continue
             break
         assert result is not None
-        return await self._reserved(p, pod, profile, result, gang, wait_seconds)
+        return _Attempt(pod, profile, result, gang, wait_seconds)
 
     def _request(
         self,
@@ -312,37 +388,26 @@ class Binder:
             ttl_seconds=wait_seconds + self.config.reservation_margin_seconds,
         )
 
-    async def _reserved(
-        self,
-        p: Proposal,
-        pod: Pod,
-        profile: ProfileChecks,
-        result: ReserveResult,
-        gang: str,
-        wait_seconds: float,
-    ) -> _Reserved | None:
+    async def _reserved(self, p: Proposal, a: _Attempt, ticket: int) -> _Reserved | None:
+        result = a.result
         status = result.status
         if status is ReserveStatus.OK:
-            return await self._check_cross_node(p, pod, profile, result, gang, wait_seconds)
+            return await self._check_cross_node(p, a, ticket)
         if status is ReserveStatus.CONFLICT:
             self.stats["conflict"] += 1
             await self._outcome(p, "conflict", message=", ".join(result.reasons))
         elif status is ReserveStatus.STALE:
             self.stats["stale"] += 1
         elif status is ReserveStatus.DUPLICATE:
-            self.stats["duplicate"] += 1
-            if result.seen_state == "b":
-                node = await self.bindings.bound_node(p.pod_key)
-                if node:  # bound by this attempt: the outcome may have been lost, send again
-                    await self._outcome(p, "scheduled", node=node)
-            elif result.seen_state == "r" and result.node:
+            if result.seen_state == "r" and result.node:
                 # A reservation nobody here drives (its binder died before committing the
                 # proposal): adopt it and carry on from Permit.
                 self.stats["adopted"] += 1
-                self.view.assume(pod, result.node)
+                self.view.assume(a.pod, result.node)
                 return _Reserved(
-                    pod, result.node, gang, result.gang_generation, False, wait_seconds
+                    a.pod, result.node, a.gang, result.gang_generation, False, a.wait_seconds
                 )
+            await self._replay(p, result.seen_state, a.pod)
         elif status is ReserveStatus.BOUND:
             await self._already_bound(p, result.node)
         elif status is ReserveStatus.GONE:
@@ -351,37 +416,36 @@ class Binder:
             await self._final_conflict(p, f"the {status.value.split('_')[0]} kept changing")
         return None
 
-    async def _check_cross_node(
-        self,
-        p: Proposal,
-        pod: Pod,
-        profile: ProfileChecks,
-        result: ReserveResult,
-        gang: str,
-        wait_seconds: float,
-    ) -> _Reserved | None:
+    async def _check_cross_node(self, p: Proposal, a: _Attempt, ticket: int) -> _Reserved | None:
         # Every binding committed before the reservation is in the view once it reaches the
-        # reservation's resourceVersion; bindings in flight in this binder are assumed in it.
+        # reservation's resourceVersion; every proposal submitted to this binder before this
+        # one has been checked (and assumed in the view if it passed) once it is our turn.
         caught_up = await self.view.wait_for(
-            result.store_resource_version, self.config.view_timeout_seconds
+            a.result.store_resource_version, self.config.view_timeout_seconds
         )
+        await self._order.turn(ticket)
         status = (
-            profile.check_cross_node(pod, p.node_name)
+            a.profile.check_cross_node(a.pod, p.node_name)
             if caught_up
             else Status.error("the binder's view of the cluster is behind")
         )
+        if status.is_success():
+            # No await between the check and this: the next check counts this pod.
+            self.view.assume(a.pod, p.node_name)
+        self._order.done(ticket)
         if not status.is_success():
             await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c")
             self.stats["conflict"] += 1
             plugins = (status.plugin,) if status.plugin else ()
             await self._outcome(p, "conflict", message=status.message(), plugins=plugins)
             return None
-        # No await between the check and this: proposals in this binder see each other.
-        self.view.assume(pod, p.node_name)
+        result = a.result
         permitted = result.gang == "permit"
         if permitted:
-            self.gangs.note(gang, result.gang_generation, "p")
-        return _Reserved(pod, p.node_name, gang, result.gang_generation, permitted, wait_seconds)
+            self.gangs.note(a.gang, result.gang_generation, "p")
+        return _Reserved(
+            a.pod, p.node_name, a.gang, result.gang_generation, permitted, a.wait_seconds
+        )
 
     async def _wait_on_permit(self, p: Proposal, r: _Reserved, slot: Slot | None) -> bool:
         """True when the pod may bind; otherwise it was unreserved and reported."""
@@ -406,18 +470,23 @@ class Binder:
             else:
                 await asyncio.sleep(r.wait_seconds)
                 plugins = p.permit_plugins
-        waited = go_duration(r.wait_seconds)  # upstream reports the plugin's timeout
-        plugin = plugins[0] if plugins else ""
         await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "u")
         self.view.forget(p.uid)
         self.stats["permit_rejected"] += 1
+        await self._permit_rejected(p, r.wait_seconds, plugins)
+        return False
+
+    async def _permit_rejected(
+        self, p: Proposal, wait_seconds: float, plugins: Sequence[str]
+    ) -> None:
+        waited = go_duration(wait_seconds)  # upstream reports the plugin's timeout
+        plugin = plugins[0] if plugins else ""
         await self._outcome(
             p,
             "unschedulable",
             message=f"rejected due to timeout after waiting {waited} at plugin {plugin}",
             plugins=tuple(plugins),
         )
-        return False
 
     async def _bind(self, p: Proposal, r: _Reserved) -> None:
         with binding_step_span("PreBind"):
@@ -436,17 +505,22 @@ class Binder:
             self.stats["bound"] += 1
             await self._outcome(p, "scheduled", node=r.node)
             if self.config.publish_pod_events:
-                bound = replace(r.pod, spec=replace(r.pod.spec, node_name=r.node))
-                version = result.resource_version
-                bound.metadata = replace(r.pod.metadata, resource_version=version)
-                await self.emitter.pod_event(PodEvent.of("update", bound, old=r.pod))
+                record = bound_record(r.pod, r.node, result.resource_version)
+                await self.emitter.pod_event(PodEvent("update", record))
 
     # ---------------------------------------------------------------- preempt
     async def _preempt(self, p: Proposal) -> None:
-        status, _, _ = await self.bindings.claim(p.uid, p.attempt, "p")
-        if status != "ok":
-            self.stats["stale" if status == "stale" else "duplicate"] += 1
+        status, _, seen = await self.bindings.claim(p.uid, p.attempt, "p")
+        if status == "stale":
+            self.stats["stale"] += 1
             return
+        if status == "dup":
+            if seen != "p":
+                await self._replay(p, seen)
+                return
+            # Claimed by a binder that may have died half-way: evicting the victims left,
+            # nominating and reporting are idempotent, so do it all again.
+            self.stats["duplicate"] += 1
         pod = await self._stored_pod(p)
         if pod is None:
             await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
@@ -522,13 +596,57 @@ class Binder:
     async def _claim_and_report(
         self, p: Proposal, state: AttemptState, result: OutcomeResult, message: str, plugin: str
     ) -> None:
-        """Record the attempt's end (so duplicates are dropped) and report it once."""
-        claimed, _, _ = await self.bindings.claim(p.uid, p.attempt, state)
-        if claimed != "ok":
+        """Record the attempt's end (so duplicates are dropped) and report it."""
+        claimed, _, seen = await self.bindings.claim(p.uid, p.attempt, state)
+        if claimed == "stale":
+            return
+        if claimed == "dup" and seen == "r":
+            # A reservation of this attempt that a binder which died left behind.
+            await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, state)
+        elif claimed == "dup" and seen != state:
+            await self._replay(p, seen)
             return
         if result == "conflict":
             self.stats["conflict"] += 1
         await self._outcome(p, result, message=message, plugins=(plugin,) if plugin else ())
+
+    async def _replay(self, p: Proposal, state: str, pod: Pod | None = None) -> None:
+        """A duplicate of an attempt that ended already: send its outcome again. The binder
+        that ended it may have died before reporting (the queue would wait for the pod's
+        lease); if it did report, the queue drops this copy as stale."""
+        self.stats["duplicate"] += 1
+        self.stats["replayed"] += 1
+        if state == "b":
+            node = await self.bindings.bound_node(p.pod_key)
+            if node:
+                await self._outcome(p, "scheduled", node=node)
+        elif state == "u":
+            await self._replay_permit_rejection(p, pod)
+        elif state == "p":
+            await self._outcome(
+                p,
+                "unschedulable",
+                message=p.message,
+                plugins=p.unschedulable_plugins,
+                nominated=p.node_name,
+            )
+        elif state == "e":
+            await self._outcome(p, "error", message="binder: the attempt failed")
+        else:
+            reason = _REPLAYED_CONFLICTS.get(state, "the reservation was lost")
+            await self._outcome(p, "conflict", message=reason)
+
+    async def _replay_permit_rejection(self, p: Proposal, pod: Pod | None) -> None:
+        if pod is None:
+            pod = self.view.pods.get(p.pod_key) or await self._stored_pod(p)
+        group_key = pod_group_key(pod) if pod is not None else ""
+        if not group_key:
+            await self._permit_rejected(p, p.permit_timeout_seconds, p.permit_plugins)
+            return
+        group = await self._pod_group(group_key)
+        timeout = group.spec.schedule_timeout_seconds if group is not None else None
+        wait_seconds = float(timeout) if timeout else self.config.permit_timeout_seconds
+        await self._permit_rejected(p, wait_seconds, (names.COSCHEDULING,))
 
     async def _fail(self, p: Proposal, exc: BaseException) -> None:
         with contextlib.suppress(Exception):

@@ -75,6 +75,9 @@ class Proposal:
     pod_fingerprint: str = ""
     """shared.messages.pod_fingerprint of the pod the worker scheduled ("": not checked); the
     binder answers "conflict" when the stored pod's spec differs."""
+    pod_resource_version: int = 0
+    """The resourceVersion of the pod the worker scheduled (0: unknown). When the binder's
+    copy has the same one, it is the same pod and the fingerprint need not be computed."""
     scheduling_cycle: int = 0
     permit: PermitCode = "allow"
     """The worker's Permit result: allow, or wait (a Permit plugin asked to wait)."""
@@ -88,6 +91,9 @@ class Proposal:
     message: str = ""
     """preempt: the FitError message."""
     pods_to_activate: tuple[str, ...] = ()
+    sequence: int = 0
+    """The worker's count of proposals sent: with the record's timestamp, the order the
+    worker decided them in (the binder checks them in that order across partitions)."""
 
     TYPE = "proposal"
 
@@ -106,6 +112,8 @@ class Proposal:
             body["nrv"] = self.node_resource_version
         if self.pod_fingerprint:
             body["fp"] = self.pod_fingerprint
+        if self.pod_resource_version:
+            body["prv"] = self.pod_resource_version
         if self.scheduling_cycle:
             body["cycle"] = self.scheduling_cycle
         if self.permit != "allow":
@@ -120,6 +128,8 @@ class Proposal:
             body["msg"] = self.message
         if self.pods_to_activate:
             body["activate"] = list(self.pods_to_activate)
+        if self.sequence:
+            body["seq"] = self.sequence
         return cast(bytes, msgpack.packb(body, use_bin_type=True))
 
     @classmethod
@@ -147,6 +157,7 @@ class Proposal:
             kind=_choice(body, "kind", PROPOSAL_KINDS, "bind"),
             node_resource_version=_opt(body, "nrv", int, 0),
             pod_fingerprint=_opt(body, "fp", str, ""),
+            pod_resource_version=_opt(body, "prv", int, 0),
             scheduling_cycle=_opt(body, "cycle", int, 0),
             permit=_choice(body, "permit", PERMIT_CODES, "allow"),
             permit_timeout_seconds=float(_opt(body, "permit_s", (int, float), 0.0)),
@@ -155,6 +166,7 @@ class Proposal:
             unschedulable_plugins=_strings(body, "plugins"),
             message=_opt(body, "msg", str, ""),
             pods_to_activate=_strings(body, "activate"),
+            sequence=_opt(body, "seq", int, 0),
         )
 
     @classmethod

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,8 @@ from shared.metrics import report_consumer_lag
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
+
+FETCH_RECORDS = 10_000
 
 
 @dataclass(slots=True)
@@ -88,6 +91,30 @@ class OffsetTracker:
     def forget(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:
             self._partitions.pop(tp, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """A decoded proposal and where it came from."""
+
+    tp: TopicPartition
+    offset: int
+    timestamp: int
+    """The record's timestamp (ms): when the worker sent it."""
+    proposal: Proposal
+    headers: Headers
+
+    @property
+    def order(self) -> tuple[int, int]:
+        return self.timestamp, self.proposal.sequence
+
+
+def in_decision_order(runs: Iterable[Sequence[Arrival]]) -> Iterator[Arrival]:
+    """One fetch's proposals, each partition's (`runs`) in its own order, merged by the
+    time the worker sent them and its sequence number: the order the workers decided them
+    in, which the cross-node checks must follow (a worker decides a pod counting every pod it
+    proposed before; they arrive on the partitions of their nodes)."""
+    return heapq.merge(*runs, key=lambda arrival: arrival.order)
 
 
 class KafkaEmitter:
@@ -216,21 +243,30 @@ class BinderService:
         consumer, binder = self._consumer, self.binder
         while not self._stopping.is_set():
             try:
-                batches = await consumer.getmany(timeout_ms=200, max_records=500)
+                # Everything fetched (not a few partitions' worth): the merge below can
+                # only order what it sees together.
+                batches = await consumer.getmany(timeout_ms=200, max_records=FETCH_RECORDS)
             except KafkaError:
                 log.exception("fetching proposals failed")
                 await asyncio.sleep(0.5)
                 continue
-            for tp, records in batches.items():
-                for record in records:
-                    self.tracker.started(tp, record.offset)
-                    proposal = await self._decode(tp, record)
-                    if proposal is None:
-                        self.tracker.finished(tp, record.offset)
-                        continue
-                    slot = await binder.admit()
-                    task = binder.submit(proposal, slot, list(record.headers or ()))
-                    task.add_done_callback(self._finisher(tp, record.offset))
+            runs = [await self._decode_all(tp, records) for tp, records in batches.items()]
+            for arrival in in_decision_order(runs):
+                slot = await binder.admit()
+                task = binder.submit(arrival.proposal, slot, arrival.headers)
+                task.add_done_callback(self._finisher(arrival.tp, arrival.offset))
+
+    async def _decode_all(self, tp: TopicPartition, records: Sequence[Any]) -> list[Arrival]:
+        out: list[Arrival] = []
+        for record in records:
+            self.tracker.started(tp, record.offset)
+            proposal = await self._decode(tp, record)
+            if proposal is None:
+                self.tracker.finished(tp, record.offset)
+                continue
+            headers = list(record.headers or ())
+            out.append(Arrival(tp, record.offset, record.timestamp, proposal, headers))
+        return out
 
     def _finisher(self, tp: TopicPartition, offset: int) -> Callable[[object], None]:
         def finished(_: object) -> None:

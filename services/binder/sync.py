@@ -38,6 +38,7 @@ class ViewSync:
                     block_ms=self._block_ms,
                     count=self._count,
                     stop=self._stop,
+                    previous=self.view.previous,
                 ):
                     self.view.apply(batch)
             except StreamGapError as exc:

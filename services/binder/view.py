@@ -120,9 +120,11 @@ class ClusterView:
         self._assumed = {p.metadata.uid for p in keep}
         for pod in keep:
             self._counted[pod.metadata.uid] = pod
-        listeners = self.columns.pod_listeners
+        # New columns, new rows: indexes that listened to the old columns (the inter-pod
+        # PodIndex, preemption's PodIndex) re-attach themselves on first use; carried over,
+        # they would hear about rows that are not theirs, and PodIndex.of would keep building
+        # a throwaway index beside a stale one.
         self.columns = NodeColumns(nodes, [*placed, *keep])
-        self.columns.pod_listeners.extend(listeners)
         self._set_version(snapshot.resource_version)
 
     def apply(self, changes: Sequence[Change]) -> None:
@@ -157,7 +159,7 @@ class ClusterView:
                 self._uncount(change.uid)
                 self._forget_orphan(change.uid)
             else:
-                self._pod_put(obj)
+                self._pod_put(obj, change.same_body)
         elif change.kind == "Node":
             if change.op == "delete":
                 self._remove_node(change.key)
@@ -170,14 +172,27 @@ class ClusterView:
             else:
                 table[change.key] = obj
 
-    def _pod_put(self, pod: Pod) -> None:
+    def _pod_put(self, pod: Pod, same_body: bool = False) -> None:
         uid = pod.metadata.uid
+        before = self.pods.get(pod.key)
         self.pods[pod.key] = pod
         self._forget_orphan(uid)
         if not pod.spec.node_name:
             if uid not in self._assumed:
                 self._uncount(uid)
             return
+        if same_body and uid in self._assumed and before is not None:
+            counted = self._counted.get(uid)
+            if (
+                counted is not None
+                and counted.spec.node_name == pod.spec.node_name
+                and counted.metadata.resource_version == before.metadata.resource_version
+            ):
+                # The binding of the pod assumed here, as it was assumed: it stays counted
+                # (its copy differs in resourceVersion and nomination only, which no
+                # Filter reads), saving the columns a removal and an addition.
+                self._assumed.discard(uid)
+                return
         self._uncount(uid)
         self._count(pod)
 
@@ -237,6 +252,11 @@ class ClusterView:
         """Drop an assumed pod (Unreserve); a pod whose binding arrived stays."""
         if uid in self._assumed:
             self._uncount(uid)
+
+    def previous(self, kind: str, key: str) -> Pod | None:
+        """The view's copy of a pod (ClusterStore.follow's `previous`: a binding or a
+        nomination streamed later reuses it instead of decoding the same bytes again)."""
+        return self.pods.get(key) if kind == "Pod" else None
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed

@@ -5,13 +5,15 @@ Per tenant, every key carries the hash tag ``{<tenant>}`` so one script touches 
 
 - ``a:<prio>``: active pods of one priority level (score = Timestamp); ``prios`` lists the
   levels (score = -priority).
-- ``backoff`` (score = expiry), ``gated`` (score = Timestamp), ``inflight`` (score = lease
-  expiry).
+- ``backoff`` (score = expiry), ``gated`` (score = Timestamp).
+- leases, one per pop: ``cyc`` (pod key -> the cycle its pop opened; present iff in flight),
+  ``lq:<first cycle>`` (the pop's pod keys), ``leases`` (member ``first:last``, score = lease
+  expiry), ``ext`` (pods whose lease an ``extend`` outcome renewed, score = their expiry).
 - ``u:<sig>|<prio>|<attempts>``: unschedulable pods by failed-plugin signature, priority and
   attempts class (score = Timestamp), ``buckets`` the bucket names.
-- per pod hashes (field = pod key): ``st`` state, ``att`` Attempts, ``cyc`` cycle, ``why`` last
-  failure, ``rq`` what a pop returns (the body's field and the pre-encoded request fields);
-  ``pod`` bodies (field = key#resourceVersion).
+- per pod hashes (field = pod key): ``st`` state, ``att`` Attempts, ``why`` last failure,
+  ``rq`` what a pop hands out (the body's field and the pre-encoded request fields, see
+  services/queue/wire.py); ``pod`` bodies (field = key#resourceVersion).
 - ``ctr`` (scycle, mrc) and ``stats`` counters; ``aff`` pods with required pod affinity.
 """
 
@@ -25,7 +27,7 @@ TENANT_KEYS = (
     "prios",
     "backoff",
     "gated",
-    "inflight",
+    "leases",
     "ctr",
     "stats",
     "aff",
@@ -36,6 +38,7 @@ TENANT_KEYS = (
     "why",
     "buckets",
     "rq",
+    "ext",
 )
 
 LOCATIONS = {

@@ -44,6 +44,7 @@ from services.queue.hints import (
 from services.queue.keys import InvalidTenantError, check_tenant
 from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
+from services.queue.wire import EncodedBatch
 from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
 from shared.messages import (
     DeadLetter,
@@ -53,7 +54,6 @@ from shared.messages import (
     PodEvent,
     PodGroupEvent,
     ScheduleBatch,
-    ScheduleRequest,
     decode_message,
 )
 from shared.redisconn import connect
@@ -67,7 +67,8 @@ _POD_GROUP_EVENTS = {"add": POD_GROUP_ADD, "update": POD_GROUP_UPDATE, "delete":
 # Errors worth retrying from the last commit; anything else (a script error included) is
 # the record's fault, and retrying would loop on it forever.
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, KafkaError, OSError)
-# Publishes not yet acknowledged before the dispatcher waits for them.
+# Publishes not yet acknowledged before the dispatcher waits for some of them (a window, not
+# stop-and-wait: publishing goes on while the broker acknowledges earlier ones).
 _MAX_OUTSTANDING = 64
 
 
@@ -77,6 +78,14 @@ class _Step:
 
     kind: str
     items: list[Any] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Round:
+    """One dispatch round: its messages in weighted round-robin order."""
+
+    messages: list[EncodedBatch]
+    pods: int
 
 
 class QueueService:
@@ -114,6 +123,7 @@ class QueueService:
         self._stopping = asyncio.Event()
         self._work = asyncio.Event()
         self._outstanding: set[asyncio.Future[Any]] = set()
+        self._room = asyncio.Event()
         self._wrr = WeightedRoundRobin(self.config.weight)
         self.ready = False
 
@@ -356,58 +366,84 @@ class QueueService:
     # ------------------------------------------------------------------ dispatching
 
     async def _dispatch_loop(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                sent = await self.dispatch_round()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("queue: dispatch failed (leases will expire and retry)")
-                self.metrics["dispatch_errors"] += 1
-                sent = 0
-            if sent == 0:
-                self._work.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._work.wait(), self.config.dispatch_idle_interval)
+        # The next round is popped while this one is published, so Redis pops while Python
+        # and the broker publish (in pop order: one loop publishes its rounds in sequence).
+        prefetched: asyncio.Task[_Round] | None = None
+        try:
+            while not self._stopping.is_set():
+                try:
+                    current = await (prefetched or self._pop_round())
+                    prefetched = None
+                    if current.pods and not self._stopping.is_set():
+                        prefetched = asyncio.create_task(self._pop_round())
+                    await self._publish_round(current)
+                    sent = current.pods
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("queue: dispatch failed (leases will expire and retry)")
+                    self.metrics["dispatch_errors"] += 1
+                    sent = 0
+                if sent == 0:
+                    self._work.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._work.wait(), self.config.dispatch_idle_interval
+                        )
+            if prefetched is not None:
+                # Stopping: the pods it leased are published, not left to their leases.
+                await self._publish_round(await prefetched)
+                prefetched = None
+        finally:
+            if prefetched is not None:
+                prefetched.cancel()
         await self._drain_publishes()
 
     async def dispatch_round(self) -> int:
         """Pop a WRR round across tenants and publish it; returns the pods dispatched."""
+        current = await self._pop_round()
+        await self._publish_round(current)
+        return current.pods
+
+    async def _pop_round(self) -> _Round:
         tenants = await self.store.tenants()
         if not tenants:
-            return 0
+            return _Round([], 0)
         wanted = [(t, self.config.dispatch_batch * self.config.weight(t)) for t in tenants]
-        popped = await self.store.pop_many(wanted)
-        batches: dict[str, list[list[ScheduleRequest]]] = {}
-        size = self.config.message_batch
-        for (tenant, _), requests in zip(wanted, popped, strict=True):
-            if requests:
-                batches[tenant] = [requests[i : i + size] for i in range(0, len(requests), size)]
-        total = sum(len(r) for r in popped)
-        if total:
-            for tenant, chunk in self._wrr.interleave(batches):
-                await self._publish(tenant, chunk)
-            self.metrics["dispatched"] += total
-        return total
+        popped = await self.store.pop_batches(wanted, self.config.message_batch)
+        batches = {
+            tenant: messages
+            for (tenant, _), messages in zip(wanted, popped, strict=True)
+            if messages
+        }
+        pods = sum(m.count for messages in popped for m in messages)
+        return _Round([m for _, m in self._wrr.interleave(batches)], pods)
 
-    async def _publish(self, tenant: str, requests: list[ScheduleRequest]) -> None:
+    async def _publish_round(self, current: _Round) -> None:
+        for message in current.messages:
+            await self._publish(message)
+        self.metrics["dispatched"] += current.pods
+
+    async def _publish(self, message: EncodedBatch) -> None:
         assert self._producer is not None
-        batch = ScheduleBatch(tuple(requests))
-        headers = self.headers_hook(batch) if self.headers_hook else None
+        headers = None
+        if self.headers_hook is not None:
+            # The hook wants objects: only then is the payload decoded.
+            headers = self.headers_hook(ScheduleBatch.decode(message.payload))
         future = await self._producer.send(
-            self.config.topics.schedule,
-            batch.encode(),
-            key=requests[0].uid.encode(),
-            headers=headers,
+            self.config.topics.schedule, message.payload, key=message.key, headers=headers
         )
         self._outstanding.add(future)
-        future.add_done_callback(functools.partial(self._published, len(requests)))
+        future.add_done_callback(functools.partial(self._published, message.count))
         self.metrics["schedule_messages"] += 1
-        if len(self._outstanding) > _MAX_OUTSTANDING:
-            await self._drain_publishes()
+        while len(self._outstanding) > _MAX_OUTSTANDING:
+            self._room.clear()
+            await self._room.wait()
 
     def _published(self, count: int, future: asyncio.Future[Any]) -> None:
         self._outstanding.discard(future)
+        if len(self._outstanding) <= _MAX_OUTSTANDING:
+            self._room.set()
         if future.cancelled() or future.exception() is not None:
             # The pods stay leased: they come back when the lease expires.
             log.error(

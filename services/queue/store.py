@@ -14,6 +14,7 @@ are passed into the scripts, so tests drive them.
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,12 +36,12 @@ from services.queue.hints import (
 from services.queue.keys import LOCATIONS, QueueKeys, body_field, check_tenant
 from services.queue.scripts import QueueScripts
 from services.queue.state import PodState
+from services.queue.wire import EncodedBatch, PoppedPods, request_blob, split_blobs
 from shared.messages import MessageError, Outcome, PodOp, PodRecord, ScheduleRequest
 from shared.models import Pod, PodAffinityTerm, selector_matches
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 
-_POP_FIELDS = 10
 _SCAN_LIMIT = 100_000
 
 
@@ -192,6 +193,37 @@ def _split_unique(items: Sequence[Any], key: Callable[[Any], str]) -> list[list[
     return [run for run in runs if run]
 
 
+def _micros_or_none(value: float | None) -> float | None:
+    return None if value is None else from_micros(value)
+
+
+def _lease_expiries(
+    cycles: Mapping[bytes, bytes],
+    leases: Sequence[tuple[bytes, float]],
+    renewed: Sequence[tuple[bytes, float]],
+) -> dict[str, float | None]:
+    """Each in-flight pod's lease expiry (us): its renewal's, else its pop's (the lease whose
+    cycles first..last hold the pod's); None if neither is found (never expected)."""
+    spans = sorted(
+        (int(first), int(last), expiry)
+        for member, expiry in leases
+        for first, last in [_text(member).split(":")]
+    )
+    firsts = [first for first, _, _ in spans]
+    own = {_text(key): expiry for key, expiry in renewed}
+    out: dict[str, float | None] = {}
+    for raw_key, raw_cycle in cycles.items():
+        key, cycle = _text(raw_key), int(raw_cycle)
+        index = bisect.bisect_right(firsts, cycle) - 1
+        if key in own:
+            out[key] = own[key]
+        elif index >= 0 and cycle <= spans[index][1]:
+            out[key] = spans[index][2]
+        else:
+            out[key] = None
+    return out
+
+
 def affinity_term_matches(
     term: PodAffinityTerm,
     owner_namespace: str,
@@ -214,6 +246,35 @@ def required_affinity_terms(pod: Pod) -> list[PodAffinityTerm]:
     if affinity is None or affinity.pod_affinity is None:
         return []
     return list(affinity.pod_affinity.required_during_scheduling_ignored_during_execution)
+
+
+@dataclass(slots=True)
+class _Pop:
+    """One tenant's pop while `QueueStore.pop_raw` reads it: parallel lists, in pop order."""
+
+    tenant: str
+    revoked: int
+    keys: list[bytes]
+    cycles: list[int]
+    fields: list[bytes] = field(default_factory=list)
+    fragments: list[bytes] = field(default_factory=list)
+    bodies: list[bytes | None] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, tenant: str, reply: list[Any]) -> _Pop:
+        if not reply:
+            return cls(tenant, 0, [], [])
+        first_cycle, revoked, *keys = reply
+        return cls(tenant, revoked, keys, list(range(first_cycle, first_cycle + len(keys))))
+
+    def keep(self, indexes: Sequence[int]) -> None:
+        """Only these pods (the others are gone or no longer leased by this pop)."""
+        if len(indexes) == len(self.keys):
+            return
+        for name in ("keys", "cycles", "fields", "fragments", "bodies"):
+            values = getattr(self, name)
+            if values:
+                setattr(self, name, [values[i] for i in indexes])
 
 
 class QueueStore:
@@ -369,7 +430,33 @@ class QueueStore:
         max_inflight: int | None = None,
         lease_seconds: float | None = None,
     ) -> list[list[ScheduleRequest]]:
-        """Several tenants' pops in one round trip (the dispatcher's WRR round)."""
+        """Several tenants' pops in one round trip, as ScheduleRequest objects."""
+        popped = await self.pop_raw(wanted, max_inflight=max_inflight, lease_seconds=lease_seconds)
+        return [pods.requests() for pods in popped]
+
+    async def pop_batches(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        message_batch: int,
+        *,
+        max_inflight: int | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[list[EncodedBatch]]:
+        """The dispatcher's pop: per tenant, its pods as ready-to-send ScheduleBatch
+        payloads of at most `message_batch` requests (no per-pod Python objects)."""
+        popped = await self.pop_raw(wanted, max_inflight=max_inflight, lease_seconds=lease_seconds)
+        return [pods.batches(message_batch) for pods in popped]
+
+    async def pop_raw(
+        self,
+        wanted: Sequence[tuple[str, int]],
+        *,
+        max_inflight: int | None = None,
+        lease_seconds: float | None = None,
+    ) -> list[PoppedPods]:
+        """Pop and lease up to `count` pods of each `(tenant, count)`. Three pipelined round
+        trips: the pop scripts (keys), the pods' request blobs, then the bodies they name
+        (plain reads: Lua never sees blobs or bodies, see lua/prelude.lua)."""
         cap = self.config.max_inflight_per_tenant if max_inflight is None else max_inflight
         lease_us = to_micros(self.config.lease_seconds if lease_seconds is None else lease_seconds)
         now = self._now()
@@ -379,58 +466,77 @@ class QueueStore:
                     keys=self._keys(tenant), args=[now, count, cap, lease_us], client=pipe
                 )
             replies = await pipe.execute()
-        # Bodies come from a plain read: Lua never sees them (see lua/prelude.lua).
+        pops = [_Pop.of(tenant, reply) for (tenant, _), reply in zip(wanted, replies, strict=True)]
+        busy = [pop for pop in pops if pop.keys]
         async with self.redis.pipeline(transaction=False) as pipe:
-            for (tenant, _), reply in zip(wanted, replies, strict=True):
-                if reply:
-                    fields = [
-                        f"{reply[b].decode()}#{reply[b + 9]}"
-                        for b in range(0, len(reply), _POP_FIELDS)
-                    ]
-                    pipe.hmget(self.keys.key(tenant, "pod"), fields)
-            bodies = iter(await pipe.execute())
+            for pop in busy:
+                pipe.hmget(self.keys.key(pop.tenant, "rq"), pop.keys)
+            blobs = await pipe.execute()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for pop, tenant_blobs in zip(busy, blobs, strict=True):
+                if None in tenant_blobs:
+                    tenant_blobs = await self._missing_blobs(pop.tenant, pop.keys, tenant_blobs)
+                    pop.keep([i for i, blob in enumerate(tenant_blobs) if blob is not None])
+                    tenant_blobs = [blob for blob in tenant_blobs if blob is not None]
+                pop.fields, pop.fragments = split_blobs(tenant_blobs)
+                pipe.hmget(self.keys.key(pop.tenant, "pod"), pop.fields)
+                pipe.hget(self.keys.key(pop.tenant, "ctr"), "revoked")
+            read = await pipe.execute()
+        for pop, bodies, revoked in zip(busy, read[::2], read[1::2], strict=True):
+            pop.bodies = bodies
+            if _int(revoked) != pop.revoked:
+                # A lease ended (expiry, delete) since the pop: the blobs read may be newer
+                # than this pop's leases. Keep the pods whose lease is still this pop's.
+                await self._drop_revoked(pop)
+            if None in pop.bodies:
+                pop.bodies = await self._refetch_bodies(pop.tenant, pop.fields, pop.bodies)
+                pop.keep([i for i, body in enumerate(pop.bodies) if body is not None])
         lease_at = from_micros(now + lease_us)
-        out: list[list[ScheduleRequest]] = []
-        for (tenant, _), reply in zip(wanted, replies, strict=True):
-            tenant_bodies = next(bodies) if reply else []
-            if None in tenant_bodies:
-                tenant_bodies = await self._refetch_bodies(tenant, reply, tenant_bodies)
-            out.append(
-                [
-                    # Lua returns numbers as integers: no conversion needed here.
-                    ScheduleRequest(
-                        tenant,
-                        reply[b].decode(),
-                        reply[b + 5].decode(),
-                        reply[b + 1],
-                        reply[b + 2],
-                        reply[b + 3],
-                        reply[b + 4] / 1_000_000,
-                        reply[b + 6] / 1_000_000,
-                        lease_at,
-                        reply[b + 7].decode(),
-                        reply[b + 8],
-                        body,
-                    )
-                    for b, body in zip(
-                        range(0, len(reply), _POP_FIELDS), tenant_bodies, strict=True
-                    )
-                    if body is not None
-                ]
+        return [
+            PoppedPods(
+                pop.tenant, lease_at, pop.fragments, pop.cycles, cast(list[bytes], pop.bodies)
             )
+            for pop in pops
+        ]
+
+    async def _drop_revoked(self, pop: _Pop) -> None:
+        cycles = await self.redis.hmget(self.keys.key(pop.tenant, "cyc"), pop.keys)
+        pop.keep(
+            [
+                i
+                for i, (cycle, leased) in enumerate(zip(pop.cycles, cycles, strict=True))
+                if leased is not None and int(leased) == cycle
+            ]
+        )
+
+    async def _missing_blobs(
+        self, tenant: str, keys: Sequence[bytes], blobs: Sequence[bytes | None]
+    ) -> list[bytes | None]:
+        """Blobs of pods stored before `rq` existed, built from their state (None for a pod
+        deleted since the pop)."""
+        out = list(blobs)
+        for index, (key, blob) in enumerate(zip(keys, blobs, strict=True)):
+            if blob is None:
+                name = key.decode()
+                st = await self.state(tenant, name)
+                ended = _int(await self.redis.hget(self.keys.key(tenant, "att"), name))
+                out[index] = None if st is None else request_blob(name, st, ended)
         return out
 
-    async def _refetch_bodies(self, tenant: str, reply: list[Any], bodies: list[Any]) -> list[Any]:
+    async def _refetch_bodies(
+        self, tenant: str, fields: Sequence[bytes], bodies: Sequence[bytes | None]
+    ) -> list[bytes | None]:
         """Bodies replaced (a newer resourceVersion) between the pop and the read: read the
         current one; None stays None for a pod deleted meanwhile (its lease went with it)."""
         out = list(bodies)
         for index, body in enumerate(bodies):
             if body is None:
-                key = _text(reply[index * _POP_FIELDS])
+                key = fields[index].decode().rpartition("#")[0]
                 st = await self.state(tenant, key)
                 if st is not None:
                     field = body_field(key, st.resource_version)
-                    out[index] = await self.redis.hget(self.keys.key(tenant, "pod"), field)
+                    current = await self.redis.hget(self.keys.key(tenant, "pod"), field)
+                    out[index] = current if isinstance(current, bytes) else None
         return out
 
     # ------------------------------------------------------------------ outcomes
@@ -680,8 +786,9 @@ class QueueStore:
                     pipe.zcard(self.keys.active(tenant, level))
                 for bucket in buckets:
                     pipe.zcard(self.keys.bucket(tenant, bucket))
-                for name in ("backoff", "gated", "inflight"):
+                for name in ("backoff", "gated"):
                     pipe.zcard(self.keys.key(tenant, name))
+                pipe.hlen(self.keys.key(tenant, "cyc"))  # in flight
                 sizes = [int(n) for n in await pipe.execute()]
             active = sum(sizes[: len(levels)])
             unschedulable = sum(sizes[len(levels) : len(levels) + len(buckets)])
@@ -695,16 +802,18 @@ class QueueStore:
         if st is None:
             return None
         candidates = {
-            "inflight": self.keys.key(tenant, "inflight"),
             "active": self.keys.active(tenant, st.priority),
             "backoff": self.keys.key(tenant, "backoff"),
             "gated": self.keys.key(tenant, "gated"),
             "unschedulable": self.keys.bucket(tenant, st.bucket or "-"),
         }
         async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hexists(self.keys.key(tenant, "cyc"), key)
             for set_key in candidates.values():
                 pipe.zscore(set_key, key)
-            scores = await pipe.execute()
+            in_flight, *scores = await pipe.execute()
+        if in_flight:
+            return "inflight"
         for queue, score in zip(candidates, scores, strict=True):
             if score is not None:
                 return queue
@@ -737,24 +846,28 @@ class QueueStore:
         sets += [
             ("backoff", self.keys.key(tenant, "backoff")),
             ("gated", self.keys.key(tenant, "gated")),
-            ("inflight", self.keys.key(tenant, "inflight")),
         ]
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.hgetall(self.keys.key(tenant, "st"))
             pipe.hgetall(self.keys.key(tenant, "att"))
             pipe.hgetall(self.keys.key(tenant, "why"))
+            pipe.hgetall(self.keys.key(tenant, "cyc"))
+            pipe.zrange(self.keys.key(tenant, "leases"), 0, -1, withscores=True)
+            pipe.zrange(self.keys.key(tenant, "ext"), 0, -1, withscores=True)
             for _, set_key in sets:
                 pipe.zrange(set_key, 0, -1, withscores=True)
-            states, attempts, whys, *members = await pipe.execute()
-        where: dict[str, tuple[str, float]] = {}
+            states, attempts, whys, cycles, leases, renewed, *members = await pipe.execute()
+        where: dict[str, tuple[str, float | None]] = {}
         for (queue, _), entries in zip(sets, members, strict=True):
             for member, score in entries:
                 where[_text(member)] = (queue, score)
+        for key, expiry in _lease_expiries(cycles, leases, renewed).items():
+            where[key] = ("inflight", expiry)
         pods = []
         for raw_key, blob in states.items():
             key = _text(raw_key)
             st = PodState.unpack(blob)
-            queue, score = where.get(key, ("unknown", 0.0))
+            queue, score = where.get(key, ("unknown", None))
             plugins, pending, message = _read_why(whys.get(raw_key))
             pods.append(
                 PendingPod(
@@ -771,8 +884,8 @@ class QueueStore:
                     pending_plugins=pending,
                     message=message,
                     nominated_node_name=st.nominated_node_name,
-                    backoff_expires_at=from_micros(score) if queue == "backoff" else None,
-                    lease_expires_at=from_micros(score) if queue == "inflight" else None,
+                    backoff_expires_at=_micros_or_none(score) if queue == "backoff" else None,
+                    lease_expires_at=_micros_or_none(score) if queue == "inflight" else None,
                     redispatches=st.redispatches,
                     conflicts=st.conflicts,
                 )

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 
 from shared.models import Toleration
+from shared.store.batch import ScriptBatcher
 from shared.store.keys import StoreKeys
 from shared.store.records import PodCharge, pack, tolerations_wire, unpack
 from shared.store.scripts import StoreScripts
@@ -169,15 +170,18 @@ class Bindings:
         self.keys = keys
         self.scripts = scripts
         self.stream_maxlen = stream_maxlen
+        self.batcher = ScriptBatcher(redis)
+        """Reserve, bind, unreserve and claim calls of one loop turn share a pipeline."""
 
     async def reserve(self, request: ReserveRequest, now: float) -> ReserveResult:
         """Check the node-local constraints against the authoritative usage and, if they hold,
         reserve the pod's charge on the node (one script). See reserve.lua."""
         r = request
         check = {"n": [name for name, _ in r.check], "a": [amount for _, amount in r.check]}
-        reply = await self.scripts.reserve(
-            keys=[self.keys.rv],
-            args=[
+        reply = await self.batcher.call(
+            self.scripts.reserve,
+            [self.keys.rv],
+            [
                 repr(now),
                 r.pod_key,
                 r.uid,
@@ -198,8 +202,8 @@ class Bindings:
 
     async def bind(self, pod_key: str, uid: str, attempt: int, node: str) -> BindResult:
         """Turn the reservation of (uid, attempt) on `node` into the binding; streamed."""
-        reply = await self.scripts.bind(
-            keys=[self.keys.rv], args=[self.stream_maxlen, pod_key, uid, attempt, node]
+        reply = await self.batcher.call(
+            self.scripts.bind, [self.keys.rv], [self.stream_maxlen, pod_key, uid, attempt, node]
         )
         status = _text(reply[0])
         if status == "ok":
@@ -210,8 +214,8 @@ class Bindings:
         self, pod_key: str, uid: str, attempt: int, state: AttemptState = "u"
     ) -> bool:
         """Release the reservation of (uid, attempt) if it still exists; record `state`."""
-        reply = await self.scripts.unreserve(
-            keys=[self.keys.rv], args=[pod_key, uid, attempt, state]
+        reply = await self.batcher.call(
+            self.scripts.unreserve, [self.keys.rv], [pod_key, uid, attempt, state]
         )
         return bool(int(reply))
 
@@ -244,7 +248,7 @@ class Bindings:
         self, uid: str, attempt: int, state: AttemptState = "p"
     ) -> tuple[str, int, str]:
         """Record an attempt that reserves nothing. ("ok" | "stale" | "dup", seen, state)."""
-        reply = await self.scripts.claim(keys=[self.keys.rv], args=[uid, attempt, state])
+        reply = await self.batcher.call(self.scripts.claim, [self.keys.rv], [uid, attempt, state])
         status = _text(reply[0])
         if status == "stale":
             return status, int(reply[1]), _text(reply[2])

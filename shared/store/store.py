@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar, cast
 
 from redis.asyncio import Redis
@@ -44,6 +44,8 @@ T = TypeVar("T")
 ChangeOp = Literal["put", "delete"]
 ObjectList = list[KubeObject]
 ChangeList = list["Change"]
+PreviousLookup = Callable[[str, str], KubeObject | None]
+"""(kind, key) -> a follower's current copy of the object (see `ClusterStore.follow`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,9 @@ class Change:
     node_name: str = ""
     """Pods: the node the pod is bound to ("" when not bound)."""
     nominated_node_name: str = ""
+    same_body: bool = False
+    """The stored object did not change, only what is kept beside it (a pod's binding or
+    nomination): `object` is the follower's previous copy, restamped, when it had one."""
 
 
 @dataclass(slots=True)
@@ -307,13 +312,20 @@ class ClusterStore:
         block_ms: int = 1000,
         count: int = 1000,
         stop: asyncio.Event | None = None,
+        previous: PreviousLookup | None = None,
     ) -> AsyncIterator[Change]:
         """Every change with a resourceVersion above `after`, in order (XREAD BLOCK), until
         `stop` is set (forever without one). Raises StreamGapError when some were trimmed.
 
         Prefer `stop` to cancelling the consuming task: cancelling a blocked redis-py
-        command can leave its connection (and the cancelled task) hanging."""
-        async for batch in self.follow_batches(after, block_ms=block_ms, count=count, stop=stop):
+        command can leave its connection (and the cancelled task) hanging.
+
+        `previous(kind, key)`: the follower's current copy of an object, if it keeps one. A
+        change that left the stored bytes as they were (a binding, a nomination) then reuses
+        it instead of decoding the same bytes again."""
+        async for batch in self.follow_batches(
+            after, block_ms=block_ms, count=count, stop=stop, previous=previous
+        ):
             for change in batch:
                 yield change
 
@@ -324,6 +336,7 @@ class ClusterStore:
         block_ms: int = 1000,
         count: int = 1000,
         stop: asyncio.Event | None = None,
+        previous: PreviousLookup | None = None,
     ) -> AsyncIterator[Sequence[Change]]:
         """`follow`, a batch (up to `count` changes) at a time; `stop` is looked at at least
         every `block_ms`."""
@@ -336,22 +349,47 @@ class ClusterStore:
             if not reply:
                 continue
             batch: ChangeList = []
+            latest: dict[tuple[str, str], KubeObject | None] = {}
+            """This batch's objects: the previous copy of a later change in the batch."""
             for entry_id, fields in reply[0][1]:
                 rv = int(_text(entry_id).partition("-")[0])
                 if rv != position + 1:
                     raise StreamGapError(position, rv)
-                batch.append(self._change(rv, fields))
+                change = self._change(rv, fields, latest, previous)
+                latest[(change.kind, change.key)] = change.object
+                batch.append(change)
                 position = rv
             yield batch
 
-    def _change(self, rv: int, fields: Mapping[bytes, bytes]) -> Change:
+    def _change(
+        self,
+        rv: int,
+        fields: Mapping[bytes, bytes],
+        latest: Mapping[tuple[str, str], KubeObject | None],
+        previous: PreviousLookup | None,
+    ) -> Change:
         kind = _text(fields.get(b"k"))
         key = _text(fields.get(b"n"))
         op: ChangeOp = "delete" if fields.get(b"o") == b"del" else "put"
         uid = _text(fields.get(b"u"))
         node = _text(fields.get(b"node"))
         nominated = _text(fields.get(b"nom"))
+        same = fields.get(b"same") == b"1"
         obj: KubeObject | None = None
+        if same and previous is not None and kind == "Pod":
+            held = latest[(kind, key)] if (kind, key) in latest else previous(kind, key)
+            if isinstance(held, Pod) and held.metadata.uid == uid:
+                return Change(
+                    rv,
+                    op,
+                    kind,
+                    key,
+                    uid,
+                    restamp(held, rv, node, nominated),
+                    node,
+                    nominated,
+                    True,
+                )
         body = fields.get(b"b")
         if body is not None:
             try:
@@ -363,4 +401,17 @@ class ClusterStore:
                     decorate(obj, rv, uid, node, nominated)
                 else:
                     decorate(obj, rv, uid)
-        return Change(rv, op, kind, key, uid, obj, node, nominated)
+        return Change(rv, op, kind, key, uid, obj, node, nominated, same)
+
+
+def restamp(pod: Pod, rv: int, node: str, nominated: str) -> Pod:
+    """A copy of `pod` at resourceVersion `rv`, bound to `node` and nominated to `nominated`
+    (what `decorate` sets on a decoded pod); the parts that did not change are shared."""
+    spec, status = pod.spec, pod.status
+    if spec.node_name != node:
+        spec = replace(spec, node_name=node)
+    if status.nominated_node_name != nominated:
+        status = replace(status, nominated_node_name=nominated)
+    return replace(
+        pod, metadata=replace(pod.metadata, resource_version=rv), spec=spec, status=status
+    )

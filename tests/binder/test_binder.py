@@ -358,3 +358,150 @@ async def test_binding_metrics(redis_client: aioredis.Redis, redis_prefix: str):
     finally:
         await h.binder.close()
         await h.sync.stop()
+
+
+def web(name: str) -> Pod:
+    """A pod of app "web" spread over zones (DoNotSchedule, maxSkew 1)."""
+    selector = label_selector({"app": "web"})
+    return (
+        make_pod(name).label("app", "web").spread_constraint(1, ZONE, "DoNotSchedule", selector)
+    ).obj()
+
+
+async def test_cross_node_checks_count_every_earlier_proposal(harness: Harness):
+    """One worker decided `first` (zone c) and then `second` (zone a) counting `first`.
+    `second` reserves before `first` does (`first` waits behind `blocker` for node c1's
+    lock), yet its check must still count `first`: zone a 2, b 1, c 1 is skew 1, while
+    without `first` it would be a 2-0 skew and a false conflict."""
+    running = [
+        make_pod("web-a").label("app", "web").node("a1").obj(),
+        make_pod("web-b").label("app", "web").node("b1").obj(),
+    ]
+    blocker, first, second = make_pod("blocker").obj(), web("first"), web("second")
+    cluster = [node("a1", "a"), node("b1", "b"), node("c1", "c")]
+    await harness.store.apply([*(n.obj() for n in cluster), *running])
+    await harness.store.apply([blocker, first, second])
+    await harness.view.wait_for(await harness.store.resource_version(), 5)
+    await harness.run(proposal(blocker, "c1"), proposal(first, "c1"), proposal(second, "a1"))
+    assert harness.recorder.results() == {
+        "default/blocker": ["scheduled"],
+        "default/first": ["scheduled"],
+        "default/second": ["scheduled"],
+    }
+
+
+async def test_cross_node_checks_still_catch_a_real_violation(harness: Harness):
+    """The same order, but `second` would break the spread even with `first` counted."""
+    running = [make_pod("web-a").label("app", "web").node("a1").obj()]
+    blocker, first, second = make_pod("blocker").obj(), web("first"), web("second")
+    cluster = [node("a1", "a"), node("b1", "b"), node("c1", "c")]
+    await harness.store.apply([*(n.obj() for n in cluster), *running])
+    await harness.store.apply([blocker, first, second])
+    await harness.view.wait_for(await harness.store.resource_version(), 5)
+    await harness.run(proposal(blocker, "c1"), proposal(first, "c1"), proposal(second, "a1"))
+    results = harness.recorder.results()
+    assert (results["default/first"], results["default/second"]) == (["scheduled"], ["conflict"])
+
+
+def reserve_request(pod: Pod, attempt: int, cpu: int = 1000, ttl: float = 120.0):
+    return ReserveRequest(
+        pod.key,
+        pod.metadata.uid,
+        attempt,
+        "n1",
+        0,
+        PodCharge.of(pod),
+        (("cpu", cpu),),
+        ttl_seconds=ttl,
+    )
+
+
+async def _ended_by_node_local_conflict(h: Harness, pod: Pod) -> None:
+    result = await h.store.bindings.reserve(reserve_request(pod, 1, cpu=64_000), 0.0)
+    assert result.status is ReserveStatus.CONFLICT
+
+
+def _ended_by(state: str):
+    async def end(h: Harness, pod: Pod) -> None:
+        assert (await h.store.bindings.reserve(reserve_request(pod, 1), 0.0)).status is (
+            ReserveStatus.OK
+        )
+        await h.store.bindings.unreserve(pod.key, pod.metadata.uid, 1, state)  # type: ignore[arg-type]
+
+    return end
+
+
+async def _ended_by_expiry(h: Harness, pod: Pod) -> None:
+    await h.store.bindings.reserve(reserve_request(pod, 1, ttl=0.0), 0.0)
+    (released,) = await h.store.bindings.expire(1.0)
+    assert released.uid == pod.metadata.uid
+
+
+@pytest.mark.parametrize(
+    ("end_attempt", "overrides", "expected"),
+    [
+        pytest.param(
+            _ended_by_node_local_conflict,
+            {},
+            ("conflict", "the attempt ended in a conflict"),
+            id="node-local-conflict",
+        ),
+        pytest.param(
+            _ended_by("c"), {}, ("conflict", "the attempt ended in a conflict"), id="cross-node"
+        ),
+        pytest.param(
+            _ended_by_expiry, {}, ("conflict", "the reservation expired"), id="reservation-expired"
+        ),
+        pytest.param(
+            _ended_by("u"),
+            {"permit": "wait", "permit_timeout_seconds": 5.0, "permit_plugins": ("FakePermit",)},
+            ("unschedulable", "rejected due to timeout after waiting 5s at plugin FakePermit"),
+            id="permit-rejected",
+        ),
+        pytest.param(_ended_by("e"), {}, ("error", "binder: the attempt failed"), id="error"),
+    ],
+)
+async def test_a_redelivered_proposal_of_an_ended_attempt_reports_its_outcome(
+    harness: Harness, end_attempt, overrides, expected
+):
+    """A binder ended the attempt (recorded in the store) and died before sending the
+    outcome: the redelivered proposal sends it, instead of leaving the pod to its lease."""
+    pod = make_pod("p").req(cpu="1").obj()
+    await harness.store.apply([node("n1").obj(), pod])
+    await end_attempt(harness, pod)
+    before = await harness.store.resource_version()
+    await harness.run(proposal(pod, "n1", 1, **overrides))
+    assert [(o.result, o.message, o.attempt) for o in harness.recorder.final()] == [(*expected, 1)]
+    assert await harness.store.usage("n1") == NodeUsage()
+    assert await harness.store.resource_version() == before
+
+
+async def test_a_redelivered_proposal_of_a_pod_that_changed_reports_the_conflict(
+    harness: Harness,
+):
+    """The first binder found the pod changed, recorded the conflict and died."""
+    pod = make_pod("p").req(cpu="1").obj()
+    await harness.store.apply([node("n1").obj(), pod])
+    scheduled_as = proposal(pod, "n1")
+    await harness.store.apply([make_pod("p").req(cpu="3").obj()])
+    assert (await harness.store.bindings.claim(pod.metadata.uid, 1, "c"))[0] == "ok"
+    await harness.run(scheduled_as)
+    assert [(o.result, o.message) for o in harness.recorder.final()] == [
+        ("conflict", "the pod changed since it was scheduled")
+    ]
+
+
+async def test_a_redelivered_preemption_finishes_what_a_dead_binder_started(harness: Harness):
+    """The first binder claimed the preemption and died before evicting anyone."""
+    victim = make_pod("victim").priority(0).req(cpu="3").node("n1").obj()
+    preemptor = make_pod("vip").priority(100).req(cpu="3").obj()
+    await harness.store.apply([node("n1").obj(), victim, preemptor])
+    assert (await harness.store.bindings.claim(preemptor.metadata.uid, 1, "p"))[0] == "ok"
+    await harness.run(proposal(preemptor, "n1", victims=(victim,), message="0/1 nodes"))
+    assert [(o.result, o.nominated_node_name) for o in harness.recorder.final()] == [
+        ("unschedulable", "n1")
+    ]
+    assert await harness.store.get_pod("default", "victim") is None
+    stored = await harness.store.get_pod("default", "vip")
+    assert stored is not None
+    assert stored.status.nominated_node_name == "n1"

@@ -10,15 +10,16 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.partitioner import murmur2
 
 from services.binder.messages import Proposal
-from services.binder.service import BinderService, OffsetTracker
-from shared.kafka import Topics, make_consumer, make_producer
+from services.binder.service import Arrival, BinderService, OffsetTracker, in_decision_order
+from shared.kafka import DEFAULT_PARTITIONS, Topics, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, Outcome, PodEvent
 from shared.models import POD_GROUP_LABEL
 from shared.store import NodeUsage
 from tests.binder.conftest import make_config, proposal
-from tests.builders import make_node, make_pod, make_pod_group
+from tests.builders import label_selector, make_node, make_pod, make_pod_group
 
 
 @pytest.fixture
@@ -75,6 +76,9 @@ async def read(bootstrap: str, topic: str, count: int, seconds: float = 20) -> l
     finally:
         await consumer.stop()
     return values
+
+
+ZONE = "topology.kubernetes.io/zone"
 
 
 def finals(values: Sequence[bytes]) -> list[Outcome]:
@@ -195,3 +199,102 @@ def test_offset_tracker_commits_below_the_lowest_unfinished():
     assert tracker.committable() == {tp: 8}
     tracker.forget([tp])
     assert tracker.committable() == {}
+
+
+def partition_of(key: str, partitions: int = DEFAULT_PARTITIONS) -> int:
+    """aiokafka's default partitioner."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+def zone_nodes(zones: Sequence[str], per_zone: int) -> dict[str, list[str]]:
+    """Node names per zone: a zone's nodes share a partition, no two zones do."""
+    out: dict[str, list[str]] = {}
+    used: set[int] = set()
+    for zone in zones:
+        candidates = [f"{zone}{i}" for i in range(1000)]
+        partition = next(partition_of(c) for c in candidates if partition_of(c) not in used)
+        used.add(partition)
+        out[zone] = [c for c in candidates if partition_of(c) == partition][:per_zone]
+    return out
+
+
+async def test_proposals_are_checked_in_the_order_the_worker_decided_them(
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    kafka_bootstrap: str,
+    topics: Topics,
+    group_id: str,
+):
+    """A worker spread 12 pods over three zones round-robin (maxSkew 1), each on a node of
+    its own: each proposal is valid counting the ones before it. A zone's nodes share a
+    partition; checked partition by partition (the 4 pods of zone a first), most would
+    conflict."""
+    zones = ("a", "b", "c")
+    names = zone_nodes(zones, 4)
+    cluster = [
+        make_node(name).capacity(cpu="16", pods=50).label(ZONE, zone).obj()
+        for zone in zones
+        for name in names[zone]
+    ]
+    selector = label_selector({"app": "web"})
+    pods = [
+        make_pod(f"web-{i:02}")
+        .label("app", "web")
+        .spread_constraint(1, ZONE, "DoNotSchedule", selector)
+        .obj()
+        for i in range(12)
+    ]
+    config = make_config(
+        redis_prefix,
+        topics=topics,
+        group_id=group_id,
+        consumer_options={"session_timeout_ms": 6000, "heartbeat_interval_ms": 300},
+    )
+    service = BinderService(redis_client, kafka_bootstrap, config)
+    await service.store.apply([*cluster, *pods])
+    await ensure_topics(kafka_bootstrap, [topics.proposals, topics.outcomes])
+    decided = [
+        proposal(pod, names[zones[i % 3]][i // 3], sequence=i + 1) for i, pod in enumerate(pods)
+    ]
+    await publish_proposals(kafka_bootstrap, topics, decided)  # before the binder reads
+    await service.start()
+    try:
+        outcomes = finals(await read(kafka_bootstrap, topics.outcomes, 12))
+    finally:
+        await service.stop()
+    assert [o.result for o in outcomes] == ["scheduled"] * 12
+
+
+def arrival(partition: int, offset: int, timestamp: int, sequence: int) -> Arrival:
+    p = Proposal("t", f"default/p{partition}-{offset}", "u", 1, "n", sequence=sequence)
+    return Arrival(TopicPartition("t", partition), offset, timestamp, p, [])
+
+
+@pytest.mark.parametrize(
+    ("runs", "expected"),
+    [
+        pytest.param(
+            [[(0, 10, 1), (1, 12, 3)], [(0, 11, 2), (1, 12, 4)]],
+            [(0, 0), (1, 0), (0, 1), (1, 1)],
+            id="by-timestamp-then-sequence",
+        ),
+        pytest.param(
+            [[(0, 5, 9), (1, 5, 10)], [(0, 5, 1)]],
+            [(1, 0), (0, 0), (0, 1)],
+            id="sequence-breaks-ties",
+        ),
+        pytest.param(
+            [[(0, 20, 2), (1, 10, 1)]],
+            [(0, 0), (0, 1)],
+            id="a-partition-keeps-its-order",
+        ),
+    ],
+)
+def test_in_decision_order(runs, expected):
+    """runs: per partition, (offset, timestamp, sequence); expected: (partition, offset)."""
+    arrivals = [
+        [arrival(partition, offset, ts, seq) for offset, ts, seq in run]
+        for partition, run in enumerate(runs)
+    ]
+    merged = in_decision_order(arrivals)
+    assert [(a.tp.partition, a.offset) for a in merged] == expected

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from services.binder.view import ClusterView
+from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex as Victims
+from services.scheduler.plugins.podindex.index import PodIndex
 from shared.models import KubeObject, Node, Pod
 from shared.store import Change, Snapshot
 from tests.builders import make_namespace, make_node, make_pod, make_pod_group
@@ -107,3 +109,29 @@ async def test_wait_for():
     assert not waiter.done()
     view.apply([put(2, make_node("b").obj())])
     assert await waiter
+
+
+def test_a_reload_does_not_carry_indexes_of_the_old_columns():
+    """Indexes listening to the old NodeColumns must not follow it into the new one: the
+    inter-pod PodIndex would then never attach to the new columns (a throwaway index built
+    on every call) and preemption's dirty-row listener would hear rows that are not its."""
+    n1 = make_node("n1").capacity(pods=10).obj()
+    bound = make_pod("a").label("app", "x").node("n1").obj()
+    view = ClusterView()
+    view.load(snapshot(1, n1, bound))
+    old = view.columns
+    interpod = PodIndex.of(old)
+    victims = Victims()
+    victims.sync(old)
+
+    view.load(snapshot(5, n1, bound, make_pod("b").label("app", "x").node("n1").obj()))
+    assert view.columns is not old
+    assert view.columns.pod_listeners == []
+    index = PodIndex.of(view.columns)
+    assert index is not interpod
+    assert PodIndex.of(view.columns) is index  # attached to the new columns, and kept
+    victims.sync(view.columns)
+    assert sorted(p.metadata.name for p in victims.pods if p is not None) == ["a", "b"]
+    view.apply([put(6, make_pod("c").label("app", "x").node("n1").obj())])
+    victims.sync(view.columns)
+    assert sorted(p.metadata.name for p in victims.pods if p is not None) == ["a", "b", "c"]

@@ -211,3 +211,29 @@ async def test_run_serves_readiness_and_metrics(
         await running
         await health.stop()
     assert not health.ready
+
+
+async def test_stop_ends_the_stream_follower_without_cancelling_it(rig: Rig) -> None:
+    """Cancelling a task blocked in redis-py's XREAD can hang it for good: the follower
+    (and the heartbeat loop, which writes to Redis) are told to stop instead."""
+    loops = {t.get_name(): t for t in rig.worker._tasks}
+    follower, housekeeping = loops["worker-follow"], loops["worker-housekeeping"]
+    await asyncio.sleep(0.2)  # the follower is blocked in XREAD by now
+    await asyncio.wait_for(rig.worker.stop(), 10)
+    assert [follower.done(), housekeeping.done()] == [True, True]
+    assert [follower.cancelled(), housekeeping.cancelled()] == [False, False]
+    assert not rig.worker.failed.is_set()
+
+
+async def test_a_reload_keeps_the_pods_the_worker_proposed(rig: Rig) -> None:
+    """A trimmed stream makes the worker reload its snapshot: pods it proposed and that are
+    not bound yet stay assumed, so it does not offer their room to the next pod."""
+    first, second = make_pod("a").req(cpu="3").obj(), make_pod("b").req(cpu="3").obj()
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(first))
+    await rig.proposals.until(lambda items: len(items) >= 1)
+    rig.worker._reload(await rig.store.load_snapshot())
+    assert set(rig.worker.view.assumed) == {first.metadata.uid}
+    await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(second))
+    (outcome,) = await rig.outcomes.until(lambda items: len(items) >= 1)
+    assert (outcome.pod_key, outcome.result) == ("default/b", "unschedulable")
+    assert [p.pod_key for p in rig.proposals.items] == ["default/a"]

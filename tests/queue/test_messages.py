@@ -77,6 +77,24 @@ def test_round_trip(message: object) -> None:
     assert decode_message(message.encode()) == message  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(
+    "count",
+    [
+        pytest.param(0, id="empty"),
+        pytest.param(1, id="one"),
+        pytest.param(15, id="fixarray-max"),
+        pytest.param(16, id="array16"),
+        pytest.param(65_536, id="array32"),
+    ],
+)
+def test_encode_raw_is_encode_for_pre_encoded_requests(count: int) -> None:
+    requests = tuple(dataclasses.replace(REQUEST, attempt=i) for i in range(count))
+    parts = [msgpack.packb(r.to_wire(), use_bin_type=True) for r in requests]
+    raw = ScheduleBatch.encode_raw(count, parts)
+    assert raw == ScheduleBatch(requests).encode()
+    assert decode_message(raw) == ScheduleBatch(requests)
+
+
 def test_pod_record_carries_what_the_queue_routes_on() -> None:
     rec = PodRecord.from_pod(POD)
     assert (rec.key, rec.priority, rec.scheduling_gates, rec.resource_version) == (

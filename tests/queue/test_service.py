@@ -15,6 +15,7 @@ import pytest
 from services.queue.clock import Clock, ManualClock
 from services.queue.config import QueueConfig
 from services.queue.service import QueueService
+from services.queue.store import QueueStore
 from shared.kafka import Topics, ensure_topics
 from shared.messages import NodeEvent, Outcome, PodEvent
 from shared.models import Node, ObjectMeta
@@ -177,6 +178,26 @@ async def test_restart_mid_stream_loses_and_duplicates_nothing(
     counts = Counter(r.pod_key for r in reader.requests())
     assert len(counts) == n
     assert max(counts.values()) == 1
+
+
+async def test_stopping_mid_stream_publishes_every_pod_it_leased(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, redis_client
+) -> None:
+    # Rounds are popped ahead of publishing: a stop must not strand a popped round (one
+    # message per pod keeps the dispatcher publishing most of the time).
+    n = 3000
+    config = replace(service_config, dispatch_batch=100, message_batch=1, lease_seconds=600)
+    await produce(kafka_bootstrap, topics.pod_events, [pod_event(f"p{i:04d}") for i in range(n)])
+    async with TopicReader(kafka_bootstrap, topics.schedule) as reader:
+        async with make_service(config) as service:
+            await wait_for(lambda: service.metrics["dispatched"] >= 300)
+        leased = (await QueueStore(redis_client, config).counts(["default"]))["default"].inflight
+        assert 300 <= leased < n
+        assert service.metrics["published"] == service.metrics["dispatched"] == leased
+        await reader.wait_until(lambda: len(reader.requests()) >= leased)
+        await asyncio.sleep(0.3)
+        await reader.poll()
+    assert len({r.pod_key for r in reader.requests()}) == len(reader.requests()) == leased
 
 
 async def test_two_replicas_racing_dispatch_each_pod_once(

@@ -114,6 +114,88 @@ async def test_inflight_cap_per_tenant(store: QueueStore) -> None:
     assert len(await store.pop(T, 5, max_inflight=2)) == 1
 
 
+# One pop leases its pods together (one expiry); each pod's lease still ends on its own.
+
+
+async def test_a_pops_lease_expires_only_for_the_pods_it_still_holds(
+    store: QueueStore, clock: ManualClock
+) -> None:
+    await store.add([record(name) for name in ("done", "failed", "renewed", "lost")])
+    done, failed, renewed, _lost = await store.pop(T, 4)
+    clock.advance(10)
+    assert await store.record_outcomes(
+        [
+            outcome(done, "scheduled"),
+            outcome(failed),
+            outcome(renewed, "extend", lease_seconds=60.0),
+        ]
+    ) == ["done", "unschedulable", "extended"]
+    assert (await store.counts([T]))[T].inflight == 2
+    clock.advance(20)  # the pop's lease expires: only `lost` was still held by it
+    assert await store.expire_leases() == 1
+    assert await store.location(T, "default/lost") == "active"
+    assert await store.location(T, "default/renewed") == "inflight"
+    assert await store.location(T, "default/failed") == "unschedulable"
+    clock.advance(40)  # the renewal (10 + 60) expires
+    assert await store.expire_leases() == 1
+    assert await store.location(T, "default/renewed") == "active"
+    assert await store.expire_leases() == 0
+    assert await store.record_outcomes([outcome(renewed, "scheduled")]) == ["stale"]
+
+
+async def test_an_earlier_pops_lease_never_expires_a_later_attempt(
+    store: QueueStore, clock: ManualClock
+) -> None:
+    await store.add([record("p"), record("q")])
+    first, _q = await store.pop(T, 2)
+    assert await store.record_outcomes([outcome(first, "conflict")]) == ["active"]
+    clock.advance(10)
+    [again] = await store.pop(T, 1)  # a new pop and a new lease, to 40 s
+    clock.advance(20)  # the first pop's lease: only q is still held by it
+    assert await store.expire_leases() == 1
+    assert await store.location(T, "default/p") == "inflight"
+    clock.advance(10)
+    assert await store.expire_leases() == 1
+    [third] = await store.pop(T, 1)
+    assert (third.pod_key, third.attempt, third.redispatches) == ("default/p", 3, 1)
+    assert await store.record_outcomes([outcome(again, "scheduled")]) == ["stale"]
+
+
+async def test_a_deleted_pod_leaves_its_lease(store: QueueStore, clock: ManualClock) -> None:
+    await store.add([record("p", uid="u-p")])
+    [request] = await store.pop(T, 1)
+    assert await store.delete([record("p", uid="u-p")]) == 1
+    clock.advance(30)
+    assert await store.expire_leases() == 0
+    assert (await store.counts([T]))[T].pending == 0
+    assert await store.record_outcomes([outcome(request, "scheduled")]) == ["stale"]
+
+
+async def test_pending_view_shows_each_pods_lease_expiry(
+    store: QueueStore, clock: ManualClock
+) -> None:
+    await store.add([record("p"), record("q")])
+    first = await store.pop(T, 1)
+    clock.advance(5)
+    second = await store.pop(T, 1)
+    await store.record_outcomes([outcome(first[0], "extend", lease_seconds=100.0)])
+    expiries = {p.key: p.lease_expires_at for p in (await store.pending(T)).pods}
+    assert expiries == {"default/p": clock.now() + 100, "default/q": clock.now() + 30}
+    assert second[0].lease_expires_at == clock.now() + 30
+
+
+async def test_expire_takes_whole_pops_up_to_about_the_limit(
+    store: QueueStore, clock: ManualClock
+) -> None:
+    await store.add([record(f"p{i}") for i in range(6)])
+    for _ in range(3):
+        assert len(await store.pop(T, 2)) == 2
+    clock.advance(30)
+    assert await store.expire_leases(limit=3) == 4  # two pops of two
+    assert await store.expire_leases(limit=3) == 2
+    assert (await store.counts([T]))[T].active == 6
+
+
 # ---------------------------------------------------------------------- assigned pods
 
 

@@ -150,6 +150,33 @@ async def test_a22_moved_pod_still_backing_off_goes_to_backoff(
     assert view.pods[0].backoff_expires_at == pytest.approx(clock.now() + 0.5)
 
 
+@pytest.mark.parametrize(
+    "already_active",
+    [
+        pytest.param(0, id="empty-level-bucket-renamed"),
+        pytest.param(1, id="small-level-union"),
+        pytest.param(12, id="large-level-members-added"),
+    ],
+)
+async def test_a22_woken_pods_join_active_in_timestamp_order(
+    store: QueueStore, clock: ManualClock, already_active: int
+) -> None:
+    await store.add([record("parked-1"), record("parked-2")])
+    for request in await store.pop(T, 2):
+        await fail(store, request)
+    clock.advance(5)
+    # Added after the failures: the parked pods' Timestamps (their failure time) are older.
+    await store.add([record(f"active-{i:02d}") for i in range(already_active)])
+    result = await store.move_all(NODE_ADD)
+    assert (result.to_active, result.to_backoff) == (2, 0)
+    popped = [r.pod_key for r in await store.pop(T, 100)]
+    assert popped == ["default/parked-1", "default/parked-2"] + [
+        f"default/active-{i:02d}" for i in range(already_active)
+    ]
+    assert (await store.counts([T]))[T].unschedulable == 0
+    assert await store.redis.smembers(store.keys.key(T, "buckets")) == set()
+
+
 async def test_a23_move_request_cycle_set_even_if_nothing_moved(store: QueueStore) -> None:
     await store.add([record("p"), record("q")])
     await store.pop(T, 2)

@@ -6,7 +6,7 @@ for i = 1, count do
   local key, uid = ARGV[2 * i], ARGV[2 * i + 1]
   local s = get_state(key)
   if s and (uid == '' or s[UID] == uid) then
-    forget(key, s)
+    if forget(key, s) == 'i' then leases_revoked() end
     removed = removed + 1
   end
 end

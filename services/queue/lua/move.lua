@@ -86,7 +86,11 @@ local function move_bucket(bucket)
   local n = redis.call('ZCARD', u)
   if n > 0 then
     local level = active_key(prio)
-    if n * 4 >= redis.call('ZCARD', level) then
+    local m = redis.call('ZCARD', level)
+    if m == 0 then
+      -- The bucket becomes the level: O(1) however many pods wake (same slot: {tenant}).
+      redis.call('RENAME', u, level)
+    elseif n * 4 >= m then
       redis.call('ZUNIONSTORE', level, 2, level, u)
     else
       local members = redis.call('ZRANGE', u, 0, -1, 'WITHSCORES')

@@ -16,20 +16,20 @@ for i = 1, count do
   local key, uid, attempt, res = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3]), ARGV[b + 4]
   local plugins, nominate, lease_override = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7]
   local s = get_state(key)
-  if not s or s[UID] ~= uid or attempts(key) + 1 ~= attempt
-      or not redis.call('ZSCORE', K_INFLIGHT, key) then
+  local cycle = redis.call('HGET', K_CYC, key) -- false unless in flight
+  if not cycle or not s or s[UID] ~= uid or attempts(key) + 1 ~= attempt then
     out[i] = 'stale'
     stale = stale + 1
   elseif res == 'extend' then
     local d = lease
     if lease_override ~= '' then d = tonumber(lease_override) end
-    redis.call('ZADD', K_INFLIGHT, now + d, key)
+    redis.call('ZADD', K_EXT, now + d, key) -- overrides its pop's lease from now on
     out[i] = 'extended'
   elseif res == 'scheduled' then
     forget(key, s)
     out[i] = 'done'
   else
-    redis.call('ZREM', K_INFLIGHT, key)
+    end_lease(key)
     redis.call('HSET', K_ATT, key, attempt) -- the attempt ended (pop counted it: SPEC A13)
     local dirty = s[DIRTY] == 1
     s[DIRTY] = 0
@@ -44,9 +44,8 @@ for i = 1, count do
       -- AddUnschedulableIfNotPresent (SPEC A11): Timestamp = now, then the moveRequestCycle rule.
       s[TS] = now
       s[PLG] = plugins
-      local cycle = tonumber(redis.call('HGET', K_CYC, key) or '0')
       -- An update while in flight counts like a move request: the pod may fit now.
-      if dirty or mrc >= cycle then
+      if dirty or mrc >= tonumber(cycle) then
         redis.call('ZADD', K_BACKOFF, now + backoff_us(attempt, init, max), key)
         out[i] = 'backoff'
       else
@@ -54,7 +53,7 @@ for i = 1, count do
         out[i] = 'unschedulable'
       end
     end
-    put_state(key, s)
+    put_state(key, s, attempt)
   end
 end
 stat('stale_outcomes', stale)

@@ -13,7 +13,7 @@ local F = 10
 local GATES = 'SchedulingGates'
 
 local result = {}
-local new_st, new_aff, new_gated, new_active = {}, {}, {}, {}
+local new_st, new_rq, new_aff, new_gated, new_active = {}, {}, {}, {}, {}
 local added, updated, ignored = 0, 0, 0
 
 local function insert(i, key, uid, rv, prio, gated, snn, fp, aff, sched)
@@ -22,6 +22,7 @@ local function insert(i, key, uid, rv, prio, gated, snn, fp, aff, sched)
   if gated then plg = GATES end
   local s = {uid, rv, prio, ts, ts, plg, snn, snn, 0, 0, 0, fp, sched, ''}
   new_st[#new_st + 1] = key; new_st[#new_st + 1] = cmsgpack.pack(s)
+  new_rq[#new_rq + 1] = key; new_rq[#new_rq + 1] = request_blob(key, s, 0)
   if aff then new_aff[#new_aff + 1] = key end
   if gated then
     new_gated[#new_gated + 1] = ts; new_gated[#new_gated + 1] = key
@@ -83,7 +84,7 @@ local function update(key, s, rv, prio, gated, snn, fp, aff, sched)
     add_active(key, s)
     r = 'a'
   end
-  put_state(key, s)
+  put_state(key, s, attempts(key))
   return r
 end
 
@@ -101,7 +102,7 @@ for i = 1, count do
     -- A new pod with the same name: the old one is gone. Keep the new body (same field if
     -- both carry the same resourceVersion).
     if s[RV] == rv then s[RV] = -1 end
-    forget(key, s)
+    if forget(key, s) == 'i' then leases_revoked() end
     s = nil
   end
   if s then
@@ -115,6 +116,7 @@ for i = 1, count do
 end
 
 bulk('HSET', K_ST, new_st, 2)
+bulk('HSET', K_RQ, new_rq, 2)
 bulk('SADD', K_AFF, new_aff, 1)
 bulk('ZADD', K_GATED, new_gated, 2)
 for prio, level in pairs(new_active) do

@@ -98,7 +98,12 @@ def decide(
     code = outcome.status.code
     if code in (Code.SUCCESS, Code.WAIT):
         proposal = _bind_proposal(framework, view, request, outcome)
-        return Decision(proposal=replace(proposal, pod_fingerprint=pod_fingerprint(pod)))
+        proposal = replace(
+            proposal,
+            pod_fingerprint=pod_fingerprint(pod),
+            pod_resource_version=pod.metadata.resource_version,
+        )
+        return Decision(proposal=proposal)
     plugins = _failed_plugins(outcome)
     message = outcome.message
     if outcome.nominating and outcome.nominated_node:

@@ -32,7 +32,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgpack
@@ -41,6 +41,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
+from services.binder.tasks import finish
 from services.scheduler.framework.runtime import Framework, build_frameworks
 from services.scheduler.plugins.registry import in_tree_registry
 from services.scheduler.worker.config import WorkerConfig
@@ -50,11 +51,13 @@ from shared.health import HealthServer
 from shared.kafka import Headers, assign_all, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, MessageError, Outcome, ScheduleBatch
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
-from shared.store import ClusterStore, StreamGapError
+from shared.store import ClusterStore, Snapshot, StreamGapError
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
 
 log = logging.getLogger(__name__)
 
+FOLLOW_BLOCK_MS = 500
+"""XREAD block of the stream follower: how long stop() may wait for it."""
 YIELD_EVERY = 32
 """Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
 FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
@@ -127,6 +130,7 @@ class SchedulerWorker:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
+        self._sequence = 0
         self.failed = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -178,16 +182,27 @@ class SchedulerWorker:
         self._outcomes = consumer
 
     async def stop(self) -> None:
-        """Stop taking work; the batch in progress finishes and is committed."""
+        """Stop taking work; the batch in progress finishes and is committed. Loops that
+        talk to Redis are told to stop (`_stopping`) rather than cancelled: cancelling a
+        task blocked in a redis-py command (the stream follower's XREAD) can leave it hanging
+        in the client's disconnect path (services.binder.tasks)."""
         self._stopping.set()
+        self._signal_advanced()
         if self._tasks:
-            consume, *others = self._tasks
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(consume, 10.0)
-            for task in others:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            by_name = {task.get_name(): task for task in self._tasks}
+            consume = by_name.pop("worker-consume", None)
+            if consume is not None:
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(consume), 10.0)
+            for name in ("worker-follow", "worker-housekeeping"):
+                task = by_name.pop(name, None)
+                if task is not None:
+                    await finish(task, FOLLOW_BLOCK_MS / 1000 + 2.0)
+            for task in [consume, *by_name.values()]:  # Kafka loops: cancelling is safe
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             self._tasks = []
         for consumer in (self._consumer, self._outcomes):
             if consumer is not None:
@@ -292,7 +307,9 @@ class SchedulerWorker:
         topics = self.config.topics
         trace_headers = headers or None
         if decision.proposal is not None:
-            proposal = decision.proposal
+            # Numbered in decision order: the binder merges its partitions by it.
+            self._sequence += 1
+            proposal = replace(decision.proposal, sequence=self._sequence)
             if proposal.kind == "preempt":
                 self.stats.preemptions += 1
             self.stats.proposals += 1
@@ -334,33 +351,34 @@ class SchedulerWorker:
 
     # --------------------------------------------------------------- the view
     async def _follow(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
                 async for changes in self.store.follow_batches(
-                    self.view.resource_version, block_ms=500, count=5000
+                    self.view.resource_version,
+                    block_ms=FOLLOW_BLOCK_MS,
+                    count=5000,
+                    stop=self._stopping,
+                    previous=self.view.view.previous,
                 ):
                     self.view.apply(changes)
                     self._signal_advanced()
             except StreamGapError as exc:
                 log.warning("%s: reloading the snapshot", exc)
                 self._reload(await self.store.load_snapshot())
-            except asyncio.CancelledError:
-                raise
             except Exception:  # Redis went away for a moment: retry from where the view is
                 log.exception("following the change stream failed")
-                await asyncio.sleep(0.5)
+                await self._pause(0.5)
 
-    def _reload(self, snapshot: Any) -> None:
-        # A fresh view (and frameworks over it): indexes attached to the old columns go too.
-        assumed = self.view.assumed
-        self.view = WorkerView()
+    def _reload(self, snapshot: Snapshot) -> None:
+        # In place: the frameworks keep their handle, and the pods this worker proposed and
+        # that are not bound yet stay assumed (ClusterView.load keeps them).
         self.view.load(snapshot)
-        for uid in assumed:
-            self.view.forget(uid)
-        self.frameworks = build_frameworks(
-            self.config.profiles(), in_tree_registry(), self.view, seed=self.config.seed
-        )
         self._signal_advanced()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when the worker stops."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     def _signal_advanced(self) -> None:
         self._advanced.set()
@@ -391,8 +409,10 @@ class SchedulerWorker:
             self.view.forget(outcome.uid, outcome.attempt)
 
     async def _housekeeping(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.heartbeat_seconds)
+        while not self._stopping.is_set():
+            await self._pause(self.config.heartbeat_seconds)
+            if self._stopping.is_set():
+                return
             self.view.expire(self.clock(), self.config.assume_ttl_seconds)
             with contextlib.suppress(Exception):
                 await self._heartbeat()

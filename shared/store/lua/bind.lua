@@ -12,7 +12,8 @@ if pod_uid ~= uid then
 end
 local nominated = redis.call("HGET", NOMOF, podkey)
 local body = redis.call("HGET", obj_key("Pod"), podkey)
-local rv = emit(maxlen, "Pod", podkey, "put", body, uid, {node = node, nom = ""})
+-- "same": the body is the one of the pod's previous entry (followers may reuse their copy).
+local rv = emit(maxlen, "Pod", podkey, "put", body, uid, {node = node, nom = "", same = "1"})
 redis.call("HSET", meta_key("Pod"), podkey, int(rv) .. " " .. uid)
 charge.s = "b"
 redis.call("HSET", CHARGES, podkey, cmsgpack.pack(charge))

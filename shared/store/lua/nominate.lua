@@ -9,7 +9,7 @@ local old = redis.call("HGET", NOMOF, podkey)
 if (old or "") == node then return {"same"} end
 local body = redis.call("HGET", obj_key("Pod"), podkey)
 local rv = emit(maxlen, "Pod", podkey, "put", body, uid,
-                {node = redis.call("HGET", PODNODE, podkey) or "", nom = node})
+                {node = redis.call("HGET", PODNODE, podkey) or "", nom = node, same = "1"})
 redis.call("HSET", meta_key("Pod"), podkey, int(rv) .. " " .. uid)
 if old then redis.call("HDEL", nom_key(old), podkey) end
 if node == "" then
