@@ -27,6 +27,7 @@ import contextlib
 import contextvars
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -197,6 +198,8 @@ class Binder:
         self.config = config if config is not None else BinderConfig()
         self.clock = clock
         self.checks = Checks(self.config.scheduler_config, view)
+        self.holder = view.holder or f"{self.config.service_name}-{uuid.uuid4().hex[:12]}"
+        """This binder's id on its reservations (other binders' views count them)."""
         self.gangs = GangMonitor(self.bindings, self.config.gang_poll_seconds)
         self.stats: Counter[str] = Counter()
         self._slots = asyncio.Semaphore(self.config.max_in_flight)
@@ -386,13 +389,15 @@ class Binder:
             gang=gang,
             min_member=min_member,
             ttl_seconds=wait_seconds + self.config.reservation_margin_seconds,
+            holder=self.holder,
         )
 
     async def _reserved(self, p: Proposal, a: _Attempt, ticket: int) -> _Reserved | None:
         result = a.result
         status = result.status
         if status is ReserveStatus.OK:
-            return await self._check_cross_node(p, a, ticket)
+            at = result.store_resource_version
+            return await self._check_cross_node(p, a, ticket, p.node_name, at)
         if status is ReserveStatus.CONFLICT:
             self.stats["conflict"] += 1
             await self._outcome(p, "conflict", message=", ".join(result.reasons))
@@ -401,12 +406,12 @@ class Binder:
         elif status is ReserveStatus.DUPLICATE:
             if result.seen_state == "r" and result.node:
                 # A reservation nobody here drives (its binder died before committing the
-                # proposal): adopt it and carry on from Permit.
+                # proposal, perhaps before its cross-node check): adopt it, check it here,
+                # as of when it was taken, then carry on from Permit.
                 self.stats["adopted"] += 1
-                self.view.assume(a.pod, result.node)
-                return _Reserved(
-                    a.pod, result.node, a.gang, result.gang_generation, False, a.wait_seconds
-                )
+                taken_at = self.view.take_over(a.pod.metadata.uid)
+                at = self.view.resource_version if taken_at is None else taken_at
+                return await self._check_cross_node(p, a, ticket, result.node, at)
             await self._replay(p, result.seen_state, a.pod)
         elif status is ReserveStatus.BOUND:
             await self._already_bound(p, result.node)
@@ -416,22 +421,26 @@ class Binder:
             await self._final_conflict(p, f"the {status.value.split('_')[0]} kept changing")
         return None
 
-    async def _check_cross_node(self, p: Proposal, a: _Attempt, ticket: int) -> _Reserved | None:
-        # Every binding committed before the reservation is in the view once it reaches the
-        # reservation's resourceVersion; every proposal submitted to this binder before this
-        # one has been checked (and assumed in the view if it passed) once it is our turn.
-        caught_up = await self.view.wait_for(
-            a.result.store_resource_version, self.config.view_timeout_seconds
-        )
+    async def _check_cross_node(
+        self, p: Proposal, a: _Attempt, ticket: int, node: str, reserved_at: int
+    ) -> _Reserved | None:
+        """InterPodAffinity and PodTopologySpread for the pod reserved on `node` at
+        `reserved_at` (the reservation's resourceVersion)."""
+        # Every binding committed, and every reservation other binders took, before this
+        # reservation is in the view once it reaches the reservation's resourceVersion
+        # (`as_of` leaves out the reservations taken after it); every proposal submitted to
+        # this binder before this one has been checked (and assumed in the view if it
+        # passed) once it is our turn.
+        caught_up = await self.view.wait_for(reserved_at, self.config.view_timeout_seconds)
         await self._order.turn(ticket)
-        status = (
-            a.profile.check_cross_node(a.pod, p.node_name)
-            if caught_up
-            else Status.error("the binder's view of the cluster is behind")
-        )
+        if caught_up:
+            with self.view.as_of(reserved_at):
+                status = a.profile.check_cross_node(a.pod, node)
+        else:
+            status = Status.error("the binder's view of the cluster is behind")
         if status.is_success():
             # No await between the check and this: the next check counts this pod.
-            self.view.assume(a.pod, p.node_name)
+            self.view.assume(a.pod, node)
         self._order.done(ticket)
         if not status.is_success():
             await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c")
@@ -443,9 +452,7 @@ class Binder:
         permitted = result.gang == "permit"
         if permitted:
             self.gangs.note(a.gang, result.gang_generation, "p")
-        return _Reserved(
-            a.pod, p.node_name, a.gang, result.gang_generation, permitted, a.wait_seconds
-        )
+        return _Reserved(a.pod, node, a.gang, result.gang_generation, permitted, a.wait_seconds)
 
     async def _wait_on_permit(self, p: Proposal, r: _Reserved, slot: Slot | None) -> bool:
         """True when the pod may bind; otherwise it was unreserved and reported."""

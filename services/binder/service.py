@@ -18,6 +18,7 @@ import contextlib
 import heapq
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from redis.asyncio import Redis
 
 from services.binder.binder import Binder
-from services.binder.config import BinderConfig
+from services.binder.config import FETCH_MAX_WAIT_MS, BinderConfig
 from services.binder.messages import Proposal
 from services.binder.sync import ViewSync
 from services.binder.tasks import finish
@@ -164,7 +165,7 @@ class BinderService:
         self.bootstrap = bootstrap
         self.clock = clock
         self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
-        self.view = ClusterView()
+        self.view = ClusterView(holder=f"{self.config.service_name}-{uuid.uuid4().hex[:12]}")
         self.sync = ViewSync(self.store, self.view)
         self.tracker = OffsetTracker()
         self._producer: AIOKafkaProducer | None = None
@@ -190,9 +191,8 @@ class BinderService:
             self.config,
             clock=self.clock,
         )
-        self._consumer = make_consumer(
-            self.bootstrap, [], self.config.group_id, **dict(self.config.consumer_options)
-        )
+        options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
+        self._consumer = make_consumer(self.bootstrap, [], self.config.group_id, **options)
         self._consumer.subscribe([topics.proposals], listener=_Rebalance(self))
         await self._consumer.start()
         self._tasks = [

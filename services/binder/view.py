@@ -5,12 +5,20 @@ them as NodeColumns (what InterPodAffinity and PodTopologySpread read), plus nam
 groups and PodDisruptionBudgets. Pods this binder reserved are *assumed* on their node until
 their binding arrives through the stream (or they are forgotten on Unreserve), so two
 proposals handled by one binder always see each other.
+
+A binder's view (`holder` set) also counts the reservations *other* binders hold, which the
+store streams (kind RESERVATION): a cross-node check run `as_of` its own reservation's
+resourceVersion counts every reservation taken before it, in any binder, and none taken
+after. Two binders checking pods that exclude each other can then not both pass: the one
+that reserved second sees the first. (A scheduler worker's view, `holder` None, ignores
+reservations: it counts what it proposed itself.)
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +35,7 @@ from shared.models import (
     Service,
     StatefulSet,
 )
-from shared.store import Change, Snapshot, object_key
+from shared.store import RESERVATION, Change, Snapshot, object_key
 
 
 class ViewClusterObjects:
@@ -69,7 +77,10 @@ class ViewClusterObjects:
 
 
 class ClusterView:
-    def __init__(self) -> None:
+    def __init__(self, holder: str | None = None) -> None:
+        self.holder = holder
+        """The binder this view belongs to (its reservations are assumed, not streamed in);
+        None: reservations are not counted."""
         self.columns = NodeColumns()
         self.resource_version = 0
         self.objects: dict[str, dict[str, Any]] = {}
@@ -81,6 +92,9 @@ class ClusterView:
         self._counted: dict[str, Pod] = {}
         """uid -> the pod counted in `columns` (bound, or assumed by this binder)."""
         self._assumed: set[str] = set()
+        self._reserved: dict[str, int] = {}
+        """uid -> resourceVersion of the reservation entry, for pods counted because another
+        binder reserved them (0: held at the snapshot)."""
         self._orphans: dict[str, dict[str, Pod]] = {}
         """node -> uid -> bound pods whose node the view does not have (yet)."""
         self._advanced = asyncio.Event()
@@ -125,6 +139,9 @@ class ClusterView:
         # they would hear about rows that are not theirs, and PodIndex.of would keep building
         # a throwaway index beside a stale one.
         self.columns = NodeColumns(nodes, [*placed, *keep])
+        self._reserved = {}
+        for held in snapshot.reservations:
+            self._reserve(held.pod_key, held.uid, held.node, held.holder, 0)
         self._set_version(snapshot.resource_version)
 
     def apply(self, changes: Sequence[Change]) -> None:
@@ -151,7 +168,14 @@ class ClusterView:
 
     def _apply_one(self, change: Change) -> None:
         obj = change.object
-        if change.kind == "Pod":
+        if change.kind == RESERVATION:
+            if change.op == "delete":
+                if change.uid in self._reserved:
+                    self._uncount(change.uid)
+            else:
+                node, holder = change.node_name, change.holder
+                self._reserve(change.key, change.uid, node, holder, change.resource_version)
+        elif change.kind == "Pod":
             if change.op == "delete" or not isinstance(obj, Pod):
                 held = self.pods.get(change.key)
                 if held is not None and held.metadata.uid == change.uid:
@@ -178,7 +202,12 @@ class ClusterView:
         self.pods[pod.key] = pod
         self._forget_orphan(uid)
         if not pod.spec.node_name:
-            if uid not in self._assumed:
+            held = self._reserved.get(uid)
+            if held is not None:  # reserved elsewhere, and updated: count the new version
+                node = self._counted[uid].spec.node_name
+                self._uncount(uid)
+                self._count_reserved(pod, node, held)
+            elif uid not in self._assumed:
                 self._uncount(uid)
             return
         if same_body and uid in self._assumed and before is not None:
@@ -204,9 +233,27 @@ class ClusterView:
         self.columns.add_pod(pod)
         self._counted[pod.metadata.uid] = pod
 
+    def _reserve(self, key: str, uid: str, node: str, holder: str, rv: int) -> None:
+        """Count a pod another binder reserved on `node` (nothing for this binder's own
+        reservations, or in a view that does not count reservations)."""
+        if self.holder is None or holder == self.holder or uid in self._counted:
+            return
+        pod = self.pods.get(key)
+        if pod is not None and pod.metadata.uid == uid:
+            self._count_reserved(pod, node, rv)
+
+    def _count_reserved(self, pod: Pod, node: str, rv: int) -> None:
+        if node not in self.columns.index:
+            return  # a node the view does not have (yet): nothing to check against there
+        reserved = _on_node(pod, node)
+        self.columns.add_pod(reserved)
+        self._counted[pod.metadata.uid] = reserved
+        self._reserved[pod.metadata.uid] = rv
+
     def _uncount(self, uid: str) -> None:
         pod = self._counted.pop(uid, None)
         self._assumed.discard(uid)
+        self._reserved.pop(uid, None)
         if pod is not None:
             self.columns.remove_pod(pod)
 
@@ -227,8 +274,9 @@ class ClusterView:
         for pod in list(self.columns.pods_by_node[row]):
             uid = pod.metadata.uid
             self._counted.pop(uid, None)
-            if uid in self._assumed:
+            if uid in self._assumed or uid in self._reserved:
                 self._assumed.discard(uid)
+                self._reserved.pop(uid, None)
             else:
                 self._orphans.setdefault(name, {})[uid] = pod
         self.columns.remove_node(name)
@@ -242,16 +290,40 @@ class ClusterView:
         uid = pod.metadata.uid
         if uid in self._counted:
             return True
-        assumed = _on_node(pod, node)
+        # A pod already on `node` (the worker's own copy) is counted as it is: never mutated.
+        assumed = pod if pod.spec.node_name == node else _on_node(pod, node)
         self.columns.add_pod(assumed)
         self._counted[uid] = assumed
         self._assumed.add(uid)
         return True
 
+    def take_over(self, uid: str) -> int | None:
+        """Stop counting a pod reserved by another binder (or assumed here), which this
+        binder adopts and checks itself: a pod must not meet itself in its own check.
+        Returns the resourceVersion of the reservation when the view had counted it."""
+        taken_at = self._reserved.get(uid)
+        if taken_at is not None or uid in self._assumed:
+            self._uncount(uid)
+        return taken_at
+
     def forget(self, uid: str) -> None:
         """Drop an assumed pod (Unreserve); a pod whose binding arrived stays."""
         if uid in self._assumed:
             self._uncount(uid)
+
+    @contextlib.contextmanager
+    def as_of(self, rv: int) -> Iterator[None]:
+        """Within the block, the reservations of other binders taken after `rv` are not
+        counted (a check as of its own reservation counts the ones before it only). No
+        await inside: the columns are restored on exit."""
+        later = [self._counted[uid] for uid, at in self._reserved.items() if at > rv]
+        for pod in later:
+            self.columns.remove_pod(pod)
+        try:
+            yield
+        finally:
+            for pod in later:
+                self.columns.add_pod(pod)
 
     def previous(self, kind: str, key: str) -> Pod | None:
         """The view's copy of a pod (ClusterStore.follow's `previous`: a binding or a

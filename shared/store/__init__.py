@@ -10,6 +10,7 @@ from shared.store.bindings import (
     BindResult,
     GangRejectResult,
     GangState,
+    HeldReservation,
     ReleasedReservation,
     ReserveRequest,
     ReserveResult,
@@ -23,11 +24,21 @@ from shared.store.errors import (
 )
 from shared.store.keys import KINDS, InvalidNameError, StoreKeys, object_key
 from shared.store.records import HostPort, NodeUsage, PodCharge, host_ports, pod_group_key
-from shared.store.store import Applied, Change, ClusterStore, Snapshot, decorate
+from shared.store.store import (
+    RESERVATION,
+    Applied,
+    Change,
+    ClusterStore,
+    PreviousLookup,
+    Snapshot,
+    decorate,
+    restamp,
+)
 
 __all__ = [
     "DEFAULT_RESERVATION_TTL",
     "KINDS",
+    "RESERVATION",
     "Applied",
     "ApplyRejectedError",
     "BindResult",
@@ -37,10 +48,12 @@ __all__ = [
     "CorruptObjectError",
     "GangRejectResult",
     "GangState",
+    "HeldReservation",
     "HostPort",
     "InvalidNameError",
     "NodeUsage",
     "PodCharge",
+    "PreviousLookup",
     "ReleasedReservation",
     "ReserveRequest",
     "ReserveResult",
@@ -53,4 +66,5 @@ __all__ = [
     "host_ports",
     "object_key",
     "pod_group_key",
+    "restamp",
 ]

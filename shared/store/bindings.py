@@ -72,6 +72,9 @@ class ReserveRequest:
     """"namespace/group" of a coscheduling PodGroup, or ""."""
     min_member: int = 0
     ttl_seconds: float = DEFAULT_RESERVATION_TTL
+    holder: str = ""
+    """Who reserves (a binder's id): streamed with the reservation, so that other binders'
+    views count it and this one's can leave it out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +83,8 @@ class ReserveResult:
     reasons: tuple[str, ...] = ()
     """CONFLICT: why, in upstream Filter wording."""
     store_resource_version: int = 0
-    """OK: the store's resourceVersion when the reservation was taken (a view that reached it
-    has seen every binding committed before)."""
+    """OK: the resourceVersion of the reservation's change-stream entry (a view that reached
+    it has seen every binding committed and every reservation taken before)."""
     gang: GangDecision = "none"
     gang_generation: int = 0
     seen_attempt: int = 0
@@ -142,6 +145,16 @@ class ReleasedReservation:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldReservation:
+    """A reservation not bound or released yet (in a snapshot)."""
+
+    pod_key: str
+    uid: str
+    node: str
+    holder: str
+
+
+@dataclass(frozen=True, slots=True)
 class GangRejectResult:
     status: Literal["rejected", "permitted", "stale"]
     released: tuple[ReleasedReservation, ...] = ()
@@ -196,6 +209,8 @@ class Bindings:
                 r.gang,
                 r.min_member,
                 repr(r.ttl_seconds),
+                self.stream_maxlen,
+                r.holder,
             ],
         )
         return ReserveResult.parse(reply)
@@ -215,13 +230,17 @@ class Bindings:
     ) -> bool:
         """Release the reservation of (uid, attempt) if it still exists; record `state`."""
         reply = await self.batcher.call(
-            self.scripts.unreserve, [self.keys.rv], [pod_key, uid, attempt, state]
+            self.scripts.unreserve,
+            [self.keys.rv],
+            [pod_key, uid, attempt, state, self.stream_maxlen],
         )
         return bool(int(reply))
 
     async def gang_reject(self, gang: str, generation: int) -> GangRejectResult:
         """Unreserve every reserved member of `gang` in `generation` unless it was permitted."""
-        reply = await self.scripts.gang_reject(keys=[self.keys.rv], args=[gang, generation])
+        reply = await self.scripts.gang_reject(
+            keys=[self.keys.rv], args=[gang, generation, self.stream_maxlen]
+        )
         status = _text(reply[0])
         if status == "rejected":
             return GangRejectResult("rejected", _released(reply[1:]))
@@ -269,7 +288,9 @@ class Bindings:
 
     async def expire(self, now: float, limit: int = 500) -> tuple[ReleasedReservation, ...]:
         """Release reservations whose ttl passed (their binder is gone)."""
-        reply = await self.scripts.expire(keys=[self.keys.rv], args=[repr(now), limit])
+        reply = await self.scripts.expire(
+            keys=[self.keys.rv], args=[repr(now), limit, self.stream_maxlen]
+        )
         return _released(reply)
 
     async def attempt_of(self, uid: str) -> tuple[int, str] | None:

@@ -28,7 +28,7 @@ from redis.asyncio import Redis
 from shared.models import Node, Pod, PodGroup, decode, decode_many, encode
 from shared.models.codec import CodecError
 from shared.models.schema import KIND_BY_CLASS, KubeObject
-from shared.store.bindings import Bindings
+from shared.store.bindings import Bindings, HeldReservation
 from shared.store.errors import ApplyRejectedError, CorruptObjectError, StreamGapError
 from shared.store.keys import KINDS, StoreKeys, check_kind, object_key
 from shared.store.records import NodeUsage, node_facts, pack, pod_facts
@@ -44,6 +44,8 @@ T = TypeVar("T")
 ChangeOp = Literal["put", "delete"]
 ObjectList = list[KubeObject]
 ChangeList = list["Change"]
+RESERVATION = "Reservation"
+"""The change-stream kind of reservations (see `Change.holder`)."""
 PreviousLookup = Callable[[str, str], KubeObject | None]
 """(kind, key) -> a follower's current copy of the object (see `ClusterStore.follow`)."""
 
@@ -76,15 +78,20 @@ class Change:
     same_body: bool = False
     """The stored object did not change, only what is kept beside it (a pod's binding or
     nomination): `object` is the follower's previous copy, restamped, when it had one."""
+    holder: str = ""
+    """Reservations (kind RESERVATION, `key` the pod's, `node_name` its node, `object`
+    None; op "put" taken, "delete" released): the binder holding it."""
 
 
 @dataclass(slots=True)
 class Snapshot:
-    """Every object and the per-node usage, as of `resource_version`."""
+    """Every object, the per-node usage and the reservations held, as of
+    `resource_version`."""
 
     resource_version: int
     objects: dict[str, list[KubeObject]] = field(default_factory=dict)
     usage: dict[str, NodeUsage] = field(default_factory=dict)
+    reservations: list[HeldReservation] = field(default_factory=list)
 
     def of_kind(self, kind: str) -> list[KubeObject]:
         return self.objects.get(check_kind(kind), [])
@@ -273,6 +280,11 @@ class ClusterStore:
         usage: Any = reply[at + 2]
         for i in range(0, len(usage), 2):
             snapshot.usage[_text(usage[i])] = NodeUsage.from_hash(_pairs(usage[i + 1]))
+        held: Any = reply[at + 3]
+        snapshot.reservations = [
+            HeldReservation(*(_text(value) for value in held[i : i + 4]))
+            for i in range(0, len(held), 4)
+        ]
         return snapshot
 
     def _decode(self, kind: str, key: str, body: bytes) -> KubeObject:
@@ -401,7 +413,8 @@ class ClusterStore:
                     decorate(obj, rv, uid, node, nominated)
                 else:
                     decorate(obj, rv, uid)
-        return Change(rv, op, kind, key, uid, obj, node, nominated, same)
+        holder = _text(fields.get(b"h"))
+        return Change(rv, op, kind, key, uid, obj, node, nominated, same, holder)
 
 
 def restamp(pod: Pod, rv: int, node: str, nominated: str) -> Pod:

@@ -4,6 +4,7 @@ binding cycle, with its outcomes and pod events recorded (the service tests use 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,7 +91,7 @@ async def make_harness(
     **overrides: Any,
 ) -> Harness:
     store = ClusterStore(redis_client, cluster="c1", prefix=redis_prefix)
-    view = ClusterView()
+    view = ClusterView(holder=f"binder-{uuid.uuid4().hex[:8]}")  # counts others' reservations
     sync = ViewSync(store, view, block_ms=50)
     await sync.start()
     recorder = Recorder()

@@ -47,6 +47,13 @@ async def test_bind(harness: Harness):
         "n1",
         stored.metadata.resource_version,
     )
+    assert event.old is None
+    sent = event.pod.pod()  # the body is the bound pod, as stored
+    assert (sent.spec.node_name, sent.metadata.resource_version) == (
+        "n1",
+        event.pod.resource_version,
+    )
+    assert sent.spec.containers == stored.spec.containers
     assert harness.binder.stats["bound"] == 1
 
 
@@ -505,3 +512,62 @@ async def test_a_redelivered_preemption_finishes_what_a_dead_binder_started(harn
     stored = await harness.store.get_pod("default", "vip")
     assert stored is not None
     assert stored.status.nominated_node_name == "n1"
+
+
+def zone_anti(name: str, app: str) -> Pod:
+    """A pod that refuses to share a zone with another pod of `app`."""
+    selector = label_selector({"app": app})
+    return make_pod(name).label("app", app).pod_affinity(ZONE, selector, anti=True).obj()
+
+
+async def test_two_binders_never_both_pass_pods_that_exclude_each_other(
+    harness: Harness, redis_client: aioredis.Redis, redis_prefix: str
+):
+    """Ten zones, in each two pods that refuse to share it, proposed at the same moment to
+    two binders (as two workers would): the one that reserved second must count the other's
+    reservation, so exactly one of each pair binds (not both, and not neither)."""
+    other = await make_harness(redis_client, redis_prefix)
+    try:
+        zones = [f"z{i}" for i in range(10)]
+        cluster = [node(f"{z}-{side}", z).obj() for z in zones for side in "ab"]
+        firsts = [zone_anti(f"{z}-first", f"app-{z}") for z in zones]
+        seconds = [zone_anti(f"{z}-second", f"app-{z}") for z in zones]
+        await harness.store.apply([*cluster, *firsts, *seconds])
+        rv = await harness.store.resource_version()
+        await harness.view.wait_for(rv, 5)
+        await other.view.wait_for(rv, 5)
+        await asyncio.gather(
+            harness.run(*(proposal(p, f"{z}-a") for p, z in zip(firsts, zones, strict=True))),
+            other.run(*(proposal(p, f"{z}-b") for p, z in zip(seconds, zones, strict=True))),
+        )
+        results = harness.recorder.results() | other.recorder.results()
+        for z in zones:
+            pair = sorted(results[f"default/{z}-{which}"][0] for which in ("first", "second"))
+            assert pair == ["conflict", "scheduled"], z
+        bound = [p for p in await harness.store.list("Pod") if isinstance(p, Pod)]
+        assert sum(bool(p.spec.node_name) for p in bound) == len(zones)
+    finally:
+        await other.binder.close()
+        await other.sync.stop()
+
+
+async def test_an_adopted_reservation_is_checked_before_it_binds(harness: Harness):
+    """A binder reserved `new` and died before its cross-node check: the binder that adopts
+    the reservation must run the check itself (and not count `new` against itself)."""
+    existing = make_pod("existing").label("app", "db").node("n1").obj()
+    new, fine = anti("new"), zone_anti("fine", "web")
+    await harness.store.apply([node("n1").obj(), node("n2", "b").obj(), existing, new, fine])
+    for pod, node_name in ((new, "n1"), (fine, "n2")):
+        held = ReserveRequest(
+            pod.key, pod.metadata.uid, 3, node_name, 0, PodCharge.of(pod), holder="dead"
+        )
+        assert (await harness.store.bindings.reserve(held, 0.0)).status is ReserveStatus.OK
+    await harness.view.wait_for(await harness.store.resource_version(), 5)
+    await harness.run(proposal(new, "n1", 3), proposal(fine, "n2", 3))
+    assert harness.recorder.results() == {
+        "default/new": ["conflict"],
+        "default/fine": ["scheduled"],
+    }
+    assert harness.binder.stats["adopted"] == 2
+    assert await harness.store.usage("n1") == NodeUsage(1)
+    assert await harness.store.bindings.attempt_of(new.metadata.uid) == (3, "c")

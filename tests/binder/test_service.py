@@ -203,7 +203,8 @@ def test_offset_tracker_commits_below_the_lowest_unfinished():
 
 def partition_of(key: str, partitions: int = DEFAULT_PARTITIONS) -> int:
     """aiokafka's default partitioner."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+    hashed: int = murmur2(key.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 def zone_nodes(zones: Sequence[str], per_zone: int) -> dict[str, list[str]]:

@@ -8,7 +8,7 @@ from services.binder.view import ClusterView
 from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex as Victims
 from services.scheduler.plugins.podindex.index import PodIndex
 from shared.models import KubeObject, Node, Pod
-from shared.store import Change, Snapshot
+from shared.store import RESERVATION, Change, HeldReservation, Snapshot
 from tests.builders import make_namespace, make_node, make_pod, make_pod_group
 
 
@@ -135,3 +135,59 @@ def test_a_reload_does_not_carry_indexes_of_the_old_columns():
     view.apply([put(6, make_pod("c").label("app", "x").node("n1").obj())])
     victims.sync(view.columns)
     assert sorted(p.metadata.name for p in victims.pods if p is not None) == ["a", "b", "c"]
+
+
+def reservation(rv: int, pod: Pod, node: str, holder: str, op: str = "put") -> Change:
+    return Change(
+        rv,
+        "delete" if op == "delete" else "put",
+        RESERVATION,
+        pod.key,
+        pod.metadata.uid,
+        None,
+        node,
+        holder=holder,
+    )
+
+
+def test_other_binders_reservations_are_counted_until_they_end():
+    view = ClusterView(holder="me")
+    n1, n2 = make_node("n1").capacity(pods=10).obj(), make_node("n2").capacity(pods=10).obj()
+    theirs, mine, later = make_pod("theirs").obj(), make_pod("mine").obj(), make_pod("later").obj()
+    view.load(snapshot(3, n1, n2, theirs, mine, later))
+    view.apply([reservation(4, theirs, "n1", "other"), reservation(5, mine, "n2", "me")])
+    assert counted(view) == {"n1": ["theirs"], "n2": []}  # my own: assumed by the binder
+    view.apply([reservation(6, later, "n2", "other")])
+    with view.as_of(5):  # a check as of my reservation: only the reservations before it
+        assert counted(view) == {"n1": ["theirs"], "n2": []}
+    assert counted(view) == {"n1": ["theirs"], "n2": ["later"]}
+    view.apply([reservation(7, theirs, "n1", "other", "delete")])
+    assert counted(view) == {"n1": [], "n2": ["later"]}
+    bound = make_pod("later").uid(later.metadata.uid).node("n2").obj()
+    view.apply([put(8, bound)])  # the binding replaces the reservation
+    assert counted(view) == {"n1": [], "n2": ["later"]}
+    view.apply([reservation(9, later, "n2", "other", "delete")])  # a stale end: ignored
+    assert counted(view) == {"n1": [], "n2": ["later"]}
+
+
+def test_reservations_held_at_the_snapshot_are_counted():
+    view = ClusterView(holder="me")
+    n1 = make_node("n1").capacity(pods=10).obj()
+    theirs, mine = make_pod("theirs").obj(), make_pod("mine").obj()
+    snap = snapshot(3, n1, theirs, mine)
+    snap.reservations = [
+        HeldReservation(theirs.key, theirs.metadata.uid, "n1", "other"),
+        HeldReservation(mine.key, mine.metadata.uid, "n1", "me"),
+    ]
+    view.load(snap)
+    assert counted(view) == {"n1": ["theirs"]}
+
+
+def test_a_view_without_a_holder_ignores_reservations():
+    """A scheduler worker's view: it counts what it proposed itself."""
+    view = ClusterView()
+    n1, pod = make_node("n1").capacity(pods=10).obj(), make_pod("p").obj()
+    view.load(snapshot(1, n1, pod))
+    view.apply([reservation(2, pod, "n1", "some-binder")])
+    assert counted(view) == {"n1": []}
+    assert RESERVATION not in view.objects

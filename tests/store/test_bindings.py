@@ -48,7 +48,7 @@ async def test_reserve_then_bind(store: ClusterStore):
     await _setup(store, pod)
     result = await store.bindings.reserve(request(pod), NOW)
     assert result.status is ReserveStatus.OK
-    assert result.store_resource_version == 2
+    assert result.store_resource_version == 3  # the reservation's own stream entry
     assert await store.usage("n1") == NodeUsage(1, {"cpu": 1000})
     assert await store.bindings.attempt_of(pod.metadata.uid) == (1, "r")
     got = await store.get_pod("default", "p")
@@ -57,17 +57,17 @@ async def test_reserve_then_bind(store: ClusterStore):
 
     bound = await store.bindings.bind(pod.key, pod.metadata.uid, 1, "n1")
     assert bound.status == "ok"
-    assert bound.resource_version == 3
+    assert bound.resource_version == 4
     got = await store.get_pod("default", "p")
     assert got is not None
     assert got.spec.node_name == "n1"
-    assert got.metadata.resource_version == 3
+    assert got.metadata.resource_version == 4
     assert await store.usage("n1") == NodeUsage(1, {"cpu": 1000})
     assert await store.bindings.attempt_of(pod.metadata.uid) == (1, "b")
     # bound at most once
     again = await store.bindings.bind(pod.key, pod.metadata.uid, 1, "n1")
     assert again.status == "lost"
-    assert await store.resource_version() == 3
+    assert await store.resource_version() == 4
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,18 @@ import pytest
 import redis.asyncio as aioredis
 
 from shared.models import KubeObject, Node, Pod
-from shared.store import ApplyRejectedError, Change, ClusterStore, NodeUsage, StreamGapError
+from shared.store import (
+    RESERVATION,
+    ApplyRejectedError,
+    Change,
+    ClusterStore,
+    HeldReservation,
+    NodeUsage,
+    PodCharge,
+    ReserveRequest,
+    ReserveStatus,
+    StreamGapError,
+)
 from shared.store.records import HostPort
 from tests.builders import (
     make_namespace,
@@ -198,3 +209,64 @@ async def _take(store: ClusterStore, after: int, n: int, *, block_ms: int = 200)
         with contextlib.suppress(Exception):
             await stream.aclose()  # type: ignore[attr-defined]
     return out
+
+
+def _request(pod: Pod, node: str, holder: str) -> ReserveRequest:
+    return ReserveRequest(
+        pod.key, pod.metadata.uid, 1, node, 0, PodCharge.of(pod), (), holder=holder
+    )
+
+
+async def _follow_all(store: ClusterStore, after: int, **options: object) -> list[Change]:
+    target = await store.resource_version()
+    out: list[Change] = []
+    async for batch in store.follow_batches(after, block_ms=100, **options):  # type: ignore[arg-type]
+        out.extend(batch)
+        if out[-1].resource_version >= target:
+            break
+    return out
+
+
+async def test_reservations_are_streamed_with_their_holder(store: ClusterStore):
+    kept, released = make_pod("kept").obj(), make_pod("released").obj()
+    await store.apply([make_node("n1").capacity(pods=10).obj(), kept, released])
+    after = await store.resource_version()
+    for pod in (kept, released):
+        result = await store.bindings.reserve(_request(pod, "n1", "binder-a"), 0.0)
+        assert result.status is ReserveStatus.OK
+    await store.bindings.unreserve(released.key, released.metadata.uid, 1, "c")
+    changes = await _follow_all(store, after)
+    assert [(c.kind, c.op, c.key, c.node_name, c.holder, c.object) for c in changes] == [
+        (RESERVATION, "put", "default/kept", "n1", "binder-a", None),
+        (RESERVATION, "put", "default/released", "n1", "binder-a", None),
+        (RESERVATION, "delete", "default/released", "n1", "binder-a", None),
+    ]
+    snapshot = await store.load_snapshot()
+    assert snapshot.reservations == [
+        HeldReservation("default/kept", kept.metadata.uid, "n1", "binder-a")
+    ]
+
+
+@pytest.mark.parametrize("with_previous", [True, False])
+async def test_a_binding_reuses_the_followers_copy_of_the_pod(
+    store: ClusterStore, with_previous: bool
+):
+    """A binding leaves the stored bytes as they were: a follower that keeps the pod gets
+    its copy restamped (bound, new resourceVersion) instead of the bytes decoded again."""
+    pod = make_pod("p").label("app", "web").req(cpu="1").obj()
+    await store.apply([make_node("n1").capacity(cpu="4", pods=10).obj(), pod])
+    snapshot = await store.load_snapshot()
+    (held,) = snapshot.pods
+    await store.bindings.reserve(_request(held, "n1", "b"), 0.0)
+    bound = await store.bindings.bind(held.key, held.metadata.uid, 1, "n1")
+    copies = {held.key: held}
+    previous = (lambda kind, key: copies.get(key)) if with_previous else None
+    changes = await _follow_all(store, snapshot.resource_version, previous=previous)
+    change = changes[-1]
+    assert (change.kind, change.same_body, change.node_name) == ("Pod", True, "n1")
+    got = change.object
+    assert isinstance(got, Pod)
+    assert (got.spec.node_name, got.metadata.resource_version) == ("n1", bound.resource_version)
+    assert got.metadata.labels == {"app": "web"}
+    assert (got.spec.containers is held.spec.containers) is with_previous
+    assert held.spec.node_name == ""  # the follower's copy is not touched

@@ -41,6 +41,7 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
+from services.binder.config import FETCH_MAX_WAIT_MS
 from services.binder.tasks import finish
 from services.scheduler.framework.runtime import Framework, build_frameworks
 from services.scheduler.plugins.registry import in_tree_registry
@@ -141,11 +142,9 @@ class SchedulerWorker:
         self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
         await self._producer.start()
         await self._start_outcome_listener()
+        options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
         self._consumer = make_consumer(
-            self.bootstrap,
-            [topics.schedule],
-            self.config.group_id,
-            **dict(self.config.consumer_options),
+            self.bootstrap, [topics.schedule], self.config.group_id, **options
         )
         await self._consumer.start()
         self._tasks = [
@@ -175,6 +174,7 @@ class SchedulerWorker:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="latest",
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
         )
         await consumer.start()
         assigned = await assign_all(consumer, [topic])

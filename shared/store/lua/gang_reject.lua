@@ -1,5 +1,5 @@
 -- A gang member waited too long: unreserve every reserved member of that generation and start
--- a new one. ARGV: 1 gang, 2 generation.
+-- a new one. ARGV: 1 gang, 2 generation, 3 stream maxlen.
 -- Returns {"rejected", podkey, uid, attempt, ...}, {"permitted"} (too late: the gang may bind)
 -- or {"stale"} (that generation is over).
 local group, gen = ARGV[1], tonumber(ARGV[2])
@@ -12,6 +12,7 @@ for _, podkey in ipairs(redis.call("SMEMBERS", members)) do
   local raw = redis.call("HGET", CHARGES, podkey)
   if raw and cmsgpack.unpack(raw).s == "r" then
     local charge = release(podkey)
+    emit_unreserved(ARGV[3], podkey, charge)
     record_attempt(charge.uid, charge.att, "u")
     table.insert(out, podkey)
     table.insert(out, charge.uid)

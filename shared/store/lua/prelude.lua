@@ -111,6 +111,14 @@ local function reservation_of(podkey, uid, attempt)
   return charge
 end
 
+-- Reservations are streamed too (kind "Reservation", no body; fields node and h = the
+-- binder holding it), so that a binder's cross-node checks count the reservations other
+-- binders took before its own. A reservation ends in a binding (the pod's own entry), with
+-- the pod's deletion, or with this entry.
+local function emit_unreserved(maxlen, podkey, charge)
+  emit(maxlen, "Reservation", podkey, "del", nil, charge.uid, {node = charge.node, h = charge.h or ""})
+end
+
 local function record_attempt(uid, attempt, state)
   redis.call("HSET", ATT, uid, int(attempt) .. " " .. state)
 end

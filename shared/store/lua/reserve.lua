@@ -2,9 +2,11 @@
 -- ARGV: 1 now, 2 pod key, 3 uid, 4 attempt, 5 node, 6 pod rv the caller checked (0: any),
 --       7 node rv the caller checked (0: any), 8 pod priority, 9 charge {r, p},
 --       10 fit check {n = resource names, a = amounts}, 11 tolerations {{key, op, value, effect}},
---       12 gang ("ns/group" or ""), 13 minMember, 14 reservation ttl (seconds)
+--       12 gang ("ns/group" or ""), 13 minMember, 14 reservation ttl (seconds),
+--       15 stream maxlen, 16 holder (the reserving binder)
 -- Returns one of
 --   {"ok", store rv, gang ("none" | "permit" | "wait"), gang generation}
+--       store rv: the reservation's own change-stream entry (kind "Reservation")
 --   {"conflict", reason...}          final for this attempt (recorded)
 --   {"stale", seen attempt, state}   an older attempt: nothing changes
 --   {"dup", state, node held, gen}   this attempt was seen already: nothing changes
@@ -19,6 +21,7 @@ local charge = cmsgpack.unpack(ARGV[9])
 local check = cmsgpack.unpack(ARGV[10])
 local tolerations = cmsgpack.unpack(ARGV[11])
 local group, min_member, ttl = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[14])
+local maxlen, holder = ARGV[15], ARGV[16]
 
 local seen, seen_state = split_pair(redis.call("HGET", ATT, uid))
 if seen then
@@ -37,7 +40,9 @@ if bound then return {"bound", bound} end
 if want_pod_rv > 0 and pod_rv ~= want_pod_rv then return {"pod_changed", pod_rv} end
 -- A reservation of an older attempt was abandoned (its binder vanished and the queue's lease
 -- expired): this attempt supersedes it.
-if redis.call("HEXISTS", CHARGES, podkey) == 1 then release(podkey) end
+if redis.call("HEXISTS", CHARGES, podkey) == 1 then
+  emit_unreserved(maxlen, podkey, release(podkey))
+end
 
 local function reject(...)
   record_attempt(uid, attempt, "c")
@@ -130,10 +135,10 @@ if group ~= "" then gen = tonumber(redis.call("HGET", gang_key(group), "gen") or
 add_usage(node, charge, 1)
 redis.call("HSET", CHARGES, podkey, cmsgpack.pack({
   s = "r", node = node, uid = uid, att = attempt, g = group, gen = gen, prio = prio,
-  r = charge.r, p = charge.p}))
+  r = charge.r, p = charge.p, h = holder}))
 redis.call("ZADD", RESV, now + ttl, podkey)
 record_attempt(uid, attempt, "r")
-local store_rv = tonumber(redis.call("GET", RV_KEY) or "0")
+local store_rv = emit(maxlen, "Reservation", podkey, "put", nil, uid, {node = node, h = holder})
 if group == "" then return {"ok", store_rv, "none", 0} end
 
 -- Coscheduling Permit: allow once minMember pods of the gang are reserved or bound.
