@@ -18,7 +18,7 @@ import argparse
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 # Commands with parsers of their own (services/stack.py, services/demo.py): `berth CMD ...`
 # hands the rest of the command line to CMD's main.
@@ -60,6 +60,15 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_figures(result: Mapping[str, object], output: str) -> None:
+    """A benchmark's figures: JSON, or one aligned `name: value` line each."""
+    if output == "json":
+        print(json.dumps(result, indent=2))
+        return
+    for key, value in result.items():
+        print(f"{key:>24}: {value}")
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     if args.mode == "distributed":
         return _cmd_bench_distributed(args)
@@ -80,11 +89,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.output == "json":
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:>24}: {value}")
+    _print_figures(result, args.output)
     return 0
 
 
@@ -106,11 +111,7 @@ def _cmd_bench_distributed(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.output == "json":
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:>24}: {value}")
+    _print_figures(result, args.output)
     return 0
 
 
@@ -118,11 +119,7 @@ def _cmd_bench_queue(args: argparse.Namespace) -> int:
     from services.queue.bench import run_queue_bench
 
     result = run_queue_bench(args.pods, tenants=args.tenants, output=False)
-    if args.output == "json":
-        print(json.dumps(result, indent=2))
-    else:
-        for key, value in result.items():
-            print(f"{key:>24}: {value}")
+    _print_figures(result, args.output)
     return 0
 
 
