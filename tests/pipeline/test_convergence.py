@@ -13,16 +13,18 @@ as hundreds). With one worker and one binder and no gangs the placements equal `
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import os
 import random
+import signal
 from collections import Counter
 from dataclasses import dataclass
 
 import pytest
 
 from services.scheduler.dryrun import run_dry_async, to_json
-from services.stack import pipeline
+from services.stack import pending_progress, pipeline
 from shared.launcher import DevServers
 from shared.models import (
     POD_GROUP_LABEL,
@@ -55,8 +57,9 @@ def stress_workload(seed: int, *, gangs: bool = True) -> StressWorkload:
     """A small cluster filled to ~70-90% by running pods, then pending pods that contend:
     host ports on few nodes, hostname anti-affinity, zone spread (DoNotSchedule), gangs,
     and high-priority pods that can only run by preempting. Pending low-priority pods never
-    preempt (their class has preemptionPolicy Never), so the only victims are running "idle" pods and the
-    final state can be checked for spread and anti-affinity as if pods were only added."""
+    preempt (their class has preemptionPolicy Never), so the only victims are running "idle"
+    pods and the final state can be checked for spread and anti-affinity as if pods were only
+    added."""
     rng = random.Random(seed)
     zones = ["zone-a", "zone-b", "zone-c"]
     node_count = rng.randint(6, 12)
@@ -230,3 +233,34 @@ async def test_one_worker_one_binder_places_like_the_dry_run(
     got = [tuple(p[k] for k in keys) for p in report["pods"]]
     want = [tuple(p[k] for k in keys) for p in expected["pods"]]
     assert got == want
+
+
+KILL_RUNS = int(os.environ.get("BERTH_BINDER_KILL_RUNS", "2"))
+
+
+@pytest.mark.parametrize("run_index", range(KILL_RUNS))
+async def test_kill_9_one_of_two_binders_keeps_cross_node_rules(
+    dev_servers: DevServers, run_index: int
+) -> None:
+    """Two binders split the nodes; one dies (SIGKILL) while anti-affinity and spread pods are
+    being bound. The survivor and the restarted binder adopt its reservations: no rule may
+    break, nothing may be lost (`BERTH_BINDER_KILL_RUNS=20` for the issue's 20 runs)."""
+    rng = random.Random(f"binder-kill-{run_index}")
+    workload = stress_workload(500 + run_index, gangs=False)
+    async with pipeline(
+        workers=2, binders=2, servers=dev_servers, ordered=False, single_tenant=None
+    ) as run:
+        await run.apply(workload.manifests)
+        names = run.client.settings.scheduler_names()
+        fraction = rng.uniform(0.05, 0.5)
+        while True:
+            progress, _ = await pending_progress(run.client, run.pending(), names)
+            if progress.bound >= fraction * progress.total:
+                break
+            await asyncio.sleep(0.01)
+        victim = rng.choice(run.stack.names("binder"))
+        run.stack.kill(victim, signal.SIGKILL)
+        settled = await run.settle(SETTLE_SECONDS)
+        state = await final_state(run)
+    assert settled
+    assert state.problems() == []
