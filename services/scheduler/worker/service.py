@@ -42,6 +42,7 @@ from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
 from services.binder.config import FETCH_MAX_WAIT_MS
+from services.binder.messages import Proposal
 from services.binder.tasks import finish
 from services.scheduler.framework.runtime import Framework, build_frameworks
 from services.scheduler.plugins.registry import in_tree_registry
@@ -132,6 +133,8 @@ class SchedulerWorker:
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
         self._sequence = 0
+        self._preempting: dict[str, tuple[int, asyncio.Event]] = {}
+        """Preemptor uid -> (attempt, set when the binder's outcome for it arrives)."""
         self.failed = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -298,9 +301,50 @@ class SchedulerWorker:
                 _record(span, decision)
                 headers = inject_headers()  # the binder's (or queue's) parent
             deliveries.append(await self._publish(decision, headers))
+            proposal = decision.proposal
+            if proposal is not None and proposal.kind == "preempt":
+                await asyncio.gather(*deliveries)
+                await self._await_victims(proposal)
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)
         return deliveries
+
+    async def _await_victims(self, proposal: Proposal) -> None:
+        """After proposing a preemption, the next cycles see its victims gone (as the dry run
+        and upstream's synchronous preemption do): wait until the view has applied their
+        deletion, or the binder answered the preemptor (it refused, or the victims went away
+        some other way), for `view_barrier_seconds` at most. Without this, the pods right
+        after a preemptor would be scored against nodes still holding the victims, and the
+        placements would depend on how fast the binder evicts."""
+        done = asyncio.Event()
+        self._preempting[proposal.uid] = (proposal.attempt, done)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.view_barrier_seconds
+        try:
+            while not self._victims_gone(proposal) and not done.is_set():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    log.warning("victims of %s still in the view", proposal.pod_key)
+                    return
+                advanced = asyncio.ensure_future(self._advanced.wait())
+                answered = asyncio.ensure_future(done.wait())
+                _, pending = await asyncio.wait(
+                    [advanced, answered], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                for waiting in pending:
+                    waiting.cancel()
+            if done.is_set():
+                await self._catch_up()
+        finally:
+            self._preempting.pop(proposal.uid, None)
+
+    def _victims_gone(self, proposal: Proposal) -> bool:
+        pods = self.view.view.pods
+        for victim in proposal.victims:
+            held = pods.get(victim.pod_key)
+            if held is not None and held.metadata.uid == victim.uid:
+                return False
+        return True
 
     async def _publish(self, decision: Decision, headers: Headers) -> asyncio.Future[Any]:
         assert self._producer is not None
@@ -399,12 +443,15 @@ class SchedulerWorker:
                     self._outcome_seen(record.value)
 
     def _outcome_seen(self, value: bytes | None) -> None:
-        if not value or not self.view.assumed:
+        if not value or not (self.view.assumed or self._preempting):
             return
         try:
             outcome = Outcome.decode(value)
         except MessageError:
             return
+        preempting = self._preempting.get(outcome.uid)
+        if preempting is not None and preempting[0] == outcome.attempt:
+            preempting[1].set()
         if outcome.result in FORGET_RESULTS:
             self.view.forget(outcome.uid, outcome.attempt)
 
