@@ -22,6 +22,19 @@ _DIGITS = frozenset("0123456789")
 _NANOS_PER_UNIT = 10**9
 _NANOS_PER_MILLI = 10**6
 _MAX_INT64 = 2**63 - 1
+MAX_EXACT_AMOUNT = 2**53 - 1
+"""The largest resource amount (after scaling: millicores, bytes, counts) berth accepts: every
+part of the pipeline carries it exactly (numpy int64 columns, msgpack, and the reserve
+script's Lua numbers, which are doubles). Larger amounts are rejected at the door."""
+
+
+def bounded_amount(value: int) -> int:
+    """`value` clamped to 0..MAX_EXACT_AMOUNT: what a view counts for an amount already
+    stored out of range (from before validation existed, or written around it), so one such
+    object can never overflow a column or stop a view."""
+    return 0 if value < 0 else min(value, MAX_EXACT_AMOUNT)
+
+
 # interpret() accepts [-MaxInt32, MaxInt32] (MinInt32 is rejected: its negation overflows).
 _INT32_MIN, _INT32_MAX = -(2**31 - 1), 2**31 - 1
 # Larger positive exponents would make Python build astronomically large integers; such

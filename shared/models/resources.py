@@ -103,3 +103,28 @@ def non_zero_requests(pod: Pod) -> ResourceList:
     LeastAllocated, MostAllocated and BalancedAllocation use), and NodeInfo.NonZeroRequested.
     """
     return pod_requests(pod, non_missing=_NON_ZERO_DEFAULTS)
+
+
+PortKey = tuple[str, int]
+"""(protocol, hostPort): the key of `NodeColumns.used_ports`."""
+DEFAULT_PROTOCOL = "TCP"
+BIND_ALL_HOST_IP = "0.0.0.0"
+
+
+def pod_host_ports(pod: Pod) -> list[tuple[PortKey, str]]:
+    """((protocol, hostPort), hostIP) of every port with hostPort > 0: the restartable init
+    containers' (sidecars run for the pod's whole life) first, then the containers' (upstream
+    schedutil.GetHostPorts), sanitized as upstream (empty protocol TCP, empty hostIP 0.0.0.0).
+
+    The one definition of a pod's host ports: NodeColumns records and counts them,
+    preemption's scratch copy adds and removes them, NodePorts checks them, and the binder's
+    charge (shared.store.records.PodCharge) hands them to the reserve script, which counts
+    them per node exactly as NodeColumns does.
+    """
+    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
+    return [
+        ((port.protocol or DEFAULT_PROTOCOL, port.host_port), port.host_ip or BIND_ALL_HOST_IP)
+        for container in (*sidecars, *pod.spec.containers)
+        for port in container.ports
+        if port.host_port > 0
+    ]

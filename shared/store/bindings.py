@@ -19,6 +19,7 @@ from typing import Any, Literal
 from redis.asyncio import Redis
 
 from shared.models import Toleration
+from shared.models.quantity import bounded_amount
 from shared.store.batch import ScriptBatcher
 from shared.store.keys import StoreKeys
 from shared.store.records import PodCharge, pack, tolerations_wire, unpack
@@ -190,7 +191,10 @@ class Bindings:
         """Check the node-local constraints against the authoritative usage and, if they hold,
         reserve the pod's charge on the node (one script). See reserve.lua."""
         r = request
-        check = {"n": [name for name, _ in r.check], "a": [amount for _, amount in r.check]}
+        check = {
+            "n": [name for name, _ in r.check],
+            "a": [bounded_amount(amount) for _, amount in r.check],
+        }
         reply = await self.batcher.call(
             self.scripts.reserve,
             [self.keys.rv],

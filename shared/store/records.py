@@ -15,7 +15,6 @@ from typing import Any, cast
 import msgpack
 
 from shared.models import (
-    CONTAINER_RESTART_ALWAYS,
     POD_GROUP_LABEL,
     Node,
     Pod,
@@ -23,11 +22,11 @@ from shared.models import (
     pod_requests,
     priority_of,
 )
+from shared.models.quantity import bounded_amount
+from shared.models.resources import BIND_ALL_HOST_IP, pod_host_ports
 
 # TaintToleration's Filter only looks at these effects (PreferNoSchedule only scores).
 FILTERED_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-BIND_ALL_HOST_IP = "0.0.0.0"
-DEFAULT_PROTOCOL = "TCP"
 
 
 def pack(value: Any) -> bytes:
@@ -65,16 +64,8 @@ class HostPort:
 
 
 def host_ports(pod: Pod) -> tuple[HostPort, ...]:
-    """Host ports of regular containers and sidecars (upstream schedutil.GetHostPorts)."""
-    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
-    return tuple(
-        HostPort(
-            port.protocol or DEFAULT_PROTOCOL, port.host_port, port.host_ip or BIND_ALL_HOST_IP
-        )
-        for container in (*sidecars, *pod.spec.containers)
-        for port in container.ports
-        if port.host_port > 0
-    )
+    """The pod's host ports (shared.models.resources.pod_host_ports, the one definition)."""
+    return tuple(HostPort(protocol, port, ip) for (protocol, port), ip in pod_host_ports(pod))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +78,11 @@ class PodCharge:
 
     @classmethod
     def of(cls, pod: Pod) -> PodCharge:
-        requests = {name: value for name, value in pod_requests(pod).items() if value > 0}
+        # Clamped like NodeColumns counts them, so the reserve script and every view agree
+        # even on an amount stored out of range.
+        requests = {
+            name: bounded_amount(value) for name, value in pod_requests(pod).items() if value > 0
+        }
         return cls(requests, host_ports(pod))
 
     def wire(self) -> dict[str, Any]:
@@ -105,7 +100,7 @@ def node_facts(node: Node) -> dict[str, Any]:
     """What check-and-reserve reads about a node: allocatable, filtered taints, unschedulable."""
     return {
         "u": bool(node.spec.unschedulable),
-        "a": dict(node.status.allocatable),
+        "a": {name: bounded_amount(value) for name, value in node.status.allocatable.items()},
         "t": [
             [taint.key, taint.value, taint.effect]
             for taint in node.spec.taints

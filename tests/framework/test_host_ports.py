@@ -3,12 +3,15 @@ scratch copy and NodePorts (upstream schedutil.GetHostPorts)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
-from services.scheduler.framework.columns import NodeColumns, PortKey, pod_host_ports
+from services.scheduler.framework.columns import NodeColumns, PortKey, UsedPorts, pod_host_ports
 from services.scheduler.framework.handle import with_node_name
 from services.scheduler.plugins.defaultpreemption import Scratch
 from services.scheduler.plugins.nodeports import HostPort, host_ports
+from services.scheduler.plugins.nodeports.node_ports import conflicting_rows
 from shared.models import Container, ContainerPort, Pod
 from tests.builders import make_node, make_pod
 
@@ -60,9 +63,9 @@ def test_columns_and_the_scratch_copy_record_the_same_ports(
     pod: Pod, expected: list[tuple[PortKey, str]]
 ) -> None:
     node = make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).obj()
-    want: dict[PortKey, dict[int, set[str]]] = {}
+    want: UsedPorts = {}
     for key, ip in expected:
-        want.setdefault(key, {0: set()})[0].add(ip)
+        want.setdefault(key, {0: Counter()})[0][ip] += 1
 
     bound = with_node_name(pod, "n1")
     columns = NodeColumns([node], [bound])
@@ -77,3 +80,21 @@ def test_columns_and_the_scratch_copy_record_the_same_ports(
     scratch.remove_added(0, pod)
     assert columns.used_ports == {}
     assert scratch.columns.used_ports == {}
+
+
+def test_a_port_two_pods_share_stays_used_until_both_leave() -> None:
+    """Two running pods holding the same host port (placed around the scheduler): removing one
+    leaves the port used, as the reserve script's counters do. A set of IPs freed it, and the
+    worker proposed the node to a third pod forever, every attempt a conflict."""
+    node = make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).obj()
+    first = make_pod("a").uid("a").host_port(9100).node("n1").obj()
+    second = make_pod("b").uid("b").namespace("other").host_port(9100).node("n1").obj()
+    columns = NodeColumns([node], [first, second])
+    assert columns.used_ports == {("TCP", 9100): {0: Counter({"0.0.0.0": 2})}}
+    columns.remove_pod(first)
+    assert columns.used_ports == {("TCP", 9100): {0: Counter({"0.0.0.0": 1})}}
+    wanted = HostPort("TCP", 9100, "0.0.0.0")
+    assert conflicting_rows(columns, wanted).tolist() == [0]
+    columns.remove_pod(second)
+    assert columns.used_ports == {}
+    assert conflicting_rows(columns, wanted).tolist() == []

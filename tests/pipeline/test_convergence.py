@@ -20,6 +20,7 @@ import random
 import signal
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pytest
 
@@ -243,7 +244,7 @@ async def test_one_worker_one_binder_places_like_the_dry_run(
         report = await run.report()
     keys = ("pod", "status", "node", "nominatedNode", "victims")
     got = [tuple(p[k] for k in keys) for p in report["pods"]]
-    want = [tuple(p[k] for k in keys) for p in expected["pods"]]
+    want = [tuple(p[k] for k in keys) for p in cast(list[dict[str, Any]], expected["pods"])]
     assert got == want
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -103,7 +104,7 @@ def test_scratch_edits_never_touch_the_base() -> None:
     index = PodIndex()
     index.sync(nodes)
     requested = nodes.requested.copy()
-    ports = {k: {r: set(ips) for r, ips in v.items()} for k, v in nodes.used_ports.items()}
+    ports = {k: {r: Counter(ips) for r, ips in v.items()} for k, v in nodes.used_ports.items()}
     lists = [list(p) for p in nodes.pods_by_node]
 
     scratch = Scratch(nodes, index)
@@ -115,7 +116,7 @@ def test_scratch_edits_never_touch_the_base() -> None:
     extra = make_pod("nominated").req(cpu="2").host_port(9000).obj()
     scratch.add_pod(0, extra)
     assert scratch.columns.pods_by_node[0] == [extra]
-    assert scratch.columns.used_ports == {("TCP", 9000): {0: {"0.0.0.0"}}}
+    assert scratch.columns.used_ports == {("TCP", 9000): {0: Counter({"0.0.0.0": 1})}}
     scratch.remove_added(0, extra)
     scratch.restore_slots(everything[::2])
     scratch.restore_slots(everything[1::2])
@@ -133,7 +134,7 @@ def test_sidecar_host_ports_follow_the_pod() -> None:
     sidecar = make_pod("s").node("a").sidecar_req(cpu="100m").obj()
     sidecar.spec.init_containers[0].ports.append(ContainerPort(container_port=53, host_port=53))
     nodes = NodeColumns([node("a")], [sidecar])
-    assert nodes.used_ports == {("TCP", 53): {0: {"0.0.0.0"}}}
+    assert nodes.used_ports == {("TCP", 53): {0: Counter({"0.0.0.0": 1})}}
     index = PodIndex()
     index.sync(nodes)
     scratch = Scratch(nodes, index)

@@ -11,6 +11,7 @@ Rows are positions, not identities: a rebuild may move a node to another row. Ke
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -18,8 +19,18 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from shared.models import CONTAINER_RESTART_ALWAYS, Node, Pod, Taint
-from shared.models.resources import non_zero_requests, pod_requests
+from shared.models import Node, Pod, Taint
+from shared.models.quantity import bounded_amount
+from shared.models.resources import (
+    BIND_ALL_HOST_IP,
+    DEFAULT_PROTOCOL,
+    PortKey,
+    non_zero_requests,
+    pod_host_ports,
+    pod_requests,
+)
+
+__all__ = ["BIND_ALL_HOST_IP", "DEFAULT_PROTOCOL", "PortKey", "pod_host_ports"]
 
 Rows = slice | NDArray[np.intp]
 """Which rows a plugin evaluates: `slice(None)` (every node, no copy) or an index array."""
@@ -38,27 +49,30 @@ MISSING = -1
 UNKNOWN_VALUE = -2
 """Code for a value no node carries: compares unequal to every row."""
 
-PortKey = tuple[str, int]
-"""(protocol, hostPort): the key of `NodeColumns.used_ports`."""
-DEFAULT_PROTOCOL = "TCP"
-BIND_ALL_HOST_IP = "0.0.0.0"
+
+UsedPorts = dict[PortKey, dict[int, Counter[str]]]
+"""(protocol, hostPort) -> row -> host IP ("0.0.0.0" = all) -> pods using it there."""
 
 
-def pod_host_ports(pod: Pod) -> list[tuple[PortKey, str]]:
-    """((protocol, hostPort), hostIP) of every port with hostPort > 0: the restartable init
-    containers' (sidecars run for the pod's whole life) first, then the containers' (upstream
-    schedutil.GetHostPorts), sanitized as upstream (empty protocol TCP, empty hostIP 0.0.0.0).
+def count_host_ports(used: UsedPorts, row: int, pod: Pod, sign: int) -> None:
+    """Add (sign 1) or remove (sign -1) `pod`'s host ports on `row`.
 
-    The one definition of a pod's host ports: NodeColumns records them, preemption's scratch
-    copy adds and removes them, NodePorts checks them.
+    Counted, not a set, exactly as the binder's reserve script counts `hp:` fields in a
+    node's usage: two pods may hold the same port (placed around the scheduler, or sharing
+    it on distinct IPs that overlap later), and removing one must leave the port taken.
+    A set here let the worker see a free port that Redis still counted, and propose the
+    same node again and again (a livelock of conflicts).
     """
-    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
-    return [
-        ((port.protocol or DEFAULT_PROTOCOL, port.host_port), port.host_ip or BIND_ALL_HOST_IP)
-        for container in (*sidecars, *pod.spec.containers)
-        for port in container.ports
-        if port.host_port > 0
-    ]
+    for key, ip in pod_host_ports(pod):
+        by_row = used.setdefault(key, {})
+        ips = by_row.setdefault(row, Counter())
+        ips[ip] += sign
+        if ips[ip] <= 0:
+            del ips[ip]
+        if not ips:
+            del by_row[row]
+        if not by_row:
+            del used[key]
 
 
 def zone_key(node: Node) -> str:
@@ -189,8 +203,8 @@ class NodeColumns:
         self._taint_set_ids: dict[tuple[tuple[str, str, str], ...], int] = {}
         self.taint_set_of: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
         self.pods_by_node: list[list[Pod]] = [[] for _ in range(n)]
-        self.used_ports: dict[PortKey, dict[int, set[str]]] = {}
-        """(protocol, hostPort) -> row -> host IPs in use there ("0.0.0.0" = all)."""
+        self.used_ports: UsedPorts = {}
+        """(protocol, hostPort) -> row -> host IP -> how many pods there use it."""
         self._images: dict[str, tuple[NDArray[np.intp], NDArray[np.int64]]] | None = None
         for row, node in enumerate(ordered):
             self._fill_node_row(row, node)
@@ -216,7 +230,8 @@ class NodeColumns:
         n = len(self.names)
         self.allocatable[row, :] = 0
         for name, value in node.status.allocatable.items():
-            self.allocatable[row, self._resource_col(name)] = value
+            col = self._resource_col(name)
+            self.allocatable[row, col] = bounded_amount(value)
         self.unschedulable[row] = node.spec.unschedulable
         for key, column in self.labels.items():
             if key not in node.metadata.labels:
@@ -241,23 +256,15 @@ class NodeColumns:
 
     def _account_pod(self, row: int, pod: Pod, sign: int) -> None:
         for name, value in pod_requests(pod).items():
-            self.requested[row, self._resource_col(name)] += sign * value
+            # The column first: a resource no node advertises adds one, which replaces
+            # `self.requested` (indexing the old array would be out of bounds).
+            col = self._resource_col(name)
+            self.requested[row, col] += sign * bounded_amount(value)
         self.requested[row, self.resource_index["pods"]] += sign
         nz = non_zero_requests(pod)
-        self.non_zero_requested[row, 0] += sign * nz.get("cpu", 0)
-        self.non_zero_requested[row, 1] += sign * nz.get("memory", 0)
-        for key, ip in pod_host_ports(pod):
-            by_row = self.used_ports.setdefault(key, {})
-            if sign > 0:
-                by_row.setdefault(row, set()).add(ip)
-            else:
-                ips = by_row.get(row)
-                if ips is not None:
-                    ips.discard(ip)
-                    if not ips:
-                        del by_row[row]
-                if not by_row:
-                    del self.used_ports[key]
+        self.non_zero_requested[row, 0] += sign * bounded_amount(nz.get("cpu", 0))
+        self.non_zero_requested[row, 1] += sign * bounded_amount(nz.get("memory", 0))
+        count_host_ports(self.used_ports, row, pod, sign)
         if sign > 0:
             self.pods_by_node[row].append(pod)
         else:
@@ -352,7 +359,7 @@ class NodeColumns:
                 for image in node.status.images:
                     for name in image.names:
                         rows_of.setdefault(name, []).append(row)
-                        sizes_of.setdefault(name, []).append(image.size_bytes)
+                        sizes_of.setdefault(name, []).append(bounded_amount(image.size_bytes))
             self._images = {
                 name: (np.array(rows, dtype=np.intp), np.array(sizes_of[name], dtype=np.int64))
                 for name, rows in rows_of.items()

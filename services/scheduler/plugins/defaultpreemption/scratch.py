@@ -19,13 +19,14 @@ Keep in step with NodeColumns._account_pod: what it updates for a pod, this upda
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Iterator
 from typing import SupportsIndex, overload
 
 import numpy as np
 from numpy.typing import NDArray
 
-from services.scheduler.framework.columns import NodeColumns, PortKey, pod_host_ports
+from services.scheduler.framework.columns import NodeColumns, UsedPorts, count_host_ports
 from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex, has_host_ports
 from shared.models import Pod
 from shared.models.resources import non_zero_requests, pod_requests
@@ -83,29 +84,17 @@ class Scratch:
         columns.pods_by_node = _PodsView(base.pods_by_node, self)
 
     # ------------------------------------------------------------------- ports
-    def _ports(self) -> dict[PortKey, dict[int, set[str]]]:
+    def _ports(self) -> UsedPorts:
         if not self._ports_copied:
             self.columns.used_ports = {
-                key: {row: set(ips) for row, ips in by_row.items()}
+                key: {row: Counter(ips) for row, ips in by_row.items()}
                 for key, by_row in self.base.used_ports.items()
             }
             self._ports_copied = True
         return self.columns.used_ports
 
     def _apply_ports(self, row: int, pod: Pod, sign: int) -> None:
-        used = self._ports()
-        for key, ip in pod_host_ports(pod):
-            by_row = used.setdefault(key, {})
-            if sign > 0:
-                by_row.setdefault(row, set()).add(ip)
-                continue
-            ips = by_row.get(row)
-            if ips is not None:
-                ips.discard(ip)
-                if not ips:
-                    del by_row[row]
-            if not by_row:
-                del used[key]
+        count_host_ports(self._ports(), row, pod, sign)
 
     # ------------------------------------------------------------ running pods
     def remove_slots(self, slots: NDArray[np.intp]) -> None:
