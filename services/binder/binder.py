@@ -47,7 +47,14 @@ from services.scheduler.framework.waiting_pods import go_duration
 from services.scheduler.plugins import names
 from shared.eviction import evict
 from shared.kafka import Headers
-from shared.messages import Outcome, OutcomeResult, PodEvent, PodRecord, pod_fingerprint
+from shared.messages import (
+    NodeFacts,
+    Outcome,
+    OutcomeResult,
+    PodEvent,
+    PodRecord,
+    pod_fingerprint,
+)
 from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, encode, priority_of
 from shared.store import (
@@ -400,7 +407,20 @@ class Binder:
             return await self._check_cross_node(p, a, ticket, p.node_name, at)
         if status is ReserveStatus.CONFLICT:
             self.stats["conflict"] += 1
-            await self._outcome(p, "conflict", message=", ".join(result.reasons))
+            facts = None
+            if result.usage is not None:
+                usage = result.usage
+                facts = NodeFacts(
+                    node=p.node_name,
+                    resource_version=result.store_resource_version,
+                    pods=usage.pods,
+                    requested=dict(usage.requested),
+                    host_ports=tuple(
+                        (port.protocol, port.port, port.host_ip, count)
+                        for port, count in sorted(usage.host_ports.items())
+                    ),
+                )
+            await self._outcome(p, "conflict", message=", ".join(result.reasons), facts=facts)
         elif status is ReserveStatus.STALE:
             self.stats["stale"] += 1
         elif status is ReserveStatus.DUPLICATE:
@@ -673,6 +693,7 @@ class Binder:
         plugins: Sequence[str] = (),
         nominated: str | None = None,
         lease: float | None = None,
+        facts: NodeFacts | None = None,
     ) -> None:
         cycle = _CYCLE.get()
         if cycle is not None and result != "extend":
@@ -693,6 +714,7 @@ class Binder:
                 nominated_node_name=nominated,
                 pods_to_activate=p.pods_to_activate if result != "extend" else (),
                 lease_seconds=lease,
+                facts=facts,
             ),
             inject_headers(),
         )

@@ -6,12 +6,14 @@ groups and PodDisruptionBudgets. Pods this binder reserved are *assumed* on thei
 their binding arrives through the stream (or they are forgotten on Unreserve), so two
 proposals handled by one binder always see each other.
 
-A binder's view (`holder` set) also counts the reservations *other* binders hold, which the
-store streams (kind RESERVATION): a cross-node check run `as_of` its own reservation's
-resourceVersion counts every reservation taken before it, in any binder, and none taken
-after. Two binders checking pods that exclude each other can then not both pass: the one
-that reserved second sees the first. (A scheduler worker's view, `holder` None, ignores
-reservations: it counts what it proposed itself.)
+A view also counts the reservations other holders hold, which the store streams (kind
+RESERVATION). A binder's view (`holder` its id) skips its own, which it assumes: a cross-node
+check run `as_of` its own reservation's resourceVersion counts every reservation taken before
+it, in any binder, and none taken after. Two binders checking pods that exclude each other can
+then not both pass: the one that reserved second sees the first. A scheduler worker's view
+(`holder` WORKER_HOLDER, which no binder uses) counts every reservation, so the room a gang
+waiting at Permit or another worker's proposal holds is taken in its eyes too; its own
+proposals are counted once, as assumptions. `holder` None ignores reservations altogether.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from shared.models import (
     Service,
     StatefulSet,
 )
-from shared.store import RESERVATION, Change, Snapshot, object_key
+from shared.store import RESERVATION, Change, NodeUsage, Snapshot, object_key
 
 
 class ViewClusterObjects:
@@ -76,6 +78,10 @@ class ViewClusterObjects:
         return ss.spec.selector if isinstance(ss, StatefulSet) else None
 
 
+WORKER_HOLDER = ""
+"""The holder of a scheduler worker's view: no binder's id, so every reservation counts."""
+
+
 class ClusterView:
     def __init__(self, holder: str | None = None) -> None:
         self.holder = holder
@@ -95,6 +101,16 @@ class ClusterView:
         self._reserved: dict[str, int] = {}
         """uid -> resourceVersion of the reservation entry, for pods counted because another
         binder reserved them (0: held at the snapshot)."""
+        self.touched_at: dict[str, int] = {}
+        """node -> resourceVersion at which what the view counts there last changed."""
+        self._applying = 0
+        self._loaded_at = 0
+        """The snapshot's resourceVersion: the view cannot tell what changed before it."""
+        """The resourceVersion of the change `apply` is applying."""
+        self._live: dict[str, tuple[str, str, int]] = {}
+        """uid -> (pod key, node, resourceVersion) of every reservation of another holder the
+        stream reported and did not end yet, counted or not: a pod counted as an assumption
+        when its reservation arrived is counted as reserved once the assumption is dropped."""
         self._orphans: dict[str, dict[str, Pod]] = {}
         """node -> uid -> bound pods whose node the view does not have (yet)."""
         self._advanced = asyncio.Event()
@@ -140,6 +156,9 @@ class ClusterView:
         # a throwaway index beside a stale one.
         self.columns = NodeColumns(nodes, [*placed, *keep])
         self._reserved = {}
+        self._live = {}
+        self.touched_at = {}
+        self._loaded_at = snapshot.resource_version
         for held in snapshot.reservations:
             self._reserve(held.pod_key, held.uid, held.node, held.holder, 0)
         self._set_version(snapshot.resource_version)
@@ -160,6 +179,7 @@ class ClusterView:
             if new_nodes:
                 self._add_nodes(new_nodes)
                 new_nodes = []
+            self._applying = change.resource_version
             self._apply_one(change)
         if new_nodes:
             self._add_nodes(new_nodes)
@@ -170,6 +190,7 @@ class ClusterView:
         obj = change.object
         if change.kind == RESERVATION:
             if change.op == "delete":
+                self._live.pop(change.uid, None)
                 if change.uid in self._reserved:
                     self._uncount(change.uid)
             else:
@@ -180,6 +201,7 @@ class ClusterView:
                 held = self.pods.get(change.key)
                 if held is not None and held.metadata.uid == change.uid:
                     del self.pods[change.key]
+                self._live.pop(change.uid, None)
                 self._uncount(change.uid)
                 self._forget_orphan(change.uid)
             else:
@@ -201,6 +223,8 @@ class ClusterView:
         before = self.pods.get(pod.key)
         self.pods[pod.key] = pod
         self._forget_orphan(uid)
+        if pod.spec.node_name:
+            self._live.pop(uid, None)  # a binding ends the reservation
         if not pod.spec.node_name:
             held = self._reserved.get(uid)
             if held is not None:  # reserved elsewhere, and updated: count the new version
@@ -232,11 +256,15 @@ class ClusterView:
             return
         self.columns.add_pod(pod)
         self._counted[pod.metadata.uid] = pod
+        self._touch(node)
 
     def _reserve(self, key: str, uid: str, node: str, holder: str, rv: int) -> None:
         """Count a pod another binder reserved on `node` (nothing for this binder's own
         reservations, or in a view that does not count reservations)."""
-        if self.holder is None or holder == self.holder or uid in self._counted:
+        if self.holder is None or holder == self.holder:
+            return
+        self._live[uid] = (key, node, rv)
+        if uid in self._counted:
             return
         pod = self.pods.get(key)
         if pod is not None and pod.metadata.uid == uid:
@@ -249,6 +277,7 @@ class ClusterView:
         self.columns.add_pod(reserved)
         self._counted[pod.metadata.uid] = reserved
         self._reserved[pod.metadata.uid] = rv
+        self._touch(node)
 
     def _uncount(self, uid: str) -> None:
         pod = self._counted.pop(uid, None)
@@ -256,6 +285,41 @@ class ClusterView:
         self._reserved.pop(uid, None)
         if pod is not None:
             self.columns.remove_pod(pod)
+            self._touch(pod.spec.node_name)
+
+    def _touch(self, node: str) -> None:
+        """Note that what the view counts on `node` changed at the change being applied (or,
+        outside `apply`, after everything applied so far)."""
+        self.touched_at[node] = max(self._applying, self.resource_version + 1)
+
+    def undercounts(self, node: str, resource_version: int, usage: NodeUsage) -> str:
+        """What the view counts short on `node` against the store's `usage` read at
+        `resource_version` ("" when nothing, or when the two cannot be compared: the view
+        has not applied that version yet, or its count on the node changed since). Own
+        assumptions only add to the view, so any shortfall is a view that counts wrong."""
+        row = self.columns.index.get(node)
+        if (
+            row is None
+            or self.resource_version < resource_version
+            or max(self.touched_at.get(node, 0), self._loaded_at) > resource_version
+        ):
+            return ""
+        columns = self.columns
+        short = []
+        have_pods = int(columns.requested[row, columns.resource_index["pods"]])
+        if usage.pods > have_pods:
+            short.append(f"pods {usage.pods} > {have_pods}")
+        for name, amount in sorted(usage.requested.items()):
+            col = columns.resource_index.get(name)
+            have = 0 if col is None else int(columns.requested[row, col])
+            if amount > have:
+                short.append(f"{name} {amount} > {have}")
+        for port, count in sorted(usage.host_ports.items()):
+            ips = columns.used_ports.get((port.protocol, port.port), {}).get(row)
+            have = 0 if ips is None else ips[port.host_ip]
+            if count > have:
+                short.append(f"host port {port.field()} {count} > {have}")
+        return ", ".join(short)
 
     def _forget_orphan(self, uid: str) -> None:
         for pods in self._orphans.values():
@@ -293,6 +357,7 @@ class ClusterView:
         # A pod already on `node` (the worker's own copy) is counted as it is: never mutated.
         assumed = pod if pod.spec.node_name == node else _on_node(pod, node)
         self.columns.add_pod(assumed)
+        self._touch(node)
         self._counted[uid] = assumed
         self._assumed.add(uid)
         return True
@@ -307,9 +372,17 @@ class ClusterView:
         return taken_at
 
     def forget(self, uid: str) -> None:
-        """Drop an assumed pod (Unreserve); a pod whose binding arrived stays."""
+        """Drop an assumed pod (Unreserve); a pod whose binding arrived stays. If a holder's
+        reservation of it is live (a worker's proposal, reserved, waiting at Permit), the
+        reservation counts from now on."""
         if uid in self._assumed:
             self._uncount(uid)
+            live = self._live.get(uid)
+            if live is not None:
+                key, node, rv = live
+                pod = self.pods.get(key)
+                if pod is not None and pod.metadata.uid == uid:
+                    self._count_reserved(pod, node, rv)
 
     @contextlib.contextmanager
     def as_of(self, rv: int) -> Iterator[None]:
@@ -332,6 +405,10 @@ class ClusterView:
 
     def is_assumed(self, uid: str) -> bool:
         return uid in self._assumed
+
+    def is_counted(self, uid: str) -> bool:
+        """Whether the pod is counted on a node (bound, assumed, or reserved by a holder)."""
+        return uid in self._counted
 
     def bound_pods(self) -> list[Pod]:
         return list(self.columns.pods())

@@ -578,6 +578,7 @@ class QueueStore:
                 )
                 for i in indexes
                 if results[i] in ("backoff", "unschedulable")
+                or (results[i] == "active" and outcomes[i].result == "conflict")
             }
             if whys:
                 await self.redis.hset(self.keys.key(tenant, "why"), mapping=whys)

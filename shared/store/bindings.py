@@ -22,7 +22,7 @@ from shared.models import Toleration
 from shared.models.quantity import bounded_amount
 from shared.store.batch import ScriptBatcher
 from shared.store.keys import StoreKeys
-from shared.store.records import PodCharge, pack, tolerations_wire, unpack
+from shared.store.records import NodeUsage, PodCharge, pack, tolerations_wire, unpack
 from shared.store.scripts import StoreScripts
 
 DEFAULT_RESERVATION_TTL = 120.0
@@ -94,6 +94,9 @@ class ReserveResult:
     """DUPLICATE: the node this attempt holds a reservation on ("" if none); BOUND: the node."""
     resource_version: int = 0
     """POD_CHANGED / NODE_CHANGED: the current version."""
+    usage: NodeUsage | None = None
+    """CONFLICT: the node's usage in the store when the check failed (store_resource_version
+    is the store's version then)."""
 
     @classmethod
     def parse(cls, reply: Sequence[Any]) -> ReserveResult:
@@ -112,7 +115,14 @@ class ReserveResult:
                 gang_generation=int(reply[3]),
             )
         if status is ReserveStatus.CONFLICT:
-            return cls(status, reasons=tuple(_text(r) for r in reply[1:]))
+            flat = unpack(reply[2])
+            usage = NodeUsage.from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
+            return cls(
+                status,
+                reasons=tuple(_text(r) for r in reply[3:]),
+                store_resource_version=int(reply[1]),
+                usage=usage,
+            )
         if status is ReserveStatus.STALE:
             return cls(status, seen_attempt=int(reply[1]), seen_state=_text(reply[2]))
         if status is ReserveStatus.DUPLICATE:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
-from services.binder.view import ClusterView
+from services.binder.view import WORKER_HOLDER, ClusterView
 from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex as Victims
 from services.scheduler.plugins.podindex.index import PodIndex
 from shared.models import KubeObject, Node, Pod
-from shared.store import RESERVATION, Change, HeldReservation, Snapshot
+from shared.store import RESERVATION, Change, HeldReservation, HostPort, NodeUsage, Snapshot
 from tests.builders import make_namespace, make_node, make_pod, make_pod_group
 
 
@@ -184,10 +184,55 @@ def test_reservations_held_at_the_snapshot_are_counted():
 
 
 def test_a_view_without_a_holder_ignores_reservations():
-    """A scheduler worker's view: it counts what it proposed itself."""
     view = ClusterView()
     n1, pod = make_node("n1").capacity(pods=10).obj(), make_pod("p").obj()
     view.load(snapshot(1, n1, pod))
     view.apply([reservation(2, pod, "n1", "some-binder")])
     assert counted(view) == {"n1": []}
     assert RESERVATION not in view.objects
+
+
+def test_a_workers_view_counts_every_reservation_and_its_own_proposals_once():
+    """The room another worker's proposal or a gang waiting at Permit holds is taken in a
+    worker's eyes; its own assumption is not counted again when its reservation arrives,
+    and counts as a reservation when the assumption is dropped while the reservation lives."""
+    view = ClusterView(WORKER_HOLDER)
+    n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
+    gang, mine = make_pod("gang").req(cpu="2").obj(), make_pod("mine").req(cpu="1").obj()
+    view.load(snapshot(1, n1, gang, mine))
+    view.apply([reservation(2, gang, "n1", "binder-a")])
+    assert counted(view) == {"n1": ["gang"]}
+    view.assume(make_pod("mine").uid(mine.metadata.uid).req(cpu="1").node("n1").obj(), "n1")
+    view.apply([reservation(3, mine, "n1", "binder-b")])
+    cpu = view.columns.resource_index["cpu"]
+    assert counted(view) == {"n1": ["gang", "mine"]}
+    assert view.columns.requested[0, cpu] == 3000
+    view.forget(mine.metadata.uid)  # e.g. the assumption expired; the reservation did not
+    assert counted(view) == {"n1": ["gang", "mine"]}
+    view.apply([reservation(4, mine, "n1", "binder-b", "delete")])
+    view.apply([reservation(5, gang, "n1", "binder-a", "delete")])
+    assert counted(view) == {"n1": []}
+    assert view.columns.requested[0, cpu] == 0
+
+
+def _usage(pods: int, cpu: int, ports: int = 0) -> NodeUsage:
+    port = {HostPort("TCP", 9100, "0.0.0.0"): ports} if ports else {}
+    return NodeUsage(pods, {"cpu": cpu} if cpu else {}, port)
+
+
+def test_undercounts_compares_only_what_the_view_can_compare():
+    view = ClusterView(WORKER_HOLDER)
+    n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
+    a = make_pod("a").req(cpu="1").host_port(9100).node("n1").obj()
+    view.load(snapshot(5, n1, a))
+    assert view.undercounts("n1", 5, _usage(1, 1000, 1)) == ""  # agrees
+    assert view.undercounts("n1", 5, _usage(2, 1500, 2)) == (
+        "pods 2 > 1, cpu 1500 > 1000, host port hp:TCP:9100:0.0.0.0 2 > 1"
+    )
+    assert view.undercounts("n1", 7, _usage(2, 1500, 2)) == ""  # the view is behind: wait
+    assert view.undercounts("n1", 4, _usage(2, 1500, 2)) == ""  # before the snapshot
+    assert view.undercounts("nx", 5, _usage(2, 1500, 2)) == ""  # a node it does not have
+    b = make_pod("b").req(cpu="1").node("n1").obj()
+    view.apply([put(8, b)])
+    assert view.undercounts("n1", 7, _usage(3, 3000)) == ""  # the node changed since 7
+    assert view.undercounts("n1", 8, _usage(3, 3000)) == "pods 3 > 2, cpu 3000 > 2000"

@@ -24,8 +24,9 @@ from typing import Any, cast
 
 import pytest
 
+from services.queue.store import PendingPod
 from services.scheduler.dryrun import run_dry_async, to_json
-from services.stack import pending_progress, pipeline
+from services.stack import Pipeline, pending_progress, pipeline
 from shared.launcher import DevServers
 from shared.models import (
     POD_GROUP_LABEL,
@@ -277,3 +278,62 @@ async def test_kill_9_one_of_two_binders_keeps_cross_node_rules(
         state = await final_state(run)
     assert settled
     assert state.problems() == []
+
+
+async def _held(run: Pipeline, key: str) -> PendingPod | None:
+    return next((p for p in (await run.client.queue.pending()).pods if p.key == key), None)
+
+
+async def _node_of(run: Pipeline, namespace: str, name: str) -> str:
+    pod = await run.client.store.get_pod(namespace, name)
+    return pod.spec.node_name if pod is not None else ""
+
+
+@pytest.mark.parametrize("trial", range(3))
+async def test_two_workers_two_pods_one_host_port_settle(dev_servers: DevServers, trial: int):
+    """The issue's livelock: one node, two pods wanting hostPort 9100 in different
+    namespaces, two workers. One binds; the other ends unschedulable with the ports reason
+    after a few attempts, not hundreds."""
+    node = make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).label(HOST, "n1").obj()
+    pods = [
+        make_pod("exporter").namespace(ns).req(cpu="100m").host_port(9100).obj()
+        for ns in ("team-a", "team-b")
+    ]
+    namespaces = [Namespace(metadata=ObjectMeta(name=ns)) for ns in ("team-a", "team-b")]
+    async with pipeline(
+        workers=2, binders=1, servers=dev_servers, ordered=False, single_tenant=None
+    ) as run:
+        await run.apply(Manifests(nodes=[node], pods=pods, namespaces=namespaces))
+        assert await run.settle(60)
+        placed = [await _node_of(run, ns, "exporter") for ns in ("team-a", "team-b")]
+        queued = (await run.client.queue.pending()).pods
+    assert sorted(placed) == ["", "n1"]
+    [loser] = queued
+    assert loser.queue == "unschedulable"
+    assert "didn't have free ports" in loser.message
+    assert loser.attempts <= 4
+
+
+async def test_a_port_two_running_pods_share_stays_taken_after_one_leaves(
+    dev_servers: DevServers,
+) -> None:
+    """Two running pods hold hostPort 9100 on the only node; one is deleted. A new pod
+    wanting the port must still be refused (the other holds it), without looping; once the
+    second leaves, the new pod binds."""
+    node = make_node("n1").capacity(cpu="4", memory="8Gi", pods=10).label(HOST, "n1").obj()
+    running = [
+        make_pod(f"old-{i}").req(cpu="100m").host_port(9100).node("n1").obj() for i in range(2)
+    ]
+    async with pipeline(workers=1, binders=1, servers=dev_servers) as run:
+        await run.apply(Manifests(nodes=[node], pods=running))
+        assert await run.client.delete("Pod", "default", "old-0")
+        await run.apply(Manifests(pods=[make_pod("new").req(cpu="100m").host_port(9100).obj()]))
+        assert await run.settle(60)
+        held = await _held(run, "default/new")
+        assert held is not None
+        assert held.queue == "unschedulable"
+        assert "didn't have free ports" in held.message
+        assert held.attempts <= 2
+        assert await run.client.delete("Pod", "default", "old-1")
+        assert await run.settle(60)
+        assert await _node_of(run, "default", "new") == "n1"

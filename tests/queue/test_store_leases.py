@@ -62,15 +62,40 @@ async def test_duplicate_outcome_is_applied_once(store: QueueStore) -> None:
     assert await store.record_outcomes([failure]) == ["stale"]
 
 
-async def test_conflict_goes_straight_back_to_active_without_backoff(
+async def test_a_first_conflict_goes_straight_back_to_active_without_backoff(
     store: QueueStore,
 ) -> None:
     await store.add([record("p"), record("q")])
     first = await pop_one(store)
-    assert await store.record_outcomes([outcome(first, "conflict")]) == ["active"]
+    reason = "node(s) didn't have free ports for the requested pod ports"
+    assert await store.record_outcomes([outcome(first, "conflict", message=reason)]) == ["active"]
+    [held] = [p for p in (await store.pending(T)).pods if p.key == KEY]
+    assert (held.queue, held.conflicts, held.message) == ("active", 1, reason)
     again = await pop_one(store)  # its old place: ahead of q
     assert (again.pod_key, again.attempt) == (KEY, 2)
-    assert (await store.pending(T)).pods[-1].conflicts == 1
+
+
+async def test_repeated_conflicts_back_off_exponentially_with_their_reason(
+    store: QueueStore, clock: ManualClock
+) -> None:
+    """Conflict n >= 2 waits backoff(n - 1): 1 s, 2 s, 4 s, ... capped at the maximum
+    (defaults 1 s and 10 s), and `berth get pods` shows why."""
+    await store.add([record("p")])
+    waits = []
+    for n in range(1, 7):
+        request = await pop_one(store)
+        effect = await store.record_outcomes([outcome(request, "conflict", message=f"c{n}")])
+        [held] = (await store.pending(T)).pods
+        assert held.message == f"c{n}"
+        if n == 1:
+            assert effect == ["active"]
+            continue
+        assert effect == ["backoff"]
+        assert held.backoff_expires_at is not None
+        waits.append(round(held.backoff_expires_at - clock.now(), 3))
+        clock.advance(held.backoff_expires_at - clock.now())
+        await store.flush_backoff_completed()
+    assert waits == [1.0, 2.0, 4.0, 8.0, 10.0]
 
 
 async def test_extend_renews_the_lease(store: QueueStore, clock: ManualClock) -> None:

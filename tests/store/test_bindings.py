@@ -9,7 +9,14 @@ from collections.abc import Sequence
 import pytest
 
 from shared.models import Pod, Toleration
-from shared.store import ClusterStore, NodeUsage, PodCharge, ReserveRequest, ReserveStatus
+from shared.store import (
+    ClusterStore,
+    HostPort,
+    NodeUsage,
+    PodCharge,
+    ReserveRequest,
+    ReserveStatus,
+)
 from tests.builders import make_node, make_pod
 
 NOW = 1_000.0
@@ -320,3 +327,27 @@ async def test_pod_tolerations_pass_through(store: ClusterStore):
     pod.spec.tolerations = [Toleration(operator="Exists")]
     await store.apply([make_node("n1").capacity(pods=5).taint("a", "b", "NoExecute").obj(), pod])
     assert (await store.bindings.reserve(request(pod), NOW)).status is ReserveStatus.OK
+
+
+async def test_a_conflict_carries_the_nodes_usage_and_the_store_version(store: ClusterStore):
+    a = make_pod("a").req(cpu="1").host_port(9100).obj()
+    b = make_pod("b").namespace("other").req(cpu="2").host_port(9100).obj()
+    await _setup(store, a, b)
+    assert (await store.bindings.reserve(request(a), NOW)).status is ReserveStatus.OK
+    result = await store.bindings.reserve(request(b), NOW)
+    assert result.status is ReserveStatus.CONFLICT
+    assert result.reasons == ("node(s) didn't have free ports for the requested pod ports",)
+    assert result.store_resource_version == int(await store.redis.get(store.keys.rv))
+    assert result.usage == await store.usage("n1")
+    assert result.usage == NodeUsage(1, {"cpu": 1000}, {HostPort("TCP", 9100, "0.0.0.0"): 1})
+
+
+async def test_a_reserved_preemptor_counts_once_not_also_as_nominated(store: ClusterStore):
+    """Once the nominated preemptor holds a reservation, its nomination no longer counts:
+    before, the node looked full by its request twice until the bind."""
+    high = make_pod("high").priority(100).req(cpu="2").obj()
+    low = make_pod("low").priority(10).req(cpu="2").obj()
+    await _setup(store, high, low)
+    await store.bindings.nominate(high.key, high.metadata.uid, "n1", 100, PodCharge.of(high))
+    assert (await store.bindings.reserve(request(high), NOW)).status is ReserveStatus.OK
+    assert (await store.bindings.reserve(request(low), NOW)).status is ReserveStatus.OK

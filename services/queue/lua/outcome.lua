@@ -4,7 +4,8 @@
 --   key, uid, attempt, result, plugins (sorted, comma-separated), nominate ('-' keep,
 --   else '=' followed by the node name; '=' alone clears), lease_us override ('' default)
 -- Returns per outcome: stale | done | extended | active | backoff | unschedulable
--- (the caller stores the failure message for backoff and unschedulable).
+-- (the caller stores the failure message of every failed attempt: backoff, unschedulable,
+-- and a conflict sent back to active).
 local now, init, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local lease, count = tonumber(ARGV[4]), tonumber(ARGV[5])
 local F = 7
@@ -35,11 +36,20 @@ for i = 1, count do
     s[DIRTY] = 0
     if nominate ~= '-' then s[NOM] = string.sub(nominate, 2) end
     if res == 'conflict' then
-      -- Not the pod's fault: straight back to active, at its old place, no backoff.
+      -- The binder found the node taken by a proposal that won the race. The first time it
+      -- is not the pod's fault: straight back to active, at its old place. Conflicts that
+      -- repeat back off exponentially in their count (upstream sends binding failures to
+      -- backoffQ), so a pod whose worker keeps seeing room that is not there cannot spin;
+      -- the conflict outcome's facts correct the worker's view meanwhile.
       s[CFL] = s[CFL] + 1
-      add_active(key, s)
       conflicts = conflicts + 1
-      out[i] = 'active'
+      if s[CFL] <= 1 then
+        add_active(key, s)
+        out[i] = 'active'
+      else
+        redis.call('ZADD', K_BACKOFF, now + backoff_us(s[CFL] - 1, init, max), key)
+        out[i] = 'backoff'
+      end
     else
       -- AddUnschedulableIfNotPresent (SPEC A11): Timestamp = now, then the moveRequestCycle rule.
       s[TS] = now

@@ -51,9 +51,9 @@ from services.scheduler.worker.cycle import Decision, decide, failed_decision
 from services.scheduler.worker.view import WorkerView
 from shared.health import HealthServer
 from shared.kafka import Headers, assign_all, ensure_topics, make_consumer, make_producer
-from shared.messages import DeadLetter, MessageError, Outcome, ScheduleBatch
+from shared.messages import DeadLetter, MessageError, NodeFacts, Outcome, ScheduleBatch
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
-from shared.store import ClusterStore, Snapshot, StreamGapError
+from shared.store import ClusterStore, HostPort, NodeUsage, Snapshot, StreamGapError
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,8 @@ class WorkerStats:
     dead_letters: int = 0
     cycle_seconds: float = 0.0
     barrier_waits: int = 0
+    corrections: int = 0
+    """Snapshot reloads because a conflict showed the view counting short of the store."""
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -101,6 +103,7 @@ class WorkerStats:
             "outcomes": self.outcomes,
             "dlq": self.dead_letters,
             "cycle_s": round(self.cycle_seconds, 3),
+            "corrections": self.corrections,
         }
 
 
@@ -133,6 +136,10 @@ class SchedulerWorker:
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
         self._sequence = 0
+        self._interrupt = asyncio.Event()
+        """Stops the stream follower's current pass: on stop, and to reload the view."""
+        self._reload_reason = ""
+        """Set when a conflict's facts show the view counting short: the follower reloads."""
         self._preempting: dict[str, tuple[int, asyncio.Event]] = {}
         """Preemptor uid -> (attempt, set when the binder's outcome for it arrives)."""
         self.failed = asyncio.Event()
@@ -190,6 +197,7 @@ class SchedulerWorker:
         task blocked in a redis-py command (the stream follower's XREAD) can leave it hanging
         in the client's disconnect path (services.binder.tasks)."""
         self._stopping.set()
+        self._interrupt.set()
         self._signal_advanced()
         if self._tasks:
             by_name = {task.get_name(): task for task in self._tasks}
@@ -397,15 +405,20 @@ class SchedulerWorker:
     async def _follow(self) -> None:
         while not self._stopping.is_set():
             try:
+                # `_interrupt`: set on stop, and when the view must be corrected (below).
                 async for changes in self.store.follow_batches(
                     self.view.resource_version,
                     block_ms=FOLLOW_BLOCK_MS,
                     count=5000,
-                    stop=self._stopping,
+                    stop=self._interrupt,
                     previous=self.view.view.previous,
                 ):
                     self.view.apply(changes)
                     self._signal_advanced()
+                if self._reload_reason and not self._stopping.is_set():
+                    self._reload(await self.store.load_snapshot())
+                    self._reload_reason = ""
+                    self._interrupt.clear()
             except StreamGapError as exc:
                 log.warning("%s: reloading the snapshot", exc)
                 self._reload(await self.store.load_snapshot())
@@ -443,17 +456,37 @@ class SchedulerWorker:
                     self._outcome_seen(record.value)
 
     def _outcome_seen(self, value: bytes | None) -> None:
-        if not value or not (self.view.assumed or self._preempting):
+        if not value:
             return
         try:
             outcome = Outcome.decode(value)
         except MessageError:
             return
+        if outcome.result == "conflict" and outcome.facts is not None:
+            self._check_facts(outcome.facts)
         preempting = self._preempting.get(outcome.uid)
         if preempting is not None and preempting[0] == outcome.attempt:
             preempting[1].set()
         if outcome.result in FORGET_RESULTS:
             self.view.forget(outcome.uid, outcome.attempt)
+
+    def _check_facts(self, facts: NodeFacts) -> None:
+        """A conflict's facts against the view: a view that has applied the store's version
+        of then and still counts less on the node than the store did counts wrong (a bug,
+        or an object it could not apply). It must not keep proposing room that is not
+        there, so it is corrected from the truth: the follower reloads the snapshot."""
+        usage = NodeUsage(
+            pods=facts.pods,
+            requested=dict(facts.requested),
+            host_ports={HostPort(p, port, ip): count for p, port, ip, count in facts.host_ports},
+        )
+        short = self.view.view.undercounts(facts.node, facts.resource_version, usage)
+        if short and not self._reload_reason:
+            at = facts.resource_version
+            self._reload_reason = f"node {facts.node} at resourceVersion {at}: {short}"
+            log.warning("the view counts short of the store (%s): reloading", self._reload_reason)
+            self.stats.corrections += 1
+            self._interrupt.set()
 
     async def _housekeeping(self) -> None:
         while not self._stopping.is_set():

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from services.binder.view import ClusterView
+from services.binder.view import WORKER_HOLDER, ClusterView
 from services.scheduler.framework.columns import NodeColumns
 from services.scheduler.plugins.podindex.cluster_objects import ClusterObjects
 from shared.models import Node, Pod, PodDisruptionBudget
-from shared.store import Change, Snapshot
+from shared.store import RESERVATION, Change, Snapshot
 
 
 class WorkerCannotBindError(RuntimeError):
@@ -43,7 +43,7 @@ class WorkerView:
     pod_disruption_budgets) over a ClusterView; see the module docstring."""
 
     def __init__(self) -> None:
-        self.view = ClusterView()
+        self.view = ClusterView(WORKER_HOLDER)
         self._nominated: dict[str, Pod] = {}
         """uid -> pending pod with a nominated node."""
         self._by_node: dict[str, list[Pod]] | None = None
@@ -71,7 +71,9 @@ class WorkerView:
         if self._by_node is None:
             by_node: dict[str, list[Pod]] = {}
             for uid, pod in self._nominated.items():
-                if uid not in self.assumed:
+                # A reserved or assumed preemptor is counted on its node already: its
+                # nomination must not count it a second time.
+                if not self.view.is_counted(uid):
                     by_node.setdefault(pod.status.nominated_node_name, []).append(pod)
             self._by_node = by_node
         return self._by_node
@@ -102,6 +104,8 @@ class WorkerView:
         self.view.apply(changes)
         touched = False
         for change in changes:
+            if change.kind == RESERVATION and change.uid in self._nominated:
+                touched = True  # a reserved preemptor stops counting as nominated
             if change.kind != "Pod":
                 continue
             uid = change.uid

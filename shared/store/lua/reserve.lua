@@ -7,7 +7,8 @@
 -- Returns one of
 --   {"ok", store rv, gang ("none" | "permit" | "wait"), gang generation}
 --       store rv: the reservation's own change-stream entry (kind "Reservation")
---   {"conflict", reason...}          final for this attempt (recorded)
+--   {"conflict", store rv, usage (msgpack [field, count, ...]), reason...}
+--                                    final for this attempt (recorded)
 --   {"stale", seen attempt, state}   an older attempt: nothing changes
 --   {"dup", state, node held, gen}   this attempt was seen already: nothing changes
 --   {"gone"}                         no pod with this uid
@@ -44,9 +45,13 @@ if redis.call("HEXISTS", CHARGES, podkey) == 1 then
   emit_unreserved(maxlen, podkey, release(podkey))
 end
 
+-- A conflict carries the authoritative facts the worker's view disagreed with: the store's
+-- resourceVersion and the node's usage (reserved and bound pods), so the worker can tell a
+-- view that is merely behind from one that counts wrong (see worker ConflictFacts).
 local function reject(...)
   record_attempt(uid, attempt, "c")
-  return {"conflict", ...}
+  local usage = redis.call("HGETALL", usage_key(node))
+  return {"conflict", tonumber(redis.call("GET", RV_KEY) or "0"), cmsgpack.pack(usage), ...}
 end
 
 -- upstream v1 Toleration.ToleratesTaint
@@ -94,7 +99,8 @@ local nominated_pods = 0
 local nominated = {}
 local noms = redis.call("HGETALL", nom_key(node))
 for i = 1, #noms, 2 do
-  if noms[i] ~= podkey then
+  -- A nominated pod that holds a reservation is in the usage already (counted once).
+  if noms[i] ~= podkey and redis.call("HEXISTS", CHARGES, noms[i]) == 0 then
     local rec = cmsgpack.unpack(noms[i + 1])
     if rec.prio >= prio then
       nominated_pods = nominated_pods + 1
