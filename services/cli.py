@@ -53,6 +53,8 @@ def _cmd_schedule(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     if args.output == "json":
         print(json.dumps(to_json(report), indent=2))
     else:

@@ -723,6 +723,9 @@ class StackClient:
         from services.queue.store import QueueStore
 
         self.settings = settings
+        self.warnings: list[str] = []
+        """What the last apply warned about (pods whose own priority disagrees with their
+        class), one line each."""
         self.redis = aioredis.Redis.from_url(settings.redis_url)
         self.store = ClusterStore(
             self.redis, cluster=settings.cluster, prefix=settings.store_prefix
@@ -764,7 +767,7 @@ class StackClient:
         PriorityClasses and the manifests' own (as admission would)."""
         stored_classes = cast(list[PriorityClass], await self.store.list("PriorityClass"))
         new_names = {pc.metadata.name for pc in manifests.priority_classes}
-        resolve_priorities(
+        self.warnings = resolve_priorities(
             manifests,
             [
                 *manifests.priority_classes,
@@ -1033,7 +1036,10 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
 
     async def go() -> list[str]:
         async with StackClient(settings) as client:
-            return await client.apply(manifests)
+            lines = await client.apply(manifests)
+            for warning in client.warnings:
+                print(f"Warning: {warning}", file=sys.stderr)
+            return lines
 
     try:
         lines = asyncio.run(go())

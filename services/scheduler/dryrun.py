@@ -200,6 +200,9 @@ class DryRunReport:
     explain: bool = False
     passes: int = 0
     """Scheduling passes run."""
+    warnings: list[str] = field(default_factory=list)
+    """Input the run accepted with a doubt (e.g. a pod's priority disagreeing with its
+    class), one line each, naming the object."""
 
     def to_dict(self) -> dict[str, object]:
         return {"pods": [pod.to_dict(self.explain) for pod in self.pods]}
@@ -240,7 +243,7 @@ async def run_dry_async(
     registry: Mapping[str, PluginFactory] | None = None,
 ) -> DryRunReport:
     """`run_dry` for callers already inside an event loop."""
-    resolve_priorities(manifests)
+    warnings = resolve_priorities(manifests)
     if config is None:
         config = default_config()
     cluster = LocalCluster(
@@ -257,7 +260,9 @@ async def run_dry_async(
         seed=seed,
     )
     run = _DryRun(cluster, frameworks, explain)
-    return await run.run(manifests.pods)
+    report = await run.run(manifests.pods)
+    report.warnings = warnings
+    return report
 
 
 @dataclass(slots=True)

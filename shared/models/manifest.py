@@ -320,14 +320,20 @@ def _pod_error(pod: Pod, path: str, reason: str) -> ManifestError:
 
 def resolve_priorities(
     manifests: Manifests, classes: Iterable[PriorityClass] | None = None
-) -> None:
-    """Set spec.priority (and preemptionPolicy) of every pod from its PriorityClass, in place.
+) -> list[str]:
+    """Set spec.priority (and preemptionPolicy) of every pod without one from its
+    PriorityClass, in place; returns warnings (one line each, naming the pod).
 
-    Like the Priority admission plugin: a pod without priorityClassName gets the globalDefault
-    class (its name is filled in), or priority 0 when there is none; the built-in
-    system-node-critical / system-cluster-critical classes always exist; an unknown class or
-    an explicit spec.priority / preemptionPolicy that disagrees with the class is an error.
-    ``classes`` defaults to the manifests' own PriorityClasses.
+    A pod that carries spec.priority keeps it, and its preemptionPolicy, as kube-scheduler
+    reads them: in a real cluster a pod keeps the priority admission gave it, whatever
+    happened to its class since (seed 001: deleting a class or adding a globalDefault "does
+    not change existing pods"). A missing class or a value that differs from the class's is
+    a warning. A pod without spec.priority is resolved like the Priority admission plugin: a
+    pod without priorityClassName gets the globalDefault class (its name is filled in), or
+    priority 0 when there is none; the built-in system-node-critical /
+    system-cluster-critical classes always exist; an unknown class is an error, and so is an
+    explicit preemptionPolicy that disagrees with the class. ``classes`` defaults to the
+    manifests' own PriorityClasses.
 
     Known gap: preemptionPolicy has a non-None default in the model, so an explicit
     "PreemptLowerPriority" on a pod whose class says "Never" is taken as unset (upstream
@@ -350,9 +356,15 @@ def resolve_priorities(
     for pc in pcs:
         by_name[pc.metadata.name] = (pc.value, pc.preemption_policy)
     default = defaults[0] if defaults else None
+    warnings: list[str] = []
 
     for pod in manifests.pods:
         spec = pod.spec
+        if spec.priority is not None:
+            warning = _existing_priority_warning(pod, by_name)
+            if warning:
+                warnings.append(warning)
+            continue
         if spec.priority_class_name:
             found = by_name.get(spec.priority_class_name)
             if found is None:
@@ -367,14 +379,6 @@ def resolve_priorities(
             value, policy = default.value, default.preemption_policy
         else:
             value, policy = 0, PREEMPT_LOWER_PRIORITY
-        if spec.priority is not None and spec.priority != value:
-            raise _pod_error(
-                pod,
-                "spec.priority",
-                f"the integer value of priority ({spec.priority}) must not be provided in pod "
-                f"spec; priority admission controller computed {value} from the given "
-                "PriorityClass name",
-            )
         if spec.preemption_policy not in (policy, PREEMPT_LOWER_PRIORITY):
             raise _pod_error(
                 pod,
@@ -385,3 +389,23 @@ def resolve_priorities(
             )
         spec.priority = value
         spec.preemption_policy = policy
+    return warnings
+
+
+def _existing_priority_warning(pod: Pod, classes: Mapping[str, tuple[int, str]]) -> str:
+    """Why a pod's own spec.priority disagrees with its class today ("" when it does not)."""
+    spec = pod.spec
+    name = spec.priority_class_name
+    if name:
+        found = classes.get(name)
+        if found is None:
+            return (
+                f"Pod {pod.key}: spec.priorityClassName: no PriorityClass with name "
+                f'"{name}" was found; using spec.priority {spec.priority}'
+            )
+        if found[0] != spec.priority:
+            return (
+                f"Pod {pod.key}: spec.priority: {spec.priority} differs from PriorityClass "
+                f'"{name}" ({found[0]}); using spec.priority {spec.priority}'
+            )
+    return ""

@@ -1147,16 +1147,46 @@ def test_two_global_defaults():
     assert "a, b" in message
 
 
-def test_explicit_priority_disagreeing_with_class():
-    message = priority_error(pc_doc("high", 1000), pod_doc(priorityClassName="high", priority=7))
-    assert message.startswith(
-        "Pod default/web-1: spec.priority: the integer value of priority (7) must not"
-    )
-    assert "computed 1000" in message
-
-
-def test_explicit_priority_without_any_class():
-    assert "computed 0" in priority_error(pod_doc(priority=7))
+@pytest.mark.parametrize(
+    ("docs", "priority", "warning"),
+    [
+        pytest.param(
+            [pc_doc("high", 1000), pod_doc(priorityClassName="high", priority=7)],
+            7,
+            'Pod default/web-1: spec.priority: 7 differs from PriorityClass "high" (1000); '
+            "using spec.priority 7",
+            id="class-value-changed-since",
+        ),
+        pytest.param(
+            [pod_doc(priorityClassName="gone", priority=50)],
+            50,
+            'Pod default/web-1: spec.priorityClassName: no PriorityClass with name "gone" '
+            "was found; using spec.priority 50",
+            id="class-deleted-since",
+        ),
+        pytest.param([pod_doc(priority=7)], 7, "", id="no-class-at-all"),
+        pytest.param(
+            [pc_doc("default", 5, globalDefault=True), pod_doc(priority=0)],
+            0,
+            "",
+            id="from-before-a-global-default",
+        ),
+        pytest.param(
+            [pc_doc("high", 1000), pod_doc(priorityClassName="high", priority=1000)],
+            1000,
+            "",
+            id="agrees",
+        ),
+    ],
+)
+def test_a_present_spec_priority_is_trusted(docs: list[Any], priority: int, warning: str):
+    """Existing pods keep the priority they were admitted with (seed 001); a disagreement
+    with today's classes is a warning, never an error (kube-scheduler reads spec.priority)."""
+    m = load_docs(*docs)
+    warnings = resolve_priorities(m)
+    assert m.pods[0].spec.priority == priority
+    assert warnings == ([warning] if warning else [])
+    assert m.pods[0].spec.priority_class_name == docs[-1]["spec"].get("priorityClassName", "")
 
 
 def test_explicit_preemption_policy_disagreeing_with_class():

@@ -337,7 +337,7 @@ async def test_a_conflict_carries_the_nodes_usage_and_the_store_version(store: C
     result = await store.bindings.reserve(request(b), NOW)
     assert result.status is ReserveStatus.CONFLICT
     assert result.reasons == ("node(s) didn't have free ports for the requested pod ports",)
-    assert result.store_resource_version == int(await store.redis.get(store.keys.rv))
+    assert result.store_resource_version == int(await store.redis.get(store.keys.rv) or 0)
     assert result.usage == await store.usage("n1")
     assert result.usage == NodeUsage(1, {"cpu": 1000}, {HostPort("TCP", 9100, "0.0.0.0"): 1})
 
