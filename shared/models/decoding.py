@@ -22,7 +22,13 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from shared.models.quantity import QuantityError, parse_quantity, resource_value
+from shared.models.names import is_extended_resource
+from shared.models.quantity import (
+    MAX_EXACT_AMOUNT,
+    QuantityError,
+    parse_quantity,
+    resource_value,
+)
 from shared.models.schema import fields_of, ignored_fields
 
 Decoder = Callable[[Any], Any]
@@ -94,8 +100,17 @@ def _dec_str(value: Any) -> str:
     raise _expected("string", value)
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _dec_int(value: Any) -> int:
     if type(value) is int:
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            # No str(value): Python refuses to print integers of more than 4,300 digits.
+            raise FieldError(
+                f"Invalid value: a {value.bit_length()}-bit integer is out of range for a "
+                "64-bit integer"
+            )
         return value
     raise _expected("integer", value)
 
@@ -116,7 +131,7 @@ def _dec_int_string(value: Any) -> int:
     """resourceVersion: text of a non-negative integer (or an integer)."""
     if type(value) is int and value >= 0:
         return value
-    if type(value) is str and value.isascii() and value.isdigit():
+    if type(value) is str and value.isascii() and value.isdigit() and len(value) <= 19:
         return int(value)
     if type(value) is str and value == "":
         return 0
@@ -210,6 +225,17 @@ def _dec_resources_manifest(value: Any) -> dict[str, int]:
             raise FieldError(f"invalid quantity {_quote(raw)}", f".{name}") from None
         if amount < 0 or (amount == 0 and _is_negative(raw)):
             raise FieldError(f"invalid quantity {_quote(raw)}: must be non-negative", f".{name}")
+        if amount > MAX_EXACT_AMOUNT:
+            raise FieldError(
+                f"invalid quantity {_quote(raw)}: must be at most {MAX_EXACT_AMOUNT}"
+                f"{' millicores' if name == 'cpu' else ''}",
+                f".{name}",
+            )
+        if is_extended_resource(name) and parse_quantity(raw).denominator != 1:
+            raise FieldError(
+                f"invalid quantity {_quote(raw)}: must be an integer (extended resource)",
+                f".{name}",
+            )
         out[name] = amount
     return out
 

@@ -25,7 +25,12 @@ from shared.models.node import Node
 from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
 from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
 from shared.models.schema import KIND_BY_NAME, KindInfo, KubeObject
-from shared.models.validation import SYSTEM_PRIORITY_CLASSES, VALIDATORS, default_pod
+from shared.models.validation import (
+    SYSTEM_PRIORITY_CLASSES,
+    VALIDATORS,
+    default_pod,
+    validate_meta,
+)
 from shared.models.workload_validation import WORKLOAD_DEFAULTERS, WORKLOAD_VALIDATORS
 from shared.models.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 
@@ -188,6 +193,7 @@ def _finish(obj: Any, info: KindInfo) -> None:
         meta.namespace = meta.namespace or "default"
     else:
         meta.namespace = ""
+    validate_meta(meta, namespaced=info.namespaced, label_name=info.cls is Namespace)
     if isinstance(obj, Pod):
         default_pod(obj)
     defaulter = WORKLOAD_DEFAULTERS.get(info.cls)
@@ -201,6 +207,7 @@ class ManifestLoader:
     def __init__(self) -> None:
         self.manifests = Manifests()
         self._seen: dict[tuple[str, str, str], str] = {}
+        self._uids: dict[str, tuple[str, str, str]] = {}
 
     def add_document(self, doc: Any, *, source: str = "") -> None:
         if doc is None:  # an empty YAML document (e.g. a trailing "---")
@@ -212,6 +219,19 @@ class ManifestLoader:
         meta = obj.metadata
         kind = type(obj).__name__
         key = (kind, meta.namespace, meta.name)
+        name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        owner = self._uids.get(meta.uid)
+        if owner is not None and owner != key:
+            raise ManifestError(
+                f'{kind} {name}: metadata.uid: Duplicate value: "{meta.uid}" '
+                f"(also the uid of {owner[0]} {'/'.join(p for p in owner[1:] if p)})"
+                + (f" ({source})" if source else ""),
+                kind=kind,
+                name=name,
+                path="metadata.uid",
+                source=source,
+            )
+        self._uids[meta.uid] = key
         if key in self._seen:
             name = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
             first = self._seen[key]
@@ -265,12 +285,78 @@ class ManifestLoader:
         self.add_text(text, source=str(file))
 
 
+MAX_TEXT_BYTES = 256 * 1024 * 1024
+"""The largest manifest text berth reads (one file or stdin)."""
+MAX_DEPTH = 64
+"""The deepest nesting of mappings and sequences a manifest may have (Kubernetes objects
+need about 15 levels). Checked before parsing: the parsers recurse per level, and text
+nested thousands deep would exhaust the stack (a RecursionError, or a crash in C)."""
+
+
+def _nesting_depth(text: str, limit: int) -> int:
+    """An upper bound of the text's nesting, cheap and without parsing: per line, the block
+    depth (indentation over two, plus one level per leading "- " of a compact sequence; none
+    inside a flow collection) plus the open flow brackets ([ and {, outside quoted strings).
+    Stops early past `limit`."""
+    deepest = 0
+    flow = 0
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        dashes = 0
+        while stripped.startswith("- "):
+            dashes += 1
+            stripped = stripped[2:].lstrip(" ")
+        at_start = flow
+        quote = ""
+        for char in stripped:
+            if quote:
+                if char == quote:
+                    quote = ""
+            elif char in "\"'":
+                quote = char
+            elif char in "[{":
+                flow += 1
+                deepest = max(deepest, flow)
+            elif char in "]}":
+                flow -= 1
+            elif char == "#":
+                break
+        # Inside a flow collection (JSON, say) indentation means nothing: brackets count.
+        block = 0 if at_start > 0 else indent // 2 + dashes
+        deepest = max(deepest, block + max(flow, 0))
+        if deepest > limit:
+            return deepest
+    return deepest
+
+
 def _parse(text: str, source: str) -> Iterator[Any]:
     """Documents of a JSON text (one value) or a YAML stream (any number of documents).
 
     JSON is tried first when the text looks like it (much faster); YAML, a superset, is the
-    fallback, e.g. for JSON-style documents separated by "---".
+    fallback, e.g. for JSON-style documents separated by "---". Size and nesting are bounded
+    first; numbers too long for any field are an error, not a crash.
     """
+    if len(text) > MAX_TEXT_BYTES:
+        raise ManifestError(
+            f"{source}: too large: {len(text)} bytes (at most {MAX_TEXT_BYTES})", source=source
+        )
+    if _nesting_depth(text, MAX_DEPTH) > MAX_DEPTH:
+        raise ManifestError(
+            f"{source}: nested too deeply (more than {MAX_DEPTH} levels of mappings and sequences)",
+            source=source,
+        )
+    try:
+        yield from _parse_text(text, source)
+    except (ValueError, RecursionError) as e:
+        if isinstance(e, ManifestError):
+            raise
+        # Python refuses to convert integers of 4,300 digits or more (a ValueError from the
+        # JSON or YAML parser); nothing in a manifest needs a number that long.
+        raise ManifestError(f"{source}: cannot read a value: {e!s:.200}", source=source) from None
+
+
+def _parse_text(text: str, source: str) -> Iterator[Any]:
     if text.lstrip()[:1] in ("{", "["):
         try:
             doc = json.loads(text)

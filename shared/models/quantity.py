@@ -22,6 +22,9 @@ _DIGITS = frozenset("0123456789")
 _NANOS_PER_UNIT = 10**9
 _NANOS_PER_MILLI = 10**6
 _MAX_INT64 = 2**63 - 1
+_MAX_DIGITS = 64
+"""Digits a quantity may have: more cannot be an amount berth carries (and Python refuses to
+convert 4,300 digits or more)."""
 MAX_EXACT_AMOUNT = 2**53 - 1
 """The largest resource amount (after scaling: millicores, bytes, counts) berth accepts: every
 part of the pipeline carries it exactly (numpy int64 columns, msgpack, and the reserve
@@ -80,7 +83,8 @@ def _split(text: str) -> tuple[bool, str, str, str]:
         pos += 1
     while pos < end and text[pos] in _DIGITS:
         pos += 1
-    if pos != end:
+    if pos != end or not (whole or frac):
+        # At least one digit (".", "e1", "-" are not quantities, as upstream ParseQuantity).
         raise QuantityError(text)
     return negative, whole, frac, text[suffix_start:]
 
@@ -123,6 +127,8 @@ def _nanos(text: str) -> int:
         raise QuantityError(text)
     negative, whole, frac, suffix = _split(text)
     base, exponent, binary = _scale(suffix, text)
+    if len(whole) + len(frac) > _MAX_DIGITS:
+        raise QuantityError(text, "quantity out of range")
     mantissa = int(whole + frac) if (whole or frac) else 0
     if mantissa == 0:
         return 0

@@ -7,10 +7,18 @@ found wins.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.models.decoding import FieldError
+from shared.models.meta import ObjectMeta
+from shared.models.names import (
+    dns1123_label,
+    dns1123_subdomain,
+    label_value,
+    qualified_name,
+    resource_name,
+)
 from shared.models.node import Node
 from shared.models.pod import (
     CONTAINER_RESTART_ALWAYS,
@@ -22,6 +30,7 @@ from shared.models.pod import (
     WeightedPodAffinityTerm,
 )
 from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
+from shared.models.quantity import MAX_EXACT_AMOUNT
 from shared.models.selectors import (
     LABEL_OPERATORS,
     NODE_FIELD_NAME,
@@ -183,6 +192,48 @@ def _validate_pod_affinity(
 # --- pods --------------------------------------------------------------------------------
 
 
+# --- metadata, names, labels, resource names -----------------------------------------------
+
+UID_MAX = 128
+
+
+def validate_meta(meta: ObjectMeta, *, namespaced: bool, label_name: bool) -> None:
+    """Names, namespace, labels and uid of any object (upstream ValidateObjectMeta, with
+    the name rule of the kind: a DNS-1123 label for namespaces, a subdomain otherwise)."""
+    problem = dns1123_label(meta.name) if label_name else dns1123_subdomain(meta.name)
+    if problem:
+        raise fail("metadata.name", f'Invalid value: "{meta.name:.300}": {problem}')
+    if namespaced:
+        problem = dns1123_label(meta.namespace)
+        if problem:
+            raise fail("metadata.namespace", f'Invalid value: "{meta.namespace:.300}": {problem}')
+    validate_labels(meta.labels, "metadata.labels")
+    uid = meta.uid
+    if len(uid) > UID_MAX or not uid.isprintable() or any(c.isspace() for c in uid):
+        raise fail(
+            "metadata.uid",
+            f'Invalid value: "{uid:.300}": must be at most {UID_MAX} printable characters '
+            "without spaces",
+        )
+
+
+def validate_labels(labels: Mapping[str, str], path: str) -> None:
+    for key, value in labels.items():
+        problem = qualified_name(key)
+        if problem:
+            raise fail(path, f'Invalid value: "{key:.300}": {problem}')
+        problem = label_value(value)
+        if problem:
+            raise fail(f"{path}.{key}", f'Invalid value: "{value:.300}": {problem}')
+
+
+def validate_resource_names(resources: Mapping[str, int], path: str, *, node: bool) -> None:
+    for name in resources:
+        problem = resource_name(name, node=node)
+        if problem:
+            raise fail(f"{path}.{name}", f'Invalid value: "{name:.300}": {problem}')
+
+
 def default_pod(pod: Pod) -> None:
     """API-server defaulting: requests from limits; host ports under host networking."""
     spec = pod.spec
@@ -219,6 +270,8 @@ def _validate_container(container: Container, path: str, init: bool) -> None:
         if port.protocol not in PROTOCOLS:
             raise _unsupported(f"{p}.protocol", port.protocol, PROTOCOLS)
     res = container.resources
+    validate_resource_names(res.requests, f"{path}.resources.requests", node=False)
+    validate_resource_names(res.limits, f"{path}.resources.limits", node=False)
     for name, limit in res.limits.items():
         request = res.requests.get(name)
         if request is not None and request > limit:
@@ -275,11 +328,17 @@ def _validate_spread(spec: PodSpec) -> None:
         p = f"spec.topologySpreadConstraints[{i}]"
         if c.max_skew <= 0:
             raise fail(f"{p}.maxSkew", f"Invalid value: {c.max_skew}: must be greater than zero")
+        if c.max_skew > INT32_MAX:
+            raise fail(f"{p}.maxSkew", f"Invalid value: {c.max_skew}: must be a 32-bit integer")
         if not c.topology_key:
             raise fail(f"{p}.topologyKey", "Required value: can not be empty")
         if c.when_unsatisfiable not in WHEN_UNSATISFIABLE:
             raise _unsupported(f"{p}.whenUnsatisfiable", c.when_unsatisfiable, WHEN_UNSATISFIABLE)
         if c.min_domains is not None:
+            if c.min_domains > INT32_MAX:
+                raise fail(
+                    f"{p}.minDomains", f"Invalid value: {c.min_domains}: must be a 32-bit integer"
+                )
             if c.min_domains <= 0:
                 raise fail(
                     f"{p}.minDomains", f"Invalid value: {c.min_domains}: must be greater than zero"
@@ -372,8 +431,14 @@ def validate_node(node: Node) -> None:
             )
         seen.add((taint.key, taint.effect))
     for i, image in enumerate(node.status.images):
-        if image.size_bytes < 0:
-            raise fail(f"status.images[{i}].sizeBytes", "Invalid value: must be non-negative")
+        if not 0 <= image.size_bytes <= MAX_EXACT_AMOUNT:
+            raise fail(
+                f"status.images[{i}].sizeBytes",
+                f"Invalid value: {image.size_bytes}: must be between 0 and {MAX_EXACT_AMOUNT}",
+            )
+    validate_resource_names(node.status.capacity, "status.capacity", node=True)
+    validate_resource_names(node.status.allocatable, "status.allocatable", node=True)
+    validate_labels(node.metadata.labels, "metadata.labels")
 
 
 def validate_priority_class(pc: PriorityClass) -> None:
@@ -433,6 +498,10 @@ def validate_pdb(pdb: PodDisruptionBudget) -> None:
 
 
 def validate_pod_group(group: PodGroup) -> None:
+    if group.spec.min_member > INT32_MAX:
+        raise fail(
+            "spec.minMember", f"Invalid value: {group.spec.min_member}: must be a 32-bit integer"
+        )
     if group.spec.min_member < 0:
         raise fail(
             "spec.minMember", f"Invalid value: {group.spec.min_member}: must be non-negative"
