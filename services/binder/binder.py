@@ -397,6 +397,7 @@ class Binder:
             min_member=min_member,
             ttl_seconds=wait_seconds + self.config.reservation_margin_seconds,
             holder=self.holder,
+            node_checks=profile.node_checks,
         )
 
     async def _reserved(self, p: Proposal, a: _Attempt, ticket: int) -> _Reserved | None:

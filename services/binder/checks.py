@@ -99,6 +99,17 @@ class ProfileChecks:
         self._view = view
         fit = profile.plugin_args(NodeResourcesFitArgs)
         self._fit_enabled = filter_enabled(plugins, names.NODE_RESOURCES_FIT)
+        self.node_checks = "".join(
+            letter
+            for letter, plugin in (
+                ("u", names.NODE_UNSCHEDULABLE),
+                ("t", names.TAINT_TOLERATION),
+                ("p", names.NODE_PORTS),
+                ("f", names.NODE_RESOURCES_FIT),
+            )
+            if filter_enabled(plugins, plugin)
+        )
+        """The node-local Filters check-and-reserve runs for this profile (ReserveRequest)."""
         self._ignored = frozenset(fit.ignored_resources)
         self._ignored_groups = frozenset(fit.ignored_resource_groups)
         self.node_affinity: NodeAffinity | None = None
@@ -127,14 +138,16 @@ class ProfileChecks:
         return run_filter(self.node_affinity, pod, NodeColumns([node]), 0)
 
     def check_cross_node(self, pod: Pod, node: str) -> Status:
-        """InterPodAffinity and PodTopologySpread on `node`, over the binder's view."""
-        if not self.cross_node:
+        """NodeAffinity (the node's labels: a proposal is not taken on trust), then
+        InterPodAffinity and PodTopologySpread on `node`, over the binder's view."""
+        if not self.cross_node and self.node_affinity is None:
             return SUCCESS
         columns = self._view.columns
         row = columns.index.get(node)
         if row is None:
             return Status.error(f"node {node!r} is not in the binder's view yet")
-        for plugin in self.cross_node:
+        plugins: list[FilteringPlugin] = [self.node_affinity] if self.node_affinity else []
+        for plugin in [*plugins, *self.cross_node]:
             status = run_filter(plugin, pod, columns, row)
             if not status.is_success():
                 return status

@@ -54,6 +54,9 @@ class ReserveStatus(enum.StrEnum):
     """The node's resourceVersion is not the one the caller checked: re-check and retry."""
 
 
+ALL_NODE_CHECKS = "utpf"
+
+
 @dataclass(frozen=True, slots=True)
 class ReserveRequest:
     pod_key: str
@@ -76,6 +79,10 @@ class ReserveRequest:
     holder: str = ""
     """Who reserves (a binder's id): streamed with the reservation, so that other binders'
     views count it and this one's can leave it out."""
+    node_checks: str = ALL_NODE_CHECKS
+    """Which node-local Filters the pod's profile runs, one letter each: u NodeUnschedulable,
+    t TaintToleration, p NodePorts, f NodeResourcesFit (pod count; the resources are `check`).
+    The script checks only these, as the worker's framework does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +232,7 @@ class Bindings:
                 repr(r.ttl_seconds),
                 self.stream_maxlen,
                 r.holder,
+                r.node_checks,
             ],
         )
         return ReserveResult.parse(reply)

@@ -351,3 +351,34 @@ async def test_a_reserved_preemptor_counts_once_not_also_as_nominated(store: Clu
     await store.bindings.nominate(high.key, high.metadata.uid, "n1", 100, PodCharge.of(high))
     assert (await store.bindings.reserve(request(high), NOW)).status is ReserveStatus.OK
     assert (await store.bindings.reserve(request(low), NOW)).status is ReserveStatus.OK
+
+
+@pytest.mark.parametrize(
+    ("checks", "reasons"),
+    [
+        pytest.param("utpf", ("node(s) were unschedulable",), id="all-enabled-cordon-first"),
+        pytest.param(
+            "tpf", ("node(s) had untolerated taint {dedicated: gpu}",), id="no-node-unschedulable"
+        ),
+        pytest.param(
+            "pf", ("node(s) didn't have free ports for the requested pod ports",), id="no-taints"
+        ),
+        pytest.param("f", ("Too many pods",), id="no-node-ports"),
+        pytest.param("", (), id="all-disabled"),
+    ],
+)
+async def test_only_the_profiles_node_filters_are_checked(
+    store: ClusterStore, checks: str, reasons: tuple[str, ...]
+):
+    """A profile that disables NodeUnschedulable, TaintToleration, NodePorts or
+    NodeResourcesFit gets no such check from check-and-reserve either (the worker's
+    framework skipped it, so the binder must not refuse what the worker proposed)."""
+    holder = make_pod("holder").host_port(80).node("n1").obj()
+    pod = make_pod("p").host_port(80).obj()
+    node = make_node("n1").capacity(cpu="4", pods=1).taint("dedicated", "gpu").unschedulable()
+    await store.apply([node.obj(), holder, pod])
+    result = await store.bindings.reserve(request(pod, check=(), node_checks=checks), NOW)
+    if reasons:
+        assert (result.status, result.reasons) == (ReserveStatus.CONFLICT, reasons)
+    else:
+        assert result.status is ReserveStatus.OK

@@ -3,7 +3,9 @@
 --       7 node rv the caller checked (0: any), 8 pod priority, 9 charge {r, p},
 --       10 fit check {n = resource names, a = amounts}, 11 tolerations {{key, op, value, effect}},
 --       12 gang ("ns/group" or ""), 13 minMember, 14 reservation ttl (seconds),
---       15 stream maxlen, 16 holder (the reserving binder)
+--       15 stream maxlen, 16 holder (the reserving binder), 17 node checks the pod's profile
+--       runs ("utpf": NodeUnschedulable, TaintToleration, NodePorts, NodeResourcesFit's pod
+--       count; the resources to fit are ARGV 10)
 -- Returns one of
 --   {"ok", store rv, gang ("none" | "permit" | "wait"), gang generation}
 --       store rv: the reservation's own change-stream entry (kind "Reservation")
@@ -23,6 +25,8 @@ local check = cmsgpack.unpack(ARGV[10])
 local tolerations = cmsgpack.unpack(ARGV[11])
 local group, min_member, ttl = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[14])
 local maxlen, holder = ARGV[15], ARGV[16]
+local checks = ARGV[17] or "utpf"
+local function runs(letter) return string.find(checks, letter, 1, true) ~= nil end
 
 local seen, seen_state = split_pair(redis.call("HGET", ATT, uid))
 if seen then
@@ -74,12 +78,15 @@ if want_node_rv > 0 and node_rv ~= want_node_rv then return {"node_changed", nod
 local facts = cmsgpack.unpack(redis.call("HGET", NODE_FACTS, node))
 
 -- NodeUnschedulable, TaintToleration
-if facts.u and not tolerates("node.kubernetes.io/unschedulable", "", "NoSchedule") then
+if runs("u") and facts.u
+    and not tolerates("node.kubernetes.io/unschedulable", "", "NoSchedule") then
   return reject("node(s) were unschedulable")
 end
-for _, taint in ipairs(facts.t) do
-  if not tolerates(taint[1], taint[2], taint[3]) then
-    return reject("node(s) had untolerated taint {" .. taint[1] .. ": " .. taint[2] .. "}")
+if runs("t") then
+  for _, taint in ipairs(facts.t) do
+    if not tolerates(taint[1], taint[2], taint[3]) then
+      return reject("node(s) had untolerated taint {" .. taint[1] .. ": " .. taint[2] .. "}")
+    end
   end
 end
 
@@ -113,7 +120,7 @@ for i = 1, #noms, 2 do
 end
 
 -- NodePorts (upstream HostPortInfo.CheckConflict)
-for _, want in ipairs(charge.p) do
+for _, want in ipairs(runs("p") and charge.p or {}) do
   local port = int(want[2])
   for _, have in ipairs(ports) do
     if have[1] == want[1] and have[2] == port
@@ -126,7 +133,7 @@ end
 -- NodeResourcesFit (upstream fitsRequest)
 local alloc = facts.a
 local reasons = {}
-if (used["pods"] or 0) + nominated_pods + 1 > (alloc["pods"] or 0) then
+if runs("f") and (used["pods"] or 0) + nominated_pods + 1 > (alloc["pods"] or 0) then
   table.insert(reasons, "Too many pods")
 end
 for i, resource in ipairs(check.n) do
