@@ -659,6 +659,7 @@ async def _serve_binder(settings: StackSettings, name: str) -> None:
         topics=settings.topics,
         scheduler_config=_scheduler_config(settings),
         service_name=name or "binder",
+        queue_key_prefix=settings.queue_prefix,
         group_id=settings.group_id("binder"),
         consumer_options=settings.consumer_options(),
     )

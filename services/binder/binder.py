@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+import msgpack
 from opentelemetry.trace import Span
 
 from services.binder.checks import Checks, ProfileChecks
@@ -42,6 +43,7 @@ from services.binder.messages import Proposal
 from services.binder.order import CheckOrder
 from services.binder.tasks import finish
 from services.binder.view import ClusterView
+from services.queue.keys import InvalidTenantError, QueueKeys, check_tenant
 from services.scheduler.framework.status import Status
 from services.scheduler.framework.waiting_pods import go_duration
 from services.scheduler.plugins import names
@@ -80,6 +82,18 @@ _REPLAYED_CONFLICTS = {
     "x": "the reservation expired",
 }
 """Conflict messages of re-sent outcomes (the original reasons are not kept)."""
+
+
+def _queued_uid(state: bytes | None) -> str | None:
+    """The uid in the queue's state record of a pod (a msgpack array, uid first)."""
+    if state is None:
+        return None
+    try:
+        fields = msgpack.unpackb(state, raw=False)
+    except (ValueError, msgpack.ExtraData):
+        return None
+    uid = fields[0] if isinstance(fields, list) and fields else None
+    return uid if isinstance(uid, str) else None
 
 
 def bound_record(pod: Pod, node: str, resource_version: int) -> PodRecord:
@@ -132,6 +146,9 @@ class Emitter(Protocol):
     async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None: ...
 
     async def pod_event(self, event: PodEvent) -> None: ...
+
+    async def refused(self, proposal: Proposal, reason: str) -> None:
+        """A proposal not obeyed (forged, or stale against the queue): to the dead letters."""
 
 
 @dataclass(slots=True)
@@ -269,6 +286,8 @@ class Binder:
             if active is not None and active >= p.attempt:
                 self.stats["duplicate"] += 1
                 return
+            if await self._lease_refusal(p) is not None:
+                return
             self._active[p.uid] = p.attempt
             with binding_cycle_span(p, headers) as span:
                 cycle = _Cycle(span, time.perf_counter())
@@ -364,6 +383,10 @@ class Binder:
                 fresh = await self._stored_pod(p)
                 if fresh is None or fresh.spec.node_name:
                     continue  # the next reserve reports gone / bound
+                if not _scheduled_as(fresh, p):
+                    # The view's copy was the scheduled one; the store's is newer and differs.
+                    await self._final_conflict(p, "the pod changed since it was scheduled")
+                    return None
                 pod = fresh
                 node_rv = request.node_resource_version
                 request = self._request(p, pod, profile, gang, min_member, wait_seconds)
@@ -537,7 +560,85 @@ class Binder:
                 await self.emitter.pod_event(PodEvent("update", record))
 
     # ---------------------------------------------------------------- preempt
+    async def _lease_refusal(self, p: Proposal) -> str | None:
+        """Why the queue's lease does not cover this proposal (None: it does). An older
+        attempt is merely stale (the queue moved on: dropped, counted); a pod the queue has
+        no lease of, another uid, or a later attempt than leased is refused and dead-lettered:
+        acting on it would delete, bind or record what nobody asked for."""
+        prefix = self.config.queue_key_prefix
+        if prefix is None:
+            return None
+        keys = QueueKeys(prefix)
+        try:
+            check_tenant(p.tenant)
+        except InvalidTenantError as exc:
+            reason = str(exc)
+        else:
+            async with self.store.redis.pipeline(transaction=True) as pipe:
+                pipe.hexists(keys.key(p.tenant, "cyc"), p.pod_key)
+                pipe.hget(keys.key(p.tenant, "att"), p.pod_key)
+                pipe.hget(keys.key(p.tenant, "st"), p.pod_key)
+                in_flight, ended, state = await pipe.execute()
+            leased = int(ended or 0) + 1
+            uid = _queued_uid(state)
+            if in_flight and uid == p.uid and leased == p.attempt:
+                return None
+            if uid == p.uid and p.attempt < leased:
+                self.stats["stale"] += 1
+                return "stale"
+            if uid is None:
+                reason = f"the queue holds no pod {p.pod_key}"
+            elif uid != p.uid:
+                reason = f"the queue's {p.pod_key} has another uid"
+            elif not in_flight:
+                reason = f"{p.pod_key} is not in flight (its attempt {p.attempt} ended)"
+                self.stats["stale"] += 1
+                return reason
+            else:
+                reason = f"attempt {p.attempt} of {p.pod_key} was not dispatched (lease {leased})"
+        self.stats["refused"] += 1
+        log.warning("refused %s proposal for %s: %s", p.kind, p.pod_key, reason)
+        await self.emitter.refused(p, reason)
+        return reason
+
+    def _victims_refusal(self, p: Proposal, preemptor: Pod, victims: Sequence[Pod]) -> str:
+        """Why these victims may not be evicted for `preemptor` ("" when they may): each must
+        run on the proposal's node with a lower priority, and the preemptor must be pending
+        and allowed to preempt (upstream's preemption picks nothing else)."""
+        if preemptor.spec.node_name:
+            return f"the preemptor {p.pod_key} is bound already"
+        if preemptor.spec.preemption_policy == "Never":
+            return f"the preemptor {p.pod_key} has preemptionPolicy Never"
+        priority = priority_of(preemptor)
+        for victim in victims:
+            if victim.spec.node_name != p.node_name:
+                where = victim.spec.node_name or "no node"
+                return f"victim {victim.key} runs on {where}, not on {p.node_name}"
+            if priority_of(victim) >= priority:
+                return (
+                    f"victim {victim.key} has priority {priority_of(victim)}, not lower than "
+                    f"the preemptor's {priority}"
+                )
+        return ""
+
     async def _preempt(self, p: Proposal) -> None:
+        pod = await self._stored_pod(p)
+        if pod is None:
+            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
+            return
+        victims: list[Pod] = []
+        for victim_ref in p.victims:
+            namespace, name = victim_ref.pod_key.split("/", 1)
+            victim = await self.store.get_pod(namespace, name)
+            if victim is not None and victim.metadata.uid == victim_ref.uid:
+                victims.append(victim)  # the others are gone already
+        refusal = self._victims_refusal(p, pod, victims)
+        if refusal:
+            self.stats["refused"] += 1
+            log.warning("refused preemption for %s: %s", p.pod_key, refusal)
+            await self.emitter.refused(p, refusal)
+            await self._outcome(p, "error", message=f"preemption refused: {refusal}")
+            return
         status, _, seen = await self.bindings.claim(p.uid, p.attempt, "p")
         if status == "stale":
             self.stats["stale"] += 1
@@ -549,18 +650,11 @@ class Binder:
             # Claimed by a binder that may have died half-way: evicting the victims left,
             # nominating and reporting are idempotent, so do it all again.
             self.stats["duplicate"] += 1
-        pod = await self._stored_pod(p)
-        if pod is None:
-            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
-            return
         pods = self.view.bound_pods()
         pdbs: dict[str, PodDisruptionBudget] = dict(self.view.pdbs)
         evicted = 0
-        for victim_ref in p.victims:
-            namespace, name = victim_ref.pod_key.split("/", 1)
-            victim = await self.store.get_pod(namespace, name)
-            if victim is None or victim.metadata.uid != victim_ref.uid:
-                continue  # gone already
+        for victim in victims:
+            namespace, name = victim.metadata.namespace, victim.metadata.name
             answer = evict(victim, list(pdbs.values()), pods)
             if not answer.allowed:
                 if self.config.preemption_honors_pdb:
@@ -576,10 +670,11 @@ class Binder:
                 budget = replace(answer.pdb, status=answer.status)
                 await self.store.apply([budget])
                 pdbs[budget.key] = budget
-            if await self.store.delete("Pod", namespace, name, uid=victim_ref.uid) is None:
+            uid = victim.metadata.uid
+            if await self.store.delete("Pod", namespace, name, uid=uid) is None:
                 continue
             evicted += 1
-            pods = [q for q in pods if q.metadata.uid != victim_ref.uid]
+            pods = [q for q in pods if q.metadata.uid != uid]
             if self.config.publish_pod_events:
                 await self.emitter.pod_event(PodEvent.of("delete", victim))
         await self.bindings.nominate(

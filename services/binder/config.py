@@ -58,3 +58,8 @@ class BinderConfig:
     """Overrides for shared.kafka.make_consumer (tests: session_timeout_ms...)."""
     producer_options: Mapping[str, Any] = field(default_factory=dict)
     service_name: str = "binder"
+    queue_key_prefix: str | None = None
+    """The queue's Redis key prefix: each proposal's attempt is checked against the queue's
+    lease of the pod before anything is done (a forged or stale attempt number must not be
+    recorded, or every later attempt would look stale). None: not checked (a binder
+    without a queue, in unit tests)."""

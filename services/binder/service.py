@@ -125,12 +125,25 @@ class KafkaEmitter:
     def __init__(self, producer: AIOKafkaProducer, config: BinderConfig) -> None:
         self._producer = producer
         self._topics = config.topics
+        self._service = config.service_name
 
     async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None:
         await self._send(self._topics.outcomes, outcome.uid, outcome.encode(), headers)
 
     async def pod_event(self, event: PodEvent) -> None:
         await self._send(self._topics.pod_events, event.pod.uid, event.encode(), None)
+
+    async def refused(self, proposal: Proposal, reason: str) -> None:
+        letter = DeadLetter(
+            service=self._service,
+            topic=self._topics.proposals,
+            partition=-1,
+            offset=-1,
+            error=f"refused: {reason}",
+            key=proposal.node_name.encode(),
+            payload=proposal.encode(),
+        )
+        await self._send(self._topics.dlq, proposal.uid, letter.encode(), None)
 
     async def _send(self, topic: str, key: str, value: bytes, headers: Headers | None) -> None:
         delivery = await self._producer.send(

@@ -31,6 +31,7 @@ class Recorder:
 
     outcomes: list[Outcome] = field(default_factory=list)
     events: list[PodEvent] = field(default_factory=list)
+    refusals: list[tuple[Proposal, str]] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None:
@@ -39,6 +40,9 @@ class Recorder:
 
     async def pod_event(self, event: PodEvent) -> None:
         self.events.append(event)
+
+    async def refused(self, proposal: Proposal, reason: str) -> None:
+        self.refusals.append((proposal, reason))
 
     def final(self) -> list[Outcome]:
         """Outcomes other than lease extensions."""
