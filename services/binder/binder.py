@@ -68,6 +68,7 @@ from shared.store import (
     pod_group_key,
 )
 from shared.store.bindings import AttemptState
+from shared.store.records import unpack
 from shared.tracing import (
     binding_cycle_span,
     binding_step_span,
@@ -680,6 +681,7 @@ class Binder:
         await self.bindings.nominate(
             p.pod_key, p.uid, p.node_name, priority_of(pod), PodCharge.of(pod)
         )
+        await self._clear_lower_nominations(p, priority_of(pod))
         self.stats["preempted"] += evicted
         await self._outcome(
             p,
@@ -688,6 +690,24 @@ class Binder:
             plugins=p.unschedulable_plugins,
             nominated=p.node_name,
         )
+
+    async def _clear_lower_nominations(self, p: Proposal, priority: int) -> None:
+        """Pods of lower priority nominated to the node the preemptor took lose their
+        nomination, so they look elsewhere (upstream prepareCandidate; the dry run does the
+        same)."""
+        keys = self.store.keys
+        nominated = await self.store.redis.hgetall(keys.nominated(p.node_name))
+        for raw_key, raw_record in nominated.items():
+            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            record = raw_record if isinstance(raw_record, bytes) else raw_record.encode()
+            if key == p.pod_key or unpack(record).get("prio", 0) >= priority:
+                continue
+            meta = await self.store.redis.hget(keys.meta("Pod"), key)
+            if meta is None:
+                continue
+            uid = (meta.decode() if isinstance(meta, bytes) else str(meta)).partition(" ")[2]
+            await self.bindings.nominate(key, uid, "", 0, PodCharge())
+            self.stats["nominations_cleared"] += 1
 
     # ---------------------------------------------------------------- helpers
     async def _already_bound(self, p: Proposal, node: str) -> None:

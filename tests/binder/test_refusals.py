@@ -14,6 +14,7 @@ from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
 from services.queue.store import QueueStore
 from shared.messages import PodRecord
+from shared.store import PodCharge
 from tests.binder.conftest import Harness, make_harness, proposal
 from tests.binder.test_binder import node
 from tests.builders import make_pod
@@ -106,3 +107,26 @@ async def test_a_proposal_for_an_attempt_the_queue_ended_is_stale(
     assert result is None
 
     assert (await harness.store.usage("n1")).pods == 0
+
+
+async def test_a_preemption_clears_lower_priority_nominations_on_its_node(
+    harness: Harness,
+) -> None:
+    """As the dry run does (upstream prepareCandidate): a pod of lower priority nominated to
+    the node the preemptor takes loses its nomination; one of higher priority keeps it."""
+    victim = make_pod("victim").priority(0).req(cpu="3").node("n1").obj()
+    vip = make_pod("vip").priority(100).req(cpu="3").obj()
+    lower = make_pod("lower").priority(50).req(cpu="1").obj()
+    higher = make_pod("higher").priority(200).req(cpu="1").obj()
+    await harness.store.apply([node("n1").obj(), victim, vip, lower, higher])
+    for pod in (lower, higher):
+        await harness.store.bindings.nominate(
+            pod.key, pod.metadata.uid, "n1", pod.spec.priority or 0, PodCharge.of(pod)
+        )
+    await harness.run(proposal(vip, "n1", victims=(victim,)))
+    nominations = {}
+    for name in ("vip", "lower", "higher"):
+        stored = await harness.store.get_pod("default", name)
+        assert stored is not None
+        nominations[name] = stored.status.nominated_node_name
+    assert nominations == {"vip": "n1", "lower": "", "higher": "n1"}
