@@ -231,7 +231,7 @@ async def test_a_reload_keeps_the_pods_the_worker_proposed(rig: Rig) -> None:
     first, second = make_pod("a").req(cpu="3").obj(), make_pod("b").req(cpu="3").obj()
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(first))
     await rig.proposals.until(lambda items: len(items) >= 1)
-    rig.worker._reload(await rig.store.load_snapshot())
+    await rig.worker._reload(await rig.store.load_snapshot())
     assert set(rig.worker.view.assumed) == {first.metadata.uid}
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(second))
     (outcome,) = await rig.outcomes.until(lambda items: len(items) >= 1)

@@ -44,6 +44,7 @@ from redis.asyncio import Redis
 from services.binder.config import FETCH_MAX_WAIT_MS
 from services.binder.messages import Proposal
 from services.binder.tasks import finish
+from services.scheduler.extender import build_extenders
 from services.scheduler.framework.runtime import Framework, build_frameworks
 from services.scheduler.plugins.registry import in_tree_registry
 from services.scheduler.worker.config import WorkerConfig
@@ -51,7 +52,14 @@ from services.scheduler.worker.cycle import Decision, decide, failed_decision
 from services.scheduler.worker.view import WorkerView
 from shared.health import HealthServer
 from shared.kafka import Headers, assign_all, ensure_topics, make_consumer, make_producer
-from shared.messages import DeadLetter, MessageError, NodeFacts, Outcome, ScheduleBatch
+from shared.messages import (
+    DeadLetter,
+    MessageError,
+    NodeFacts,
+    Outcome,
+    ScheduleBatch,
+    ScheduleRequest,
+)
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.store import ClusterStore, HostPort, NodeUsage, Snapshot, StreamGapError
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
@@ -122,7 +130,11 @@ class SchedulerWorker:
         self.bootstrap = bootstrap
         self.clock = clock
         self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
-        self.view = WorkerView()
+        self.view = WorkerView(build_extenders(self.config.profiles().extenders))
+        self._view_lock = asyncio.Lock()
+        """Held while a cycle runs in a thread (extenders' HTTP calls must not block the event
+        loop): the follower, the outcome listener and housekeeping change the view only
+        between cycles."""
         self.frameworks: dict[str, Framework] = build_frameworks(
             self.config.profiles(), in_tree_registry(), self.view, seed=self.config.seed
         )
@@ -300,7 +312,7 @@ class SchedulerWorker:
                 await asyncio.sleep(0)
             with scheduling_cycle_span(request, record.headers) as span:
                 try:
-                    decision = decide(self.frameworks, self.view, request, self.clock())
+                    decision = await self._decide(request)
                 except Exception as exc:  # a framework bug must not stop the partition
                     log.exception(
                         "scheduling %s (attempt %d) failed", request.pod_key, request.attempt
@@ -316,6 +328,17 @@ class SchedulerWorker:
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)
         return deliveries
+
+    async def _decide(self, request: ScheduleRequest) -> Decision:
+        """One scheduling cycle. With extenders, in a thread (their calls block on HTTP for up
+        to httpTimeout) while the view is locked; without, inline (no await: nothing else
+        touches the view meanwhile)."""
+        if not self.view.extenders:
+            return decide(self.frameworks, self.view, request, self.clock())
+        async with self._view_lock:
+            return await asyncio.to_thread(
+                decide, self.frameworks, self.view, request, self.clock()
+            )
 
     async def _await_victims(self, proposal: Proposal) -> None:
         """After proposing a preemption, the next cycles see its victims gone (as the dry run
@@ -413,23 +436,25 @@ class SchedulerWorker:
                     stop=self._interrupt,
                     previous=self.view.view.previous,
                 ):
-                    self.view.apply(changes)
+                    async with self._view_lock:
+                        self.view.apply(changes)
                     self._signal_advanced()
                 if self._reload_reason and not self._stopping.is_set():
-                    self._reload(await self.store.load_snapshot())
+                    await self._reload(await self.store.load_snapshot())
                     self._reload_reason = ""
                     self._interrupt.clear()
             except StreamGapError as exc:
                 log.warning("%s: reloading the snapshot", exc)
-                self._reload(await self.store.load_snapshot())
+                await self._reload(await self.store.load_snapshot())
             except Exception:  # Redis went away for a moment: retry from where the view is
                 log.exception("following the change stream failed")
                 await self._pause(0.5)
 
-    def _reload(self, snapshot: Snapshot) -> None:
+    async def _reload(self, snapshot: Snapshot) -> None:
         # In place: the frameworks keep their handle, and the pods this worker proposed and
         # that are not bound yet stay assumed (ClusterView.load keeps them).
-        self.view.load(snapshot)
+        async with self._view_lock:
+            self.view.load(snapshot)
         self._signal_advanced()
 
     async def _pause(self, seconds: float) -> None:
@@ -451,9 +476,10 @@ class SchedulerWorker:
                 log.exception("reading outcomes failed")
                 await asyncio.sleep(0.5)
                 continue
-            for records in batches.values():
-                for record in records:
-                    self._outcome_seen(record.value)
+            async with self._view_lock:
+                for records in batches.values():
+                    for record in records:
+                        self._outcome_seen(record.value)
 
     def _outcome_seen(self, value: bytes | None) -> None:
         if not value:
@@ -493,7 +519,8 @@ class SchedulerWorker:
             await self._pause(self.config.heartbeat_seconds)
             if self._stopping.is_set():
                 return
-            self.view.expire(self.clock(), self.config.assume_ttl_seconds)
+            async with self._view_lock:
+                self.view.expire(self.clock(), self.config.assume_ttl_seconds)
             with contextlib.suppress(Exception):
                 await self._heartbeat()
 

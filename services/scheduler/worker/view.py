@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from services.binder.view import WORKER_HOLDER, ClusterView
+from services.scheduler.extender import HTTPExtender
 from services.scheduler.framework.columns import NodeColumns
 from services.scheduler.plugins.podindex.cluster_objects import ClusterObjects
 from shared.models import Node, Pod, PodDisruptionBudget
@@ -42,8 +43,11 @@ class WorkerView:
     """Handle for the frameworks (nodes, binder, cluster_objects, nominated_pods,
     pod_disruption_budgets) over a ClusterView; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, extenders: Sequence[HTTPExtender] = ()) -> None:
         self.view = ClusterView(WORKER_HOLDER)
+        self.extenders: list[HTTPExtender] = list(extenders)
+        """The configured extenders (KubeSchedulerConfiguration.extenders), which the
+        frameworks call from this handle exactly as in the dry run."""
         self._nominated: dict[str, Pod] = {}
         """uid -> pending pod with a nominated node."""
         self._by_node: dict[str, list[Pod]] | None = None
