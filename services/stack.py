@@ -85,7 +85,7 @@ from shared.models import (
     load_manifests,
     resolve_priorities,
 )
-from shared.store import ClusterStore, object_key
+from shared.store import ClusterStore, StoreError, object_key
 from shared.tracing import dispatch_headers
 
 log = logging.getLogger(__name__)
@@ -777,6 +777,8 @@ class StackClient:
         )
         lines: list[str] = []
         objects = list(manifests.objects())
+        if len(objects) > batch:
+            await self.store.check_apply(objects)  # all or nothing across the batches
         for start in range(0, len(objects), batch):
             lines += await self._apply_batch(objects[start : start + batch])
         return lines
@@ -1044,7 +1046,7 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         lines = asyncio.run(go())
-    except ManifestError as exc:
+    except (ManifestError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print("\n".join(lines))

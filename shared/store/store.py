@@ -157,22 +157,31 @@ class ClusterStore:
 
     # ------------------------------------------------------------------ writes
     async def apply(self, objects: Iterable[KubeObject]) -> list[Applied]:
-        """Create or update objects; an existing object keeps its uid. Each batch of
-        APPLY_BATCH objects is one script: all of it is written, or (ApplyRejectedError)
-        none of it. A pod with spec.nodeName is bound at once (its usage counted)."""
+        """Create or update objects; an existing object keeps its uid. All of them are
+        written, or (ApplyRejectedError) none: every batch of APPLY_BATCH objects (one
+        script each) is checked before the first is written, and each script checks its
+        batch again before writing any of it. (A binder starting to bind one of the pods
+        between the two checks is the only way an apply of several batches can stop half
+        way.) A pod with spec.nodeName is bound at once (its usage counted)."""
+        items = list(objects)
+        batches = [items[i : i + APPLY_BATCH] for i in range(0, len(items), APPLY_BATCH)]
+        if len(batches) > 1:
+            await self.check_apply(items)
         out: list[Applied] = []
-        batch: list[KubeObject] = []
-        for obj in objects:
-            batch.append(obj)
-            if len(batch) >= APPLY_BATCH:
-                out.extend(await self._apply_batch(batch, len(out)))
-                batch = []
-        if batch:
+        for batch in batches:
             out.extend(await self._apply_batch(batch, len(out)))
         return out
 
-    async def _apply_batch(self, batch: Sequence[KubeObject], offset: int) -> list[Applied]:
-        args: list[Any] = [self.stream_maxlen, len(batch)]
+    async def check_apply(self, objects: Sequence[KubeObject]) -> None:
+        """What `apply` checks before writing, alone (ApplyRejectedError, or nothing): for a
+        caller that writes several applies as one."""
+        for start in range(0, len(objects), APPLY_BATCH):
+            await self._apply_batch(objects[start : start + APPLY_BATCH], start, check_only=True)
+
+    async def _apply_batch(
+        self, batch: Sequence[KubeObject], offset: int, *, check_only: bool = False
+    ) -> list[Applied]:
+        args: list[Any] = ["check" if check_only else self.stream_maxlen, len(batch)]
         names: list[tuple[str, str]] = []
         for obj in batch:
             info = KIND_BY_CLASS.get(type(obj))
@@ -193,6 +202,8 @@ class ClusterStore:
         if reply and _text(reply[0]) == "err":
             index = int(reply[1])
             raise ApplyRejectedError(offset + index, _text(reply[2]))
+        if check_only:
+            return []
         return [
             Applied(kind, key, int(reply[2 * i]), _text(reply[2 * i + 1]))
             for i, (kind, key) in enumerate(names)

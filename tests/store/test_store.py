@@ -22,6 +22,7 @@ from shared.store import (
     StreamGapError,
 )
 from shared.store.records import HostPort
+from shared.store.store import APPLY_BATCH
 from tests.builders import (
     make_namespace,
     make_node,
@@ -195,6 +196,21 @@ async def test_bound_pod_cannot_move_and_a_rejected_batch_writes_nothing(store: 
     assert info.value.index == 1
     assert await store.resource_version() == before
     assert await store.get_pod("default", "other") is None
+
+
+async def test_an_apply_of_several_batches_writes_all_or_nothing(store: ClusterStore):
+    """The object that cannot be written is in the last batch: the earlier batches are not
+    written either (every batch is checked before the first is written)."""
+    await store.apply([make_node("n1").obj(), make_node("n2").obj()])
+    await store.apply([make_pod("p").node("n1").obj()])
+    before = await store.resource_version()
+    many = [make_pod(f"new-{i}").obj() for i in range(2 * APPLY_BATCH + 5)]
+    with pytest.raises(ApplyRejectedError) as info:
+        await store.apply([*many, make_pod("p").node("n2").obj()])
+    assert info.value.index == len(many)
+    assert await store.resource_version() == before
+    assert await store.get_pod("default", "new-0") is None
+    assert len(await store.list("Pod")) == 1
 
 
 async def _take(store: ClusterStore, after: int, n: int, *, block_ms: int = 200) -> list[Change]:

@@ -3,9 +3,11 @@
 -- An existing object keeps its uid. A pod created with spec.nodeName is bound at once; a bound
 -- pod keeps its node (the nodeName of the new body is ignored when empty) and is recharged
 -- with its new requests. Returns {rv1, uid1, rv2, uid2, ...} or {"err", index, message} (and
--- then nothing was written).
+-- then nothing was written). ARGV[1] "check": only the checks run (nothing is written; {} when
+-- they pass): an apply of several batches checks them all before writing the first.
 local maxlen = ARGV[1]
 local n = tonumber(ARGV[2])
+local check_only = maxlen == "check"
 
 for i = 0, n - 1 do
   local at = 3 + i * 5
@@ -24,6 +26,7 @@ for i = 0, n - 1 do
     end
   end
 end
+if check_only then return {} end
 
 local out = {}
 for i = 0, n - 1 do
