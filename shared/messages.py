@@ -33,6 +33,8 @@ import msgpack
 
 from shared.models import Node, Pod, PodGroup, priority_of
 from shared.models.codec import CodecError, decode, encode
+from shared.models.names import dns1123_label, dns1123_subdomain
+from shared.models.validation import UID_MAX
 
 SCHEMA_VERSION = 1
 
@@ -110,6 +112,42 @@ def _number(body: Mapping[str, Any], name: str, default: float | None = None) ->
     if default is not None and body.get(name) is None:
         return default
     return float(_need(body, name, (int, float)))
+
+
+# Identity fields every message carries, checked as the store and the queue will use them (a
+# pod key becomes part of Redis keys and fields, a tenant part of a hash tag): anything that
+# passes here is safe downstream, anything else is a MessageError naming the field.
+_BAD_TENANT_CHARS = frozenset("{}*?[]|# \t\r\n")
+MAX_ATTEMPT = 2**53 - 1
+
+
+def tenant_field(body: Mapping[str, Any]) -> str:
+    tenant: str = _need(body, "tenant", str)
+    if not tenant or len(tenant) > 253 or any(c in _BAD_TENANT_CHARS for c in tenant):
+        raise MessageError(f"field 'tenant': invalid tenant {tenant!r:.80}")
+    return tenant
+
+
+def pod_key_field(body: Mapping[str, Any], name: str = "key") -> str:
+    key: str = _need(body, name, str)
+    namespace, slash, pod = key.partition("/")
+    if not slash or dns1123_label(namespace) or dns1123_subdomain(pod):
+        raise MessageError(f"field {name!r}: {key!r:.80} is not namespace/name")
+    return key
+
+
+def uid_field(body: Mapping[str, Any], name: str = "uid") -> str:
+    uid: str = _need(body, name, str)
+    if not uid or len(uid) > UID_MAX or not uid.isprintable() or " " in uid:
+        raise MessageError(f"field {name!r}: invalid uid {uid!r:.80}")
+    return uid
+
+
+def attempt_field(body: Mapping[str, Any]) -> int:
+    attempt: int = _need(body, "attempt", int)
+    if not 0 <= attempt <= MAX_ATTEMPT:
+        raise MessageError(f"field 'attempt': {attempt} is out of range 0..{MAX_ATTEMPT}")
+    return attempt
 
 
 def _pack(body: dict[str, Any]) -> bytes:
@@ -514,10 +552,10 @@ class ScheduleRequest:
     @classmethod
     def from_wire(cls, body: Mapping[str, Any]) -> ScheduleRequest:
         return cls(
-            tenant=_need(body, "tenant", str),
-            pod_key=_need(body, "key", str),
-            uid=_need(body, "uid", str),
-            attempt=_need(body, "attempt", int),
+            tenant=tenant_field(body),
+            pod_key=pod_key_field(body),
+            uid=uid_field(body),
+            attempt=attempt_field(body),
             scheduling_cycle=_need(body, "cycle", int),
             priority=_opt(body, "prio", int, 0),
             timestamp=_number(body, "ts", 0.0),
@@ -701,10 +739,10 @@ class Outcome:
     def from_body(cls, body: Mapping[str, Any]) -> Outcome:
         lease = body.get("lease_s")
         return cls(
-            tenant=_need(body, "tenant", str),
-            pod_key=_need(body, "key", str),
-            uid=_need(body, "uid", str),
-            attempt=_need(body, "attempt", int),
+            tenant=tenant_field(body),
+            pod_key=pod_key_field(body),
+            uid=uid_field(body),
+            attempt=attempt_field(body),
             result=_choice(body, "result", OUTCOME_RESULTS),
             unschedulable_plugins=_strings(body, "plugins"),
             pending_plugins=_strings(body, "pending"),

@@ -15,7 +15,16 @@ from typing import Any, Literal, cast, get_args
 
 import msgpack
 
-from shared.messages import SCHEMA_VERSION, MessageError, unpack
+from shared.messages import (
+    SCHEMA_VERSION,
+    MessageError,
+    attempt_field,
+    pod_key_field,
+    tenant_field,
+    uid_field,
+    unpack,
+)
+from shared.models.names import dns1123_subdomain
 
 ProposalKind = Literal["bind", "preempt"]
 PermitCode = Literal["allow", "wait"]
@@ -134,24 +143,23 @@ class Proposal:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Proposal:
-        attempt = _need(body, "attempt", int)
-        if attempt < 0:
-            raise MessageError("field 'attempt': negative")
+        attempt = attempt_field(body)
         node = _need(body, "node", str)
-        if not node:
-            raise MessageError("field 'node': empty")
-        key = _need(body, "key", str)
-        if key.count("/") != 1:
-            raise MessageError(f"field 'key': {key!r} is not namespace/name")
+        if dns1123_subdomain(node):
+            raise MessageError(f"field 'node': {node!r:.80} is not a node name")
+        key = pod_key_field(body)
         victims = []
         for index, item in enumerate(_opt(body, "victims", list, [])):
             if not isinstance(item, dict):
                 raise MessageError(f"victims[{index}]: expected a map")
-            victims.append(Victim(_need(item, "key", str), _need(item, "uid", str)))
+            try:
+                victims.append(Victim(pod_key_field(item), uid_field(item)))
+            except MessageError as e:
+                raise MessageError(f"victims[{index}]: {e}") from None
         return cls(
-            tenant=_need(body, "tenant", str),
+            tenant=tenant_field(body),
             pod_key=key,
-            uid=_need(body, "uid", str),
+            uid=uid_field(body),
             attempt=attempt,
             node_name=node,
             kind=_choice(body, "kind", PROPOSAL_KINDS, "bind"),

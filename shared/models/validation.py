@@ -194,7 +194,7 @@ def _validate_pod_affinity(
 
 # --- metadata, names, labels, resource names -----------------------------------------------
 
-UID_MAX = 128
+UID_MAX = 256
 
 
 def validate_meta(meta: ObjectMeta, *, namespaced: bool, label_name: bool) -> None:

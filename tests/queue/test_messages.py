@@ -148,7 +148,7 @@ def _packed(body: object) -> bytes:
                     "v": 1,
                     "t": "outcome",
                     "tenant": "t",
-                    "key": "k",
+                    "key": "ns/k",
                     "uid": "u",
                     "attempt": "1",
                     "result": "scheduled",

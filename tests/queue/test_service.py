@@ -137,7 +137,7 @@ async def test_bad_input_goes_to_the_dlq_and_the_service_keeps_going(
             pod_event("bad", "team{x}"),  # a namespace that cannot be a tenant key
         ],
     )
-    # Decodes fine, fails when applied: isolated from its batch, then dead-lettered.
+    # A tenant no Redis key can carry: refused when decoded, then dead-lettered.
     poison = Outcome("bad{x}", "bad/x", "u", 1, "scheduled").encode()
     await produce(kafka_bootstrap, topics.outcomes, [(b"k4", poison)])
     await produce(kafka_bootstrap, topics.pod_events, [pod_event("good")])
@@ -153,7 +153,7 @@ async def test_bad_input_goes_to_the_dlq_and_the_service_keeps_going(
     assert "undecodable msgpack" in letters[b"k1"].error
     assert letters[b"k1"].payload == b"\x00not msgpack"
     assert "unexpected Outcome on topic" in letters[b"k2"].error
-    assert letters[b"k4"].error.startswith("InvalidTenantError: invalid tenant name")
+    assert letters[b"k4"].error == "field 'tenant': invalid tenant 'bad{x}'"
     assert letters[b"k4"].topic == topics.outcomes
     [bad_tenant] = [d for key, d in letters.items() if key not in (b"k1", b"k2", b"k4")]
     assert "invalid tenant name 'team{x}'" in bad_tenant.error
