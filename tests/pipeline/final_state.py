@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
+import signal
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.stack import Pipeline
+from services.stack import Pipeline, Progress, pending_progress
 from services.validate import Violation, validate_placement
 from shared.models import Namespace, Pod, pod_requests
 from shared.store import ClusterStore
@@ -91,3 +94,20 @@ async def final_state(run: Pipeline) -> FinalState:
         pending=Counter(p.queue for p in pending),
         unaccounted=unaccounted,
     )
+
+
+async def kill_mid_run(
+    run: Pipeline, target: str, rng: random.Random, high: float = 0.6
+) -> tuple[Progress, str]:
+    """SIGKILL one `target` service ("worker", "binder", "queue") once a random fraction
+    (5% to `high`) of the pending pods is bound; returns (progress then, the victim's name)."""
+    names = run.client.settings.scheduler_names()
+    fraction = rng.uniform(0.05, high)
+    while True:
+        progress, _ = await pending_progress(run.client, run.pending(), names)
+        if progress.bound >= fraction * progress.total:
+            break
+        await asyncio.sleep(0.01)
+    victim = rng.choice(run.stack.names(target))
+    run.stack.kill(victim, signal.SIGKILL)
+    return progress, victim

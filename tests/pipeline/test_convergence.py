@@ -13,11 +13,9 @@ as hundreds). With one worker and one binder and no gangs the placements equal `
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import os
 import random
-import signal
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast
@@ -26,7 +24,7 @@ import pytest
 
 from services.queue.store import PendingPod
 from services.scheduler.dryrun import run_dry_async, to_json
-from services.stack import Pipeline, pending_progress, pipeline
+from services.stack import Pipeline, pipeline
 from shared.launcher import DevServers
 from shared.models import (
     POD_GROUP_LABEL,
@@ -38,7 +36,7 @@ from shared.models import (
     cluster_meta,
 )
 from tests.builders import label_selector, make_node, make_pod, make_pod_group
-from tests.pipeline.final_state import final_state
+from tests.pipeline.final_state import final_state, kill_mid_run
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -265,15 +263,7 @@ async def test_kill_9_one_of_two_binders_keeps_cross_node_rules(
         workers=2, binders=2, servers=dev_servers, ordered=False, single_tenant=None
     ) as run:
         await run.apply(workload.manifests)
-        names = run.client.settings.scheduler_names()
-        fraction = rng.uniform(0.05, 0.5)
-        while True:
-            progress, _ = await pending_progress(run.client, run.pending(), names)
-            if progress.bound >= fraction * progress.total:
-                break
-            await asyncio.sleep(0.01)
-        victim = rng.choice(run.stack.names("binder"))
-        run.stack.kill(victim, signal.SIGKILL)
+        await kill_mid_run(run, "binder", rng, high=0.5)
         settled = await run.settle(SETTLE_SECONDS)
         state = await final_state(run)
     assert settled

@@ -11,17 +11,15 @@ The fault runs use BERTH_FAULT_PODS pods (400 by default; the issue's 5,000-pod 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
-import signal
 
 import pytest
 
 from services.demo import demo_workload
-from services.stack import pending_progress, pipeline
+from services.stack import pipeline
 from shared.launcher import DevServers
-from tests.pipeline.final_state import final_state
+from tests.pipeline.final_state import final_state, kill_mid_run
 
 FAULT_PODS = int(os.environ.get("BERTH_FAULT_PODS", "400"))
 SETTLE_SECONDS = 240.0
@@ -57,15 +55,7 @@ async def test_kill_9_mid_run_loses_and_duplicates_nothing(
     ) as run:
         await run.apply(workload.base)
         # A random moment while pods are still being placed.
-        names = run.client.settings.scheduler_names()
-        fraction = rng.uniform(0.05, 0.6)
-        while True:
-            before, _ = await pending_progress(run.client, run.pending(), names)
-            if before.bound >= fraction * before.total:
-                break
-            await asyncio.sleep(0.02)
-        victim = rng.choice(run.stack.names(target))
-        run.stack.kill(victim, signal.SIGKILL)
+        before, victim = await kill_mid_run(run, target, rng)
         assert await run.settle(SETTLE_SECONDS)
         state = await final_state(run)
         restarts = run.stack.processes[victim].restarts
