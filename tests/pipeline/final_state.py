@@ -100,13 +100,17 @@ async def kill_mid_run(
     run: Pipeline, target: str, rng: random.Random, high: float = 0.6
 ) -> tuple[Progress, str]:
     """SIGKILL one `target` service ("worker", "binder", "queue") once a random fraction
-    (5% to `high`) of the pending pods is bound; returns (progress then, the victim's name)."""
+    (5% to `high`) of the pending pods is bound, or after 60 s when fewer can be; returns
+    (progress then, the victim's name)."""
     names = run.client.settings.scheduler_names()
     fraction = rng.uniform(0.05, high)
+    deadline = asyncio.get_running_loop().time() + 60
     while True:
         progress, _ = await pending_progress(run.client, run.pending(), names)
         if progress.bound >= fraction * progress.total:
             break
+        if asyncio.get_running_loop().time() > deadline:
+            break  # fewer pods can be bound than the fraction: kill now
         await asyncio.sleep(0.01)
     victim = rng.choice(run.stack.names(target))
     run.stack.kill(victim, signal.SIGKILL)
