@@ -499,7 +499,7 @@ def format_summary(summary: DemoSummary) -> str:
         f"({summary.seconds:.1f} s from first apply to last bind)",
         f"latency       p50 {summary.latency_p50_ms:,.0f} ms, p99 {summary.latency_p99_ms:,.0f} ms "
         "(enqueue to bound)",
-        f"conflicts     {summary.conflicts:,} (retried at once)",
+        f"conflicts     {summary.conflicts:,} (first retried at once, repeats back off)",
         f"preemptions   {summary.preemptions} pods preempted {summary.victims} victims",
         f"gangs         {summary.gangs_bound}/{summary.gangs} bound whole",
         f"violations    {summary.violations} (validator over the final state)",
