@@ -14,8 +14,8 @@ $(BIN)/berth: pyproject.toml
 install: $(BIN)/berth
 
 lint: install
-	$(BIN)/ruff check services shared tests
-	$(BIN)/ruff format --check services shared tests
+	$(BIN)/ruff check cli scheduling services shared tests
+	$(BIN)/ruff format --check cli scheduling services shared tests
 
 typecheck: install
 	$(BIN)/mypy

@@ -6,9 +6,9 @@
     berth get pods|nodes|queues [-o wide|json]
     berth run -f FILE [...] [--config C] [--workers N] [--binders M] [--seed S] [--timeout T]
 
-Processes: `start_dev_servers` (shared.launcher) gives Redis and the broker (or names external
+Processes: `start_dev_servers` (cli.servers) gives Redis and the broker (or names external
 ones: BERTH_REDIS_URL / BERTH_KAFKA_BOOTSTRAP); then each service runs as
-`python -m services.scheduler.worker` or `python -m services.stack serve queue|binder`, each
+`python -m services.scheduler` or `python -m services.stack serve queue|binder`, each
 in its own session with its output in a log file, configured by the environment variables of
 `StackSettings.env()`. A service that exits is restarted (like a Deployment's pod); Ctrl-C or
 SIGTERM stops every child (SIGTERM, then SIGKILL) and the servers; if this process is killed
@@ -52,7 +52,14 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from services.scheduler.worker.config import (
+from cli.servers import (
+    ENV_KAFKA_BOOTSTRAP,
+    ENV_REDIS_URL,
+    DevServers,
+    _set_parent_death_signal,
+    start_dev_servers,
+)
+from services.scheduler.config import (
     ENV_CLUSTER,
     ENV_CONFIG,
     ENV_KEY_PREFIX,
@@ -61,16 +68,9 @@ from services.scheduler.worker.config import (
     ENV_TOPIC_SUFFIX,
     group_options,
 )
-from services.scheduler.worker.main import profiled
+from services.scheduler.main import profiled
 from shared.health import HealthServer
 from shared.kafka import DEFAULT_PARTITIONS, Topics, assign_all, ensure_topics, make_producer
-from shared.launcher import (
-    ENV_KAFKA_BOOTSTRAP,
-    ENV_REDIS_URL,
-    DevServers,
-    _set_parent_death_signal,
-    start_dev_servers,
-)
 from shared.messages import NodeEvent, PodEvent, PodGroupEvent, PodOp
 from shared.metrics import BerthMetrics, default_metrics
 from shared.models import (
@@ -308,7 +308,7 @@ def service_argv(kind: str, name: str, settings: StackSettings) -> list[str]:
         return [
             sys.executable,
             "-m",
-            "services.scheduler.worker",
+            "services.scheduler",
             "--worker-id",
             name,
             "--group-id",
@@ -496,7 +496,7 @@ async def start_stack(
 async def wait_for_workers(
     settings: StackSettings, count: int, seconds: float, stack: Stack | None = None
 ) -> None:
-    from services.scheduler.worker import read_heartbeats
+    from services.scheduler import read_heartbeats
 
     redis = aioredis.Redis.from_url(settings.redis_url)
     try:
@@ -902,7 +902,7 @@ class StackClient:
         return rows
 
     async def queue_rows(self) -> dict[str, Any]:
-        from services.scheduler.worker import read_heartbeats
+        from services.scheduler import read_heartbeats
 
         counts = await self.queue.counts()
         beats = await read_heartbeats(self.redis, self.settings.store_prefix, self.settings.cluster)

@@ -1,6 +1,6 @@
 """Shared fixtures: real Redis and Kafka for the whole session, isolated per test.
 
-- `dev_servers` (session): started on first use by `shared.launcher.start_dev_servers`
+- `dev_servers` (session): started on first use by `cli.servers.start_dev_servers`
   (BERTH_REDIS_URL / BERTH_KAFKA_BOOTSTRAP, else testcontainers where Docker answers, else local
   processes) and stopped at the end of the session, also on Ctrl-C or a failing test.
 - Per test: `test_id` (unique), `redis_prefix` (every key a test writes starts with it; the
@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
+from cli.servers import DevServers, start_dev_servers
 from shared.kafka import Topics
-from shared.launcher import DevServers, start_dev_servers
 from shared.redisconn import connect
 
 

@@ -26,5 +26,5 @@ def test_console_script_entry_point_resolves() -> None:
     from importlib.metadata import entry_points
 
     (script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "berth"]
-    assert script.value == "services.cli:main"
+    assert script.value == "cli.main:main"
     assert callable(script.load())

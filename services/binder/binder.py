@@ -36,17 +36,15 @@ from typing import Protocol
 import msgpack
 from opentelemetry.trace import Span
 
+from scheduling.cache.view import ClusterView
+from scheduling.framework.status import Status
+from scheduling.framework.waiting_pods import go_duration
+from scheduling.plugins import names
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.messages import Proposal
 from services.binder.order import CheckOrder
-from services.binder.tasks import finish
-from services.binder.view import ClusterView
-from services.queue.keys import InvalidTenantError, QueueKeys, check_tenant
-from services.scheduler.framework.status import Status
-from services.scheduler.framework.waiting_pods import go_duration
-from services.scheduler.plugins import names
 from shared.eviction import evict
 from shared.kafka import Headers
 from shared.messages import (
@@ -59,6 +57,7 @@ from shared.messages import (
 )
 from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, encode, priority_of
+from shared.queue_keys import InvalidTenantError, QueueKeys, check_tenant
 from shared.store import (
     ClusterStore,
     PodCharge,
@@ -69,6 +68,7 @@ from shared.store import (
 )
 from shared.store.bindings import AttemptState
 from shared.store.records import unpack
+from shared.tasks import finish
 from shared.tracing import (
     binding_cycle_span,
     binding_step_span,

@@ -17,16 +17,16 @@ from typing import Protocol
 
 import numpy as np
 
-from services.binder.view import ClusterView
-from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
-from services.scheduler.framework.status import SUCCESS, Status
-from services.scheduler.plugins import names
-from services.scheduler.plugins.interpodaffinity.plugin import InterPodAffinity
-from services.scheduler.plugins.nodeaffinity.node_affinity import NodeAffinity
-from services.scheduler.plugins.noderesources.fit import compute_pod_resource_request
-from services.scheduler.plugins.podtopologyspread.plugin import PodTopologySpread
+from scheduling.cache.view import ClusterView
+from scheduling.framework.columns import NodeColumns
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
+from scheduling.framework.status import SUCCESS, Status
+from scheduling.plugins import names
+from scheduling.plugins.interpodaffinity.plugin import InterPodAffinity
+from scheduling.plugins.nodeaffinity.node_affinity import NodeAffinity
+from scheduling.plugins.noderesources.fit import compute_pod_resource_request
+from scheduling.plugins.podtopologyspread.plugin import PodTopologySpread
 from shared.config import (
     InterPodAffinityArgs,
     NodeAffinityArgs,

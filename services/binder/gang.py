@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
-from services.binder.tasks import finish
 from shared.store import Bindings
+from shared.tasks import finish
 
 log = logging.getLogger(__name__)
 

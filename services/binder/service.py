@@ -27,16 +27,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, KafkaError
 from redis.asyncio import Redis
 
+from scheduling.cache.sync import ViewSync
+from scheduling.cache.view import ClusterView
 from services.binder.binder import Binder
 from services.binder.config import FETCH_MAX_WAIT_MS, BinderConfig
 from services.binder.messages import Proposal
-from services.binder.sync import ViewSync
-from services.binder.tasks import finish
-from services.binder.view import ClusterView
 from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, MessageError, Outcome, PodEvent
 from shared.metrics import report_consumer_lag
 from shared.store import ClusterStore
+from shared.tasks import finish
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ class BinderService:
 
     async def stop(self, *, drain_seconds: float = 5.0) -> None:
         """Stop consuming, give in-flight proposals `drain_seconds`, commit, close. Loops
-        are told to stop rather than cancelled mid-command (see services.binder.tasks)."""
+        are told to stop rather than cancelled mid-command (see shared.tasks)."""
         self._stopping.set()
         if self._lag_task is not None:
             self._lag_task.cancel()  # aiokafka calls only: cancelling is safe

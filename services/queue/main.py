@@ -14,10 +14,10 @@ import os
 import signal
 from collections.abc import Sequence
 
+from cli.servers import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL
 from services.queue.config import QueueConfig
 from services.queue.service import QueueService
 from shared.config import default_config, load_config
-from shared.launcher import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -41,7 +41,6 @@ from services.queue.hints import (
     Resource,
     node_update_event,
 )
-from services.queue.keys import InvalidTenantError, check_tenant
 from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
@@ -56,6 +55,7 @@ from shared.messages import (
     ScheduleBatch,
     decode_message,
 )
+from shared.queue_keys import InvalidTenantError, check_tenant
 from shared.redisconn import connect
 
 log = logging.getLogger(__name__)

@@ -33,12 +33,12 @@ from services.queue.hints import (
     ClusterEvent,
     resized_down,
 )
-from services.queue.keys import LOCATIONS, QueueKeys, body_field, check_tenant
 from services.queue.scripts import QueueScripts
 from services.queue.state import PodState
 from services.queue.wire import EncodedBatch, PoppedPods, request_blob, split_blobs
 from shared.messages import MessageError, Outcome, PodOp, PodRecord, ScheduleRequest
 from shared.models import Pod, PodAffinityTerm, selector_matches
+from shared.queue_keys import LOCATIONS, QueueKeys, body_field, check_tenant
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 

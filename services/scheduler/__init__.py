@@ -1,0 +1,14 @@
+"""Scheduler workers: stateless consumers of `berth.schedule` that run the scheduling cycle
+optimistically against their own view of the cluster and publish proposals to the binder.
+
+    python -m services.scheduler --redis-url ... --kafka-bootstrap ... [--config F]
+
+Modules: `config` (WorkerConfig, flags), `view` (the cluster view and the frameworks' Handle),
+`cycle` (one request -> a proposal or an outcome), `service` (Kafka and the change stream),
+`main` (the process).
+"""
+
+from services.scheduler.config import WorkerConfig
+from services.scheduler.service import SchedulerWorker, read_heartbeats
+
+__all__ = ["SchedulerWorker", "WorkerConfig", "read_heartbeats"]

@@ -13,11 +13,11 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
+from scheduling.cache.sync import ViewSync
+from scheduling.cache.view import ClusterView
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from services.binder.messages import Proposal, Victim
-from services.binder.sync import ViewSync
-from services.binder.view import ClusterView
 from shared.kafka import Headers
 from shared.messages import Outcome, PodEvent, pod_fingerprint
 from shared.metrics import BerthMetrics

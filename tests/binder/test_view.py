@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from services.binder.view import WORKER_HOLDER, ClusterView
-from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex as Victims
-from services.scheduler.plugins.podindex.index import PodIndex
+from scheduling.cache.view import WORKER_HOLDER, ClusterView
+from scheduling.plugins.defaultpreemption.pod_index import PodIndex as Victims
+from scheduling.plugins.podindex.index import PodIndex
 from shared.models import KubeObject, Node, Pod
 from shared.store import RESERVATION, Change, HeldReservation, HostPort, NodeUsage, Snapshot
 from tests.builders import make_namespace, make_node, make_pod, make_pod_group

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from services.cli import main
+from cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from services.scheduler.worker.config import config_from_args
+from services.scheduler.config import config_from_args
 from services.stack import StackSettings
 from shared.config import MOST_ALLOCATED, NodeResourcesFitArgs, default_config, load_config
 from shared.health import ENV_PORT

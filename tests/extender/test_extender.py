@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from services.scheduler.extender import (
+from scheduling.framework.columns import NodeColumns
+from scheduling.framework.extender import (
     SCORE_SCALE,
     ExtenderError,
     HTTPExtender,
@@ -24,9 +25,8 @@ from services.scheduler.extender import (
     find_nodes_that_pass_extenders,
     to_kube_json,
 )
-from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.framework.status import Code, Status
-from services.scheduler.plugins.defaultpreemption import DefaultPreemption
+from scheduling.framework.status import Code, Status
+from scheduling.plugins.defaultpreemption import DefaultPreemption
 from shared.config.types import Extender, ExtenderManagedResource
 from shared.models import Node, Pod
 from tests.builders import make_pod

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from services.cli import main
-from services.scheduler.dryrun import SCHEDULED, UNSCHEDULABLE, run_dry
-from services.scheduler.extender import HTTPExtender
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.errors import CycleError, FitError
-from services.scheduler.framework.handle import LocalCluster
-from services.scheduler.framework.schedule import EXTENDER_NAME, schedule_pod
-from services.scheduler.framework.status import Code, Status
+from cli.main import main
+from scheduling.dryrun import SCHEDULED, UNSCHEDULABLE, run_dry
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.errors import CycleError, FitError
+from scheduling.framework.extender import HTTPExtender
+from scheduling.framework.handle import LocalCluster
+from scheduling.framework.schedule import EXTENDER_NAME, schedule_pod
+from scheduling.framework.status import Code, Status
 from shared.config import default_config
 from shared.config.types import Extender, ExtenderManagedResource
 from shared.models import Node, Pod

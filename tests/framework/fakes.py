@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from services.scheduler.framework.columns import NodeColumns, Rows
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.handle import LocalCluster
-from services.scheduler.framework.interfaces import (
+from scheduling.framework.columns import NodeColumns, Rows
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.handle import LocalCluster
+from scheduling.framework.interfaces import (
     Diagnosis,
     FilterResult,
     Handle,
@@ -21,8 +21,8 @@ from services.scheduler.framework.interfaces import (
     PreFilterResult,
     QueuedPodInfo,
 )
-from services.scheduler.framework.runtime import Framework, SchedulingContext
-from services.scheduler.framework.status import SUCCESS, Status
+from scheduling.framework.runtime import Framework, SchedulingContext
+from scheduling.framework.status import SUCCESS, Status
 from shared.config import PluginRef, Plugins, PluginSet, Profile
 from shared.models import Node, Pod, priority_of
 from tests.builders import make_node

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from services.scheduler.dryrun import (
+from scheduling.dryrun import (
     GATED,
     SCHEDULED,
     SKIPPED,

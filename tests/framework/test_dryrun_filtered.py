@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from services.scheduler.dryrun import (
+from scheduling.dryrun import (
     FilteredNode,
     FilteredNodes,
     PodResult,
@@ -17,10 +17,10 @@ from services.scheduler.dryrun import (
     to_json,
     to_table,
 )
-from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.framework.interfaces import Diagnosis
-from services.scheduler.framework.schedule import rejected_nodes
-from services.scheduler.framework.status import Status
+from scheduling.framework.columns import NodeColumns
+from scheduling.framework.interfaces import Diagnosis
+from scheduling.framework.schedule import rejected_nodes
+from scheduling.framework.status import Status
 from shared.models.manifest import Manifests
 from tests.builders import make_node, make_pod
 

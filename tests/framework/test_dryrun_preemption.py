@@ -4,7 +4,7 @@ preemption (upstream prepareCandidate)."""
 
 from __future__ import annotations
 
-from services.scheduler.dryrun import SCHEDULED, run_dry
+from scheduling.dryrun import SCHEDULED, run_dry
 from shared.models import Node
 from shared.models.manifest import Manifests, load_manifest_text
 from tests.builders import make_node, make_pod, make_priority_class

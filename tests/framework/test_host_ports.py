@@ -7,11 +7,11 @@ from collections import Counter
 
 import pytest
 
-from services.scheduler.framework.columns import NodeColumns, PortKey, UsedPorts, pod_host_ports
-from services.scheduler.framework.handle import with_node_name
-from services.scheduler.plugins.defaultpreemption import Scratch
-from services.scheduler.plugins.nodeports import HostPort, host_ports
-from services.scheduler.plugins.nodeports.node_ports import conflicting_rows
+from scheduling.framework.columns import NodeColumns, PortKey, UsedPorts, pod_host_ports
+from scheduling.framework.handle import with_node_name
+from scheduling.plugins.defaultpreemption import Scratch
+from scheduling.plugins.nodeports import HostPort, host_ports
+from scheduling.plugins.nodeports.node_ports import conflicting_rows
 from shared.models import Container, ContainerPort, Pod
 from tests.builders import make_node, make_pod
 

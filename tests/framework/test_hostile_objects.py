@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.dryrun import run_dry_async
-from services.scheduler.framework.columns import NodeColumns
+from scheduling.dryrun import run_dry_async
+from scheduling.framework.columns import NodeColumns
 from shared.models import Manifests, Node, Pod
 from shared.models.quantity import MAX_EXACT_AMOUNT, bounded_amount
 from shared.store.records import PodCharge, node_facts

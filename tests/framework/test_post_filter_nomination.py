@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from services.scheduler.dryrun import SCHEDULED, UNSCHEDULABLE, run_dry
-from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.framework.cycle import scheduling_cycle
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.interfaces import Diagnosis, PostFilterResult
-from services.scheduler.framework.status import Code, Status
+from scheduling.dryrun import SCHEDULED, UNSCHEDULABLE, run_dry
+from scheduling.framework.columns import NodeColumns
+from scheduling.framework.cycle import scheduling_cycle
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.interfaces import Diagnosis, PostFilterResult
+from scheduling.framework.status import Code, Status
 from shared.models import Node, Pod
 from shared.models.manifest import Manifests
 from tests.builders import make_node, make_pod, make_priority_class

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from services.scheduler.framework.handle import LocalCluster
-from services.scheduler.framework.interfaces import Handle
-from services.scheduler.framework.registry import (
+from scheduling.framework.handle import LocalCluster
+from scheduling.framework.interfaces import Handle
+from scheduling.framework.registry import (
     DuplicatePluginError,
     Registry,
     UnknownPluginError,
     capabilities,
 )
-from services.scheduler.framework.runtime import Framework, build_frameworks
-from services.scheduler.plugins import names
-from services.scheduler.plugins.registry import IN_TREE_FACTORIES, in_tree_registry
+from scheduling.framework.runtime import Framework, build_frameworks
+from scheduling.plugins import names
+from scheduling.plugins.registry import IN_TREE_FACTORIES, in_tree_registry
 from shared.config import (
     DEFAULT_MULTI_POINT,
     ConfigError,

@@ -7,14 +7,14 @@ import asyncio
 
 import pytest
 
-from services.scheduler.framework.columns import ALL_ROWS
-from services.scheduler.framework.cycle import binding_cycle, scheduling_cycle
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.errors import CycleError, FitError
-from services.scheduler.framework.interfaces import QueuedPodInfo
-from services.scheduler.framework.schedule import schedule_pod
-from services.scheduler.framework.status import SKIP, SUCCESS, Code, Status
-from services.scheduler.framework.waiting_pods import WaitingPod, go_duration
+from scheduling.framework.columns import ALL_ROWS
+from scheduling.framework.cycle import binding_cycle, scheduling_cycle
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.errors import CycleError, FitError
+from scheduling.framework.interfaces import QueuedPodInfo
+from scheduling.framework.schedule import schedule_pod
+from scheduling.framework.status import SKIP, SUCCESS, Code, Status
+from scheduling.framework.waiting_pods import WaitingPod, go_duration
 from shared.models import Pod
 from tests.builders import make_pod
 from tests.framework import fakes

@@ -6,24 +6,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.errors import (
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.errors import (
     NO_NODES_AVAILABLE_MSG,
     FitError,
     NoNodesAvailableError,
     fit_error_message,
 )
-from services.scheduler.framework.handle import LocalCluster
-from services.scheduler.framework.interfaces import Diagnosis
-from services.scheduler.framework.schedule import (
+from scheduling.framework.handle import LocalCluster
+from scheduling.framework.interfaces import Diagnosis
+from scheduling.framework.schedule import (
     num_feasible_nodes_to_find,
     percentage_of_nodes_to_score,
     schedule_pod,
     select_host,
 )
-from services.scheduler.framework.status import Code, Status
-from services.scheduler.plugins import names
-from services.scheduler.plugins.registry import in_tree_registry
+from scheduling.framework.status import Code, Status
+from scheduling.plugins import names
+from scheduling.plugins.registry import in_tree_registry
 from shared.config import PluginRef, Plugins, PluginSet, Profile
 from shared.models import Node, Pod
 from tests.builders import make_node, make_pod
@@ -195,7 +195,7 @@ def test_nominated_pods_hold_their_room_against_lower_priority_pods():
             bind=PluginSet(enabled=[PluginRef(names.DEFAULT_BINDER)]),
         )
     )
-    from services.scheduler.framework.runtime import Framework
+    from scheduling.framework.runtime import Framework
 
     fw = Framework(profile, in_tree_registry(), cluster)
     holder = make_pod("holder").uid("holder").priority(10).req(cpu="1").nominated_node_name("n1")
@@ -335,7 +335,7 @@ def test_fit_error_from_real_plugins():
             bind=PluginSet(enabled=[PluginRef(names.DEFAULT_BINDER)]),
         )
     )
-    from services.scheduler.framework.runtime import Framework
+    from scheduling.framework.runtime import Framework
 
     fw = Framework(profile, in_tree_registry(), cluster)
     with pytest.raises(FitError) as info:
@@ -352,6 +352,6 @@ def test_fit_error_from_real_plugins():
 
 
 def rejected(err: FitError, cluster: LocalCluster) -> dict[str, Status]:
-    from services.scheduler.framework.schedule import rejected_nodes
+    from scheduling.framework.schedule import rejected_nodes
 
     return rejected_nodes(err.diagnosis, cluster.nodes)

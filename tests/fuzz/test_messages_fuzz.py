@@ -14,9 +14,9 @@ from typing import Any
 
 import msgpack
 
+from cli.servers import DevServers
 from services.binder.messages import Proposal, Victim
 from services.stack import pipeline
-from shared.launcher import DevServers
 from shared.messages import Outcome, PodEvent, ScheduleBatch, ScheduleRequest
 from shared.models import Manifests, Pod
 from tests.builders import make_node, make_pod

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from services.cli import main
+from cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CASES = int(os.environ.get("BERTH_FUZZ_CASES", "2100"))
@@ -199,7 +199,7 @@ def test_mutated_manifests_never_crash_berth_schedule(batch: int, tmp_path: Path
 
 def _subprocess_run(path: Path) -> tuple[int, str, str]:
     done = subprocess.run(
-        [sys.executable, "-m", "services.cli", "schedule", "-f", str(path), "-o", "json"],
+        [sys.executable, "-m", "cli.main", "schedule", "-f", str(path), "-o", "json"],
         capture_output=True,
         text=True,
         timeout=CASE_SECONDS * 3,

@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from cli.audit import Violation, validate_placement
 from services.stack import Pipeline, Progress, pending_progress
-from services.validate import Violation, validate_placement
 from shared.models import Namespace, Pod, pod_requests
 from shared.store import ClusterStore
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from services.demo import (
+from cli.demo import (
     GANG_SIZE,
     GPU,
     GPUS_PER_NODE,
@@ -16,8 +16,8 @@ from services.demo import (
     percentile,
     run_demo,
 )
+from cli.servers import DevServers
 from services.stack import pipeline
-from shared.launcher import DevServers
 from shared.models import POD_GROUP_LABEL, pod_requests
 
 

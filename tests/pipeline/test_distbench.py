@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from services.distbench import bench_distributed_async, cpu_seconds
-from shared.launcher import DevServers
+from cli.bench.distributed import bench_distributed_async, cpu_seconds
+from cli.servers import DevServers
 
 
 async def test_a_small_distributed_bench_reports_every_figure(dev_servers: DevServers) -> None:

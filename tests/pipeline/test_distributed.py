@@ -1,6 +1,6 @@
 """The distributed pipeline with several replicas, and with services killed mid-run.
 
-Every final state is checked by services/validate.py (no node over-committed, no violated
+Every final state is checked by cli/audit.py (no node over-committed, no violated
 taint, affinity, anti-affinity or DoNotSchedule spread constraint, no pod bound twice) plus the
 store's usage bookkeeping and the queue: every pod ends bound or held by the queue (parked
 unschedulable or gated).
@@ -16,9 +16,9 @@ import random
 
 import pytest
 
-from services.demo import demo_workload
+from cli.demo import demo_workload
+from cli.servers import DevServers
 from services.stack import pipeline
-from shared.launcher import DevServers
 from tests.pipeline.final_state import final_state, kill_mid_run
 
 FAULT_PODS = int(os.environ.get("BERTH_FAULT_PODS", "400"))

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from services.scheduler.dryrun import run_dry_async, to_json
-from services.scheduler.workloads import WORKLOADS
+from cli.audit import validate_mapping
+from cli.bench.workloads import WORKLOADS
+from cli.servers import DevServers
+from scheduling.dryrun import run_dry_async, to_json
 from services.stack import run_pipeline
-from services.validate import validate_mapping
 from shared.config import load_config
-from shared.launcher import DevServers
 from shared.models import Manifests, PriorityClass, cluster_meta, load_manifests
 from tests.builders import make_node, make_pod
 

@@ -46,7 +46,7 @@ class Up:
         self.log = state.with_suffix(".log")
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-c", "from services.cli import main; main()", "up", *args],
+                [sys.executable, "-c", "from cli.main import main; main()", "up", *args],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,

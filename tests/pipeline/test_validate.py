@@ -1,10 +1,10 @@
-"""services/validate.py: each rule flags a broken final state and accepts a valid one."""
+"""cli/audit.py: each rule flags a broken final state and accepts a valid one."""
 
 from __future__ import annotations
 
 import pytest
 
-from services.validate import (
+from cli.audit import (
     AFFINITY,
     ANTI_AFFINITY,
     BOUND_TWICE,

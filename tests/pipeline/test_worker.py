@@ -11,7 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from services.binder.messages import Proposal
-from services.scheduler.worker import SchedulerWorker, WorkerConfig, read_heartbeats
+from services.scheduler import SchedulerWorker, WorkerConfig, read_heartbeats
 from shared.health import HealthServer
 from shared.kafka import Topics
 from shared.messages import Outcome

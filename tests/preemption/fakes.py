@@ -21,16 +21,16 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from services.scheduler.framework.columns import NodeColumns, Rows
-from services.scheduler.framework.cycle_state import CycleState, StateKey
-from services.scheduler.framework.interfaces import (
+from scheduling.framework.columns import NodeColumns, Rows
+from scheduling.framework.cycle_state import CycleState, StateKey
+from scheduling.framework.interfaces import (
     Diagnosis,
     FilterPlugin,
     FilterResult,
     PreFilterResult,
 )
-from services.scheduler.framework.status import SUCCESS, Code, Status
-from services.scheduler.plugins.defaultpreemption import (
+from scheduling.framework.status import SUCCESS, Code, Status
+from scheduling.plugins.defaultpreemption import (
     PreemptionEnvironment,
     nominated_pods_from,
 )

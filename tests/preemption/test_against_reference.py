@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from services.scheduler.framework.status import Code
-from services.scheduler.plugins.defaultpreemption import DefaultPreemption, evaluator
-from services.scheduler.plugins.defaultpreemption.pdb import split_by_pdb_violation
+from scheduling.framework.status import Code
+from scheduling.plugins.defaultpreemption import DefaultPreemption, evaluator
+from scheduling.plugins.defaultpreemption.pdb import split_by_pdb_violation
 from shared.models import Node, Pod, PodDisruptionBudget, priority_of
 from shared.models.resources import pod_requests
 from tests.builders import label_selector, make_pdb, make_pod

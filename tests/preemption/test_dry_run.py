@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from services.scheduler.framework.status import Code
-from services.scheduler.plugins.defaultpreemption import Evaluator, num_candidates
+from scheduling.framework.status import Code
+from scheduling.plugins.defaultpreemption import Evaluator, num_candidates
 from shared.config import DefaultPreemptionArgs
 from shared.models import Pod, PodDisruptionBudget
 from tests.builders import label_selector, make_pdb, make_pod

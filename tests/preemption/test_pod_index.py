@@ -8,9 +8,9 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.plugins.defaultpreemption.pod_index import PodIndex
-from services.scheduler.plugins.defaultpreemption.scratch import Scratch
+from scheduling.framework.columns import NodeColumns
+from scheduling.plugins.defaultpreemption.pod_index import PodIndex
+from scheduling.plugins.defaultpreemption.scratch import Scratch
 from shared.models import ContainerPort, Pod, priority_of
 from tests.builders import make_pod
 from tests.preemption.tables import node

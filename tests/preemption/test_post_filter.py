@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from services.scheduler.extender import ExtenderError, Victims
-from services.scheduler.framework.interfaces import PostFilterResult
-from services.scheduler.framework.status import Code, Status
-from services.scheduler.plugins.defaultpreemption import DefaultPreemption
+from scheduling.framework.extender import ExtenderError, Victims
+from scheduling.framework.interfaces import PostFilterResult
+from scheduling.framework.status import Code, Status
+from scheduling.plugins.defaultpreemption import DefaultPreemption
 from shared.models import Node, Pod, PodDisruptionBudget
 from tests.builders import label_selector, make_pdb, make_pod
 from tests.preemption.fakes import (

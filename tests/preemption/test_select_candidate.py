@@ -9,15 +9,15 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.framework.status import Code
-from services.scheduler.plugins.defaultpreemption import (
+from scheduling.framework.columns import NodeColumns
+from scheduling.framework.status import Code
+from scheduling.plugins.defaultpreemption import (
     Candidate,
     Evaluator,
     more_important_pod,
     pick_one_node_for_preemption,
 )
-from services.scheduler.plugins.defaultpreemption.evaluator import rejection_codes
+from scheduling.plugins.defaultpreemption.evaluator import rejection_codes
 from shared.models import Pod, priority_of
 from tests.builders import make_pod
 from tests.preemption.fakes import (

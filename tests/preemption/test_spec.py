@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.interfaces import FilterPlugin, PostFilterResult
-from services.scheduler.framework.status import Code, Status
-from services.scheduler.plugins.defaultpreemption import (
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.interfaces import FilterPlugin, PostFilterResult
+from scheduling.framework.status import Code, Status
+from scheduling.plugins.defaultpreemption import (
     DefaultPreemption,
     FilterContext,
     Scratch,
@@ -19,7 +19,7 @@ from services.scheduler.plugins.defaultpreemption import (
     nominated_pods_from,
     run_filters_with_nominated_pods,
 )
-from services.scheduler.plugins.defaultpreemption.filtering import filter_with_nominated_pods
+from scheduling.plugins.defaultpreemption.filtering import filter_with_nominated_pods
 from shared.models import Node, Pod, PodDisruptionBudget
 from tests.builders import label_selector, make_pdb, make_pod
 from tests.preemption.fakes import (

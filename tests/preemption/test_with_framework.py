@@ -8,15 +8,15 @@ from collections.abc import Sequence
 
 import pytest
 
-from services.scheduler.framework.cycle_state import CycleState
-from services.scheduler.framework.errors import FitError
-from services.scheduler.framework.handle import LocalCluster
-from services.scheduler.framework.interfaces import PostFilterResult
-from services.scheduler.framework.runtime import build_frameworks
-from services.scheduler.framework.schedule import schedule_pod
-from services.scheduler.framework.status import Code, Status
-from services.scheduler.plugins.defaultpreemption.bench import run_preemption_bench
-from services.scheduler.plugins.registry import in_tree_registry
+from cli.bench.preemption import run_preemption_bench
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.errors import FitError
+from scheduling.framework.handle import LocalCluster
+from scheduling.framework.interfaces import PostFilterResult
+from scheduling.framework.runtime import build_frameworks
+from scheduling.framework.schedule import schedule_pod
+from scheduling.framework.status import Code, Status
+from scheduling.plugins.registry import in_tree_registry
 from shared.config import default_config
 from shared.models import DEFAULT_SCHEDULER_NAME, Node, Pod, PodDisruptionBudget
 from tests.builders import label_selector, make_pdb, make_pod

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.queue.bench import run_queue_bench
+from cli.bench.queue import run_queue_bench
 
 
 def test_bench_reports_its_figures(redis_url: str, kafka_bootstrap: str) -> None:

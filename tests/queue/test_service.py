@@ -325,7 +325,7 @@ def test_queue_imports_no_numpy_or_scheduler_code() -> None:
     import sys
 
     code = (
-        "import sys, services.queue, services.queue.bench, services.queue.main;"
+        "import sys, services.queue, cli.bench.queue, services.queue.main;"
         "bad = [m for m in sys.modules if m.split('.')[0] == 'numpy'"
         " or m.startswith('services.scheduler')];"
         "print(bad)"

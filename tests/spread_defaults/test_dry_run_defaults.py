@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from services.cli import main
-from services.scheduler.dryrun import SCHEDULED, PodResult, run_dry
+from cli.main import main
+from scheduling.dryrun import SCHEDULED, PodResult, run_dry
 from shared.config import SchedulerConfiguration, load_config
 from shared.models import load_manifest_text
 

@@ -11,11 +11,11 @@ import random
 
 import pytest
 
+from scheduling.cache.view import ClusterView
+from scheduling.framework.columns import NodeColumns
+from scheduling.plugins.nodeports import NodePorts
+from scheduling.plugins.noderesources.fit import Fit
 from services.binder.checks import FilteringPlugin, ProfileChecks, run_filter
-from services.binder.view import ClusterView
-from services.scheduler.framework.columns import NodeColumns
-from services.scheduler.plugins.nodeports import NodePorts
-from services.scheduler.plugins.noderesources.fit import Fit
 from shared.config import NodeResourcesFitArgs, load_config
 from shared.models import Pod
 from shared.store import ClusterStore, PodCharge, ReserveRequest, ReserveStatus

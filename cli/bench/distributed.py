@@ -1,0 +1,181 @@
+"""`berth bench --mode distributed`: the whole pipeline on real Redis and broker, timed.
+
+    berth bench --mode distributed --workers N --binders M [--nodes 5000] [--pods 10000]
+                [--workload scheduling-basic] [--percentage 100] [--profile DIR]
+
+A fresh stack (servers and services as processes, as `berth up` runs them); the workload's
+nodes (and running pods) are applied and every worker has loaded them; then all pending pods
+are applied at once, and the clock runs from the first pod applied to the last pod bound.
+Latency is per pod, enqueue (its event published) to bound (the binder's "scheduled" outcome,
+broker timestamp). `--profile DIR` leaves a cProfile dump per service process in DIR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from cli.bench.workloads import WORKLOADS
+from cli.demo import percentile
+from cli.servers import DevServers
+from services.scheduler import read_heartbeats
+from services.scheduler.main import ENV_PROFILE_DIR
+from services.stack import Pipeline, pipeline
+from shared.models import Manifests
+
+
+@contextlib.asynccontextmanager
+async def _config_file(percentage: int) -> AsyncIterator[str]:
+    with tempfile.TemporaryDirectory(prefix="berth-bench-") as directory:
+        path = Path(directory) / "config.yaml"
+        path.write_text(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n"
+            "kind: KubeSchedulerConfiguration\n"
+            f"percentageOfNodesToScore: {percentage}\n"
+        )
+        yield str(path)
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of a process so far (Linux /proc), 0 when unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_cpu(run: Pipeline) -> dict[str, float]:
+    out = {name: cpu_seconds(p.pid) for name, p in run.stack.processes.items()}
+    servers = run.running.servers
+    if servers is not None:
+        for process in servers.processes:
+            out[process.name.split(":")[0]] = cpu_seconds(process.popen.pid)
+    return out
+
+
+async def _run(
+    manifests: Manifests, pending: Manifests, run: Pipeline, seconds: float
+) -> dict[str, Any]:
+    await run.apply(manifests)
+    # Workers see the nodes before the clock starts (their barrier would wait anyway).
+    target = await run.client.store.resource_version()
+    while True:
+        beats = await read_heartbeats(
+            run.client.redis, run.client.settings.store_prefix, run.client.settings.cluster
+        )
+        if beats and all(int(b.get("rv", 0)) >= target for b in beats.values()):
+            break
+        await asyncio.sleep(0.1)
+    cpu_before = _process_cpu(run)
+    started = time.time()
+    await run.apply(pending)
+    applied = time.time()
+    settled = await run.settle(seconds, quiet_seconds=1.0)
+    cpu = {
+        name: round(used - cpu_before.get(name, 0.0), 2) for name, used in _process_cpu(run).items()
+    }
+    observer = run.observer
+    uids = {p.metadata.uid for p in pending.pods}
+    bound = {uid: at for uid, at in observer.bound_at.items() if uid in uids}
+    latencies = [
+        (at - run.client.published[uid]) * 1000
+        for uid, at in bound.items()
+        if uid in run.client.published
+    ]
+    published = run.client.published
+    stages = {
+        "enqueue_to_dispatch": (published, observer.dispatched_at),
+        "dispatch_to_proposal": (observer.dispatched_at, observer.proposed_at),
+        "proposal_to_bound": (observer.proposed_at, bound),
+    }
+    stage_p50 = {
+        name: round(percentile([end[u] - begin[u] for u in end if u in begin], 50) * 1000, 1)
+        for name, (begin, end) in stages.items()
+    }
+    last = max(bound.values(), default=started)
+    elapsed = max(last - started, 1e-9)
+    beats = await read_heartbeats(
+        run.client.redis, run.client.settings.store_prefix, run.client.settings.cluster
+    )
+    return {
+        "bound": len(bound),
+        "settled": settled,
+        "seconds": round(elapsed, 2),
+        "pods_per_second": round(len(bound) / elapsed, 1),
+        "latency_p50_ms": round(percentile(latencies, 50), 1),
+        "latency_p99_ms": round(percentile(latencies, 99), 1),
+        "apply_seconds": round(applied - started, 2),
+        "conflicts": observer.results["conflict"],
+        "stage_p50_ms": stage_p50,
+        "worker_cycle_seconds": {
+            name: beat.get("cycle_s", 0.0) for name, beat in sorted(beats.items())
+        },
+        "cpu_seconds": cpu,
+        "worker_pods": {name: beat.get("pods", 0) for name, beat in sorted(beats.items())},
+    }
+
+
+async def bench_distributed_async(
+    *,
+    workload: str = "scheduling-basic",
+    nodes: int = 5000,
+    pods: int = 10_000,
+    running: int = 0,
+    workers: int = 1,
+    binders: int = 1,
+    percentage: int = 100,
+    seed: int = 0,
+    profile_dir: str | None = None,
+    seconds: float = 900.0,
+    servers: DevServers | None = None,
+) -> dict[str, Any]:
+    """See the module docstring; `servers` reuses running Redis and broker (tests)."""
+    if workload not in WORKLOADS:
+        known = ", ".join(sorted(WORKLOADS))
+        raise ValueError(f"unknown workload {workload!r} (known: {known})")
+    generated = WORKLOADS[workload](nodes, pods, running)
+    cluster = Manifests(nodes=generated.nodes, pods=list(generated.running))
+    pending = Manifests(pods=list(generated.pending))
+    profile = await asyncio.to_thread(os.path.abspath, profile_dir) if profile_dir else None
+    async with (
+        _config_file(percentage) as config_path,
+        pipeline(
+            config_path=config_path,
+            workers=workers,
+            binders=binders,
+            seed=seed,
+            ordered=False,
+            single_tenant=None,
+            session_ms=3000,
+            servers=servers,
+            extra_env={ENV_PROFILE_DIR: profile} if profile else None,
+        ) as run,
+    ):
+        result = await _run(cluster, pending, run, seconds)
+    return {
+        "mode": "distributed",
+        "workload": workload,
+        "nodes": nodes,
+        "pods": pods,
+        "workers": workers,
+        "binders": binders,
+        "percentage_of_nodes_to_score": percentage,
+        **result,
+        **({"profile_dir": profile} if profile else {}),
+    }
+
+
+def bench_distributed(**options: Any) -> dict[str, Any]:
+    """`berth bench --mode distributed` (see the module docstring); options as
+    `bench_distributed_async`."""
+    return asyncio.run(bench_distributed_async(**options))

@@ -1,0 +1,304 @@
+"""Queue benchmark (`berth bench --mode queue`): real Redis and Kafka-API broker.
+
+Three figures:
+
+- store: add -> pop (lease) through the Lua scripts alone, no Kafka;
+- service: pod events already in `berth.pod-events` -> the queue service -> schedule
+  batches acknowledged by the broker (one replica), pods/s from the moment it is ready;
+- wake: `pods` parked (unschedulable on NodeResourcesFit, past backoff), one NodeAdd event
+  published, time until every one of them is re-dispatched and acknowledged.
+
+    python -m cli.bench.queue --pods 100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from cli.servers import start_dev_servers
+from services.queue.clock import ManualClock
+from services.queue.config import QueueConfig
+from services.queue.service import QueueService
+from services.queue.store import QueueStore
+from shared.kafka import Topics, ensure_topics, make_producer
+from shared.messages import NodeEvent, Outcome, PodEvent, PodRecord
+from shared.models import (
+    Container,
+    Node,
+    ObjectMeta,
+    Pod,
+    PodSpec,
+    ResourceRequirements,
+)
+from shared.redisconn import connect
+
+_CHUNK = 10_000
+# A quicker group join than the service default (start-up is not measured).
+_CONSUMER = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
+
+
+def _template() -> PodRecord:
+    pod = Pod(
+        metadata=ObjectMeta(name="template", namespace="bench", labels={"app": "bench"}),
+        spec=PodSpec(
+            containers=[
+                Container(
+                    name="main",
+                    image="busybox",
+                    resources=ResourceRequirements(requests={"cpu": 100, "memory": 128 << 20}),
+                )
+            ]
+        ),
+    )
+    return PodRecord.from_pod(pod)
+
+
+def _records(count: int, prefix: str, tenants: int) -> list[PodRecord]:
+    """Pods sharing one template body (the queue never decodes bodies on its hot path)."""
+    template = _template()
+    return [
+        replace(
+            template,
+            namespace=f"bench-{i % tenants}",
+            name=f"{prefix}-{i:07d}",
+            uid=f"{uuid.uuid4()}",
+        )
+        for i in range(count)
+    ]
+
+
+async def _wait(condition: Any, within: float) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark step did not finish in time")
+        await asyncio.sleep(0.002)
+
+
+async def _bench_store(redis_url: str, pods: int, tenants: int) -> dict[str, Any]:
+    redis = connect(redis_url)
+    config = QueueConfig(key_prefix=f"bench-{uuid.uuid4().hex[:8]}:", max_inflight_per_tenant=0)
+    store = QueueStore(redis, config)
+    records = _records(pods, "s", tenants)
+    try:
+        started = time.perf_counter()
+        for i in range(0, pods, _CHUNK):
+            await store.add(records[i : i + _CHUNK])
+        added = time.perf_counter()
+        names = await store.tenants()
+        popped = 0
+        while True:
+            got = await store.pop_many([(t, _CHUNK) for t in names])
+            count = sum(len(g) for g in got)
+            if not count:
+                break
+            popped += count
+        done = time.perf_counter()
+    finally:
+        await _drop(redis, config.key_prefix)
+        await redis.aclose()
+    assert popped == pods, (popped, pods)
+    return {
+        "add_pods_per_s": round(pods / (added - started)),
+        "pop_pods_per_s": round(pods / (done - added)),
+        "add_to_dispatch_pods_per_s": round(pods / (done - started)),
+    }
+
+
+async def _drop(redis: Any, prefix: str) -> None:
+    async for key in redis.scan_iter(match=f"{prefix}*", count=5000):
+        await redis.unlink(key)
+
+
+async def _bench_service(
+    redis_url: str, bootstrap: str, pods: int, tenants: int, partitions: int
+) -> dict[str, Any]:
+    run = uuid.uuid4().hex[:8]
+    topics = Topics().suffixed(f"bench-{run}")
+    config = QueueConfig(
+        key_prefix=f"bench-{run}:",
+        topics=topics,
+        group_id=f"bench-{run}",
+        topic_partitions=partitions,
+        max_inflight_per_tenant=0,
+        dispatch_batch=5000,
+        message_batch=64,
+        lease_seconds=600,
+        dispatch_idle_interval=0.005,
+    )
+    await ensure_topics(bootstrap, topics.all(), partitions=partitions)
+    records = _records(pods, "p", tenants)
+
+    producer = make_producer(bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        started = time.perf_counter()
+        for record in records:
+            await producer.send(
+                topics.pod_events, PodEvent("add", record).encode(), key=record.uid.encode()
+            )
+        await producer.flush()
+        produce_s = time.perf_counter() - started
+    finally:
+        await producer.stop()
+
+    service = QueueService(redis_url, bootstrap, config, consumer_options=_CONSUMER)
+    await service.start()
+    try:
+        started = time.perf_counter()
+        await _wait(lambda: service.metrics["published"] >= pods, within=600)
+        dispatch_s = time.perf_counter() - started
+        result = {
+            "pods": pods,
+            "tenants": tenants,
+            "partitions": partitions,
+            "produce_pods_per_s": round(pods / produce_s),
+            "add_to_dispatch_pods_per_s": round(pods / dispatch_s),
+            "add_to_dispatch_seconds": round(dispatch_s, 3),
+            "schedule_messages": service.metrics["schedule_messages"],
+        }
+    finally:
+        await service.stop()
+    wake = await _bench_wake(redis_url, bootstrap, config, pods, tenants)
+    redis = connect(redis_url)
+    try:
+        await _drop(redis, config.key_prefix)
+    finally:
+        await redis.aclose()
+    return {"service": result, "wake": wake}
+
+
+async def _bench_wake(
+    redis_url: str, bootstrap: str, config: QueueConfig, pods: int, tenants: int
+) -> dict[str, Any]:
+    # Own topics and keys: the wake must not re-read the service phase's pod events.
+    topics = Topics().suffixed(f"{config.group_id}-wake")
+    config = replace(
+        config,
+        key_prefix=config.key_prefix + "wake:",
+        group_id=config.group_id + "w",
+        topics=topics,
+    )
+    await ensure_topics(bootstrap, topics.all(), partitions=config.topic_partitions)
+    redis = connect(redis_url)
+    # Park the pods 60 s in the past, so their backoff is over when the event comes.
+    clock = ManualClock(time.time() - 60)
+    store = QueueStore(redis, config, clock)
+    records = _records(pods, "w", tenants)
+    try:
+        for i in range(0, pods, _CHUNK):
+            await store.add(records[i : i + _CHUNK])
+        names = await store.tenants()
+        while batches := [
+            r for got in await store.pop_many([(t, _CHUNK) for t in names]) for r in got
+        ]:
+            await store.record_outcomes(
+                [
+                    Outcome(
+                        r.tenant,
+                        r.pod_key,
+                        r.uid,
+                        r.attempt,
+                        "unschedulable",
+                        unschedulable_plugins=("NodeResourcesFit",),
+                        message="0/100 nodes are available: 100 Insufficient cpu.",
+                    )
+                    for r in batches
+                ]
+            )
+        parked = sum(c.unschedulable for c in (await store.counts()).values())
+        assert parked == pods, (parked, pods)
+    finally:
+        await redis.aclose()
+
+    service = QueueService(redis_url, bootstrap, config, consumer_options=_CONSUMER)
+    await service.start()
+    producer = make_producer(bootstrap)
+    await producer.start()
+    try:
+        node = Node(metadata=ObjectMeta(name="new-node", namespace=""))
+        started = time.perf_counter()
+        await producer.send_and_wait(
+            config.topics.node_events, NodeEvent.of("add", node).encode(), key=b"new-node"
+        )
+        await _wait(lambda: service.metrics["woken"] >= pods, within=120)
+        woken_s = time.perf_counter() - started
+        await _wait(lambda: service.metrics["published"] >= pods, within=600)
+        total_s = time.perf_counter() - started
+    finally:
+        await producer.stop()
+        await service.stop()
+    return {
+        "parked_pods": pods,
+        "event_to_woken_seconds": round(woken_s, 3),
+        "event_to_all_redispatched_seconds": round(total_s, 3),
+    }
+
+
+async def _run(
+    pods: int, tenants: int, partitions: int, redis_url: str, bootstrap: str
+) -> dict[str, Any]:
+    store = await _bench_store(redis_url, pods, tenants)
+    service = await _bench_service(redis_url, bootstrap, pods, tenants, partitions)
+    return {"store": store, **service}
+
+
+def run_queue_bench(
+    pods: int = 100_000,
+    *,
+    tenants: int = 1,
+    partitions: int = 8,
+    redis_url: str | None = None,
+    kafka_bootstrap: str | None = None,
+    output: bool = True,
+) -> dict[str, Any]:
+    """Run the queue benchmark and return (and print, as JSON) its figures.
+
+    Servers come from `redis_url` / `kafka_bootstrap`, else from the launcher (which honours
+    BERTH_REDIS_URL / BERTH_KAFKA_BOOTSTRAP, else starts local ones for the run).
+    """
+    servers = None
+    if redis_url is None or kafka_bootstrap is None:
+        servers = start_dev_servers()
+        redis_url = redis_url or servers.redis_url
+        kafka_bootstrap = kafka_bootstrap or servers.kafka_bootstrap
+    try:
+        figures = asyncio.run(_run(pods, tenants, partitions, redis_url, kafka_bootstrap))
+    finally:
+        if servers is not None:
+            servers.stop()
+    report = {
+        "mode": "queue",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "servers": {
+            "redis": servers.redis_source if servers else "given",
+            "kafka": servers.kafka_source if servers else "given",
+        },
+        **figures,
+    }
+    if output:
+        print(json.dumps(report, indent=2))
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="berth bench --mode queue")
+    parser.add_argument("--pods", type=int, default=100_000)
+    parser.add_argument("--tenants", type=int, default=1)
+    parser.add_argument("--partitions", type=int, default=8)
+    args = parser.parse_args(argv)
+    run_queue_bench(args.pods, tenants=args.tenants, partitions=args.partitions)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

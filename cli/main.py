@@ -1,0 +1,189 @@
+"""`berth`: the command line.
+
+    berth schedule -f FILE [-f FILE ...] [--config CFG] [--seed N] [--explain] [-o json|table]
+    berth bench --mode in-process --workload scheduling-basic --nodes N --pods P [-o json]
+    berth dev-servers                      # a local Redis and Kafka-API broker, in the foreground
+    berth up [--workers N] [--binders M] [--queues K]     # the distributed stack, foreground
+    berth apply -f FILE | delete -f FILE | KIND NAME | get pods|nodes|queues [-o wide|json]
+    berth run -f FILE [--config C] [--workers N] [--binders M] [--seed S] [--timeout T] -o json
+    berth demo                             # the bundled multi-tenant workload, end to end
+    berth bench --mode distributed --workers N --binders M [--nodes N] [--pods P] [-o json]
+
+Each command imports what it needs when it runs, so `berth --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+
+# Commands with parsers of their own (services/stack.py, cli/demo.py): `berth CMD ...`
+# hands the rest of the command line to CMD's main.
+DELEGATED: dict[str, tuple[str, str, str]] = {
+    "up": ("services.stack", "up_main", "the distributed stack in the foreground (Ctrl-C stops)"),
+    "apply": ("services.stack", "apply_main", "create or update objects in a running stack"),
+    "delete": ("services.stack", "delete_main", "delete objects from a running stack"),
+    "get": ("services.stack", "get_main", "show pods, nodes or queues of a running stack"),
+    "run": ("services.stack", "run_main", "schedule manifests through an ephemeral stack"),
+    "demo": ("cli.demo", "demo_main", "the bundled multi-tenant workload, end to end"),
+}
+
+
+def _delegated(name: str) -> Callable[[Sequence[str]], int]:
+    module, function, _ = DELEGATED[name]
+    main: Callable[[Sequence[str]], int] = getattr(importlib.import_module(module), function)
+    return main
+
+
+def _cmd_schedule(args: argparse.Namespace) -> int:
+    from scheduling.dryrun import run_dry, to_json, to_table
+    from shared.config import ConfigError, default_config, load_config
+    from shared.models import ManifestError, load_manifests
+
+    try:
+        manifests = load_manifests(*args.file)
+        config = load_config(args.config) if args.config else default_config()
+        report = run_dry(manifests, config, seed=args.seed, explain=args.explain)
+    except (ManifestError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.output == "json":
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        print(to_table(report))
+    return 0
+
+
+def _print_figures(result: Mapping[str, object], output: str) -> None:
+    """A benchmark's figures: JSON, or one aligned `name: value` line each."""
+    if output == "json":
+        print(json.dumps(result, indent=2))
+        return
+    for key, value in result.items():
+        print(f"{key:>24}: {value}")
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.mode == "distributed":
+        return _cmd_bench_distributed(args)
+    if args.mode == "queue":
+        return _cmd_bench_queue(args)
+    from cli.bench.inprocess import run_bench
+
+    try:
+        result = run_bench(
+            mode=args.mode,
+            workload=args.workload,
+            nodes=args.nodes,
+            pods=args.pods,
+            running=args.running,
+            percentage=args.percentage,
+            seed=args.seed,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    _print_figures(result, args.output)
+    return 0
+
+
+def _cmd_bench_distributed(args: argparse.Namespace) -> int:
+    from cli.bench.distributed import bench_distributed
+
+    try:
+        result = bench_distributed(
+            workload=args.workload,
+            nodes=args.nodes,
+            pods=args.pods,
+            running=args.running,
+            workers=args.workers,
+            binders=args.binders,
+            percentage=args.percentage,
+            seed=args.seed,
+            profile_dir=args.profile,
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    _print_figures(result, args.output)
+    return 0
+
+
+def _cmd_bench_queue(args: argparse.Namespace) -> int:
+    from cli.bench.queue import run_queue_bench
+
+    result = run_queue_bench(args.pods, tenants=args.tenants, output=False)
+    _print_figures(result, args.output)
+    return 0
+
+
+def _cmd_dev_servers(args: argparse.Namespace) -> int:
+    from cli.servers import main as launcher_main
+
+    return launcher_main([])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="berth",
+        description="berth: a distributed, Kubernetes-compatible pod scheduler.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    schedule = sub.add_parser(
+        "schedule",
+        help="dry run: where would these pods go, and why?",
+        description="Run the scheduling framework in one process on manifests; no servers.",
+    )
+    schedule.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
+    schedule.add_argument("--config", metavar="KUBE_SCHEDULER_CONFIG")
+    schedule.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
+    schedule.add_argument("--explain", action="store_true", help="per-node scores")
+    schedule.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    schedule.set_defaults(run=_cmd_schedule)
+
+    bench = sub.add_parser("bench", help="benchmarks that print figures")
+    bench.add_argument(
+        "--mode", choices=["in-process", "distributed", "queue"], default="in-process"
+    )
+    bench.add_argument("--workload", default="scheduling-basic")
+    bench.add_argument("--nodes", type=int, default=5000)
+    bench.add_argument("--pods", type=int, default=10000, help="pods to schedule")
+    bench.add_argument("--running", type=int, default=0, help="pods already running")
+    bench.add_argument(
+        "--percentage", type=int, default=100, help="percentageOfNodesToScore (default 100)"
+    )
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--workers", type=int, default=1, help="distributed: scheduler workers")
+    bench.add_argument("--binders", type=int, default=1, help="distributed: binders")
+    bench.add_argument("--tenants", type=int, default=1, help="queue: tenants")
+    bench.add_argument("--profile", metavar="DIR", help="distributed: cProfile dumps per process")
+    bench.add_argument("-o", "--output", choices=["json", "table"], default="table")
+    bench.set_defaults(run=_cmd_bench)
+
+    dev = sub.add_parser("dev-servers", help="start a local Redis and Kafka-API broker")
+    dev.set_defaults(run=_cmd_dev_servers)
+    for name, (_, _, help_text) in DELEGATED.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words and words[0] in DELEGATED:
+        return _delegated(words[0])(words[1:])
+    args = build_parser().parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,490 @@
+"""`berth schedule` as a library: where would these pods go, and why (issue #2, section 6).
+
+    report = run_dry(load_manifests("cluster.yaml"), load_config("sched.yaml"), seed=1)
+    print(to_table(report))          # or print(json.dumps(to_json(report), indent=2))
+
+Semantics:
+- Pods with spec.nodeName run on that node (their requests count there). Pods without it
+  are pending when their spec.schedulerName names a profile, else "Skipped" (so are pods
+  being deleted, as upstream skips them).
+- A pending pod that a PreEnqueue plugin holds back (scheduling gates) is "Gated" and never
+  gets a cycle.
+- The others are ordered by the profile's QueueSort (PrioritySort: higher priority first,
+  from priorityClassName; ties keep input order, the input position being the queue
+  timestamp) and each gets one scheduling cycle per pass, in that order. A scheduled pod is
+  bound at once through the bind plugins (DefaultBinder binds into the in-process cluster)
+  and later cycles see it. Preemption victims are deleted at once; the preemptor gets its
+  nominated node and tries it first in the next pass, while lower-priority pods treat that
+  room as taken. Lower-priority pods nominated to that node lose their nomination (upstream
+  prepareCandidate), so they look elsewhere.
+- PodDisruptionBudgets from the manifests carry no status: it is computed as the disruption
+  controller would, over the pods that exist, before the first pass and again whenever
+  victims are deleted (preemption reads status.disruptionsAllowed).
+- Extenders (`config.extenders`) are built once and called by every cycle (filter and
+  prioritize) and by preemption. Their HTTP calls block the event loop: nothing else runs
+  in a dry run meanwhile.
+- Another pass runs while the previous one bound or preempted anything. Pods still waiting
+  at Permit when a pass ends are rejected as if their shortest timeout had passed (nothing
+  else can allow them within the pass).
+- The report has one entry per pod without spec.nodeName, in input order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from scheduling.framework.cycle import binding_cycle, scheduling_cycle
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.extender import build_extenders
+from scheduling.framework.handle import LocalCluster
+from scheduling.framework.interfaces import Diagnosis, PluginFactory, QueuedPodInfo
+from scheduling.framework.runtime import Framework, build_frameworks
+from scheduling.framework.schedule import NodeScores
+from scheduling.framework.status import Code, Status
+from scheduling.plugins.defaultpreemption import lower_priority_nominated_pods
+from scheduling.plugins.podindex.cluster_objects import StaticClusterObjects
+from scheduling.plugins.registry import in_tree_registry
+from shared.config import SchedulerConfiguration, default_config
+from shared.eviction import refresh_pdb_statuses
+from shared.models import Pod
+from shared.models.manifest import Manifests, resolve_priorities
+
+SCHEDULED = "Scheduled"
+UNSCHEDULABLE = "Unschedulable"
+GATED = "Gated"
+SKIPPED = "Skipped"
+
+
+@dataclass(slots=True)
+class FilteredNode:
+    """Why one node was rejected: the Filter (or PreFilter) plugin and its reasons."""
+
+    plugin: str
+    reasons: list[str]
+
+
+class FilteredNodes(Mapping[str, FilteredNode]):
+    """Node -> why a cycle rejected it, in node order: read-only, expanded on first read.
+
+    A cycle over thousands of nodes rejects thousands of them; building a dict entry per node
+    for every pod would cost more than the cycle itself when nobody prints them (`-o table`),
+    so this keeps the cycle's (status, rows) pairs and the node names until asked. Nodes
+    rejected by the same status share one FilteredNode (do not mutate it).
+    """
+
+    __slots__ = ("_names", "_nodes", "_rejections")
+
+    def __init__(self, rejections: list[tuple[Status, NDArray[np.intp]]], names: list[str]) -> None:
+        self._rejections = rejections
+        self._names = names
+        """The node names by row when the cycle ran (NodeColumns replaces, never edits, it)."""
+        self._nodes: dict[str, FilteredNode] | None = None
+
+    def _expanded(self) -> dict[str, FilteredNode]:
+        if self._nodes is None:
+            self._nodes = self._expand()
+        return self._nodes
+
+    def _expand(self) -> dict[str, FilteredNode]:
+        rejections = [(status, rows) for status, rows in self._rejections if rows.shape[0]]
+        if not rejections:
+            return {}
+        rows = np.concatenate([rows for _, rows in rejections])
+        which = np.repeat(
+            np.arange(len(rejections), dtype=np.intp), [r.shape[0] for _, r in rejections]
+        )
+        # Row order; a row named twice keeps its last status (as Diagnosis.status_by_row);
+        # -1 is a node that left the columns: named nowhere.
+        order = np.argsort(rows, kind="stable")
+        rows, which = rows[order], which[order]
+        last = np.ones(rows.shape[0], dtype=np.bool_)
+        last[:-1] = rows[1:] != rows[:-1]
+        keep = last & (rows >= 0)
+        entries = [FilteredNode(status.plugin, list(status.reasons)) for status, _ in rejections]
+        names = self._names
+        return {
+            names[row]: entries[w]
+            for row, w in zip(rows[keep].tolist(), which[keep].tolist(), strict=True)
+        }
+
+    def __getitem__(self, node: str) -> FilteredNode:
+        return self._expanded()[node]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._expanded())
+
+    def __len__(self) -> int:
+        return len(self._expanded())
+
+    def __repr__(self) -> str:
+        # Never expands (a repr must stay cheap, see run_dry); shows the nodes once read.
+        if self._nodes is not None:
+            return f"FilteredNodes({self._nodes!r})"
+        statuses = [f"{status.plugin}: {rows.shape[0]} row(s)" for status, rows in self._rejections]
+        return f"FilteredNodes(<not expanded: {', '.join(statuses)}>)"
+
+    def to_json(self) -> dict[str, dict[str, object]]:
+        """{node: {"plugin", "reasons"}}; nodes with the same status share one entry."""
+        shared: dict[int, dict[str, object]] = {}
+        out: dict[str, dict[str, object]] = {}
+        for node, f in self._expanded().items():
+            entry = shared.get(id(f))
+            if entry is None:
+                entry = shared[id(f)] = {"plugin": f.plugin, "reasons": list(f.reasons)}
+            out[node] = entry
+        return out
+
+
+@dataclass(slots=True)
+class NodeScore:
+    """One feasible node's score: each plugin's value after NormalizeScore and weight."""
+
+    total: int
+    plugins: dict[str, int]
+
+
+@dataclass(slots=True)
+class PodResult:
+    """The outcome of one pending pod (its last scheduling attempt)."""
+
+    pod: str
+    """"namespace/name"."""
+    status: str
+    """Scheduled, Unschedulable, Gated or Skipped."""
+    node: str | None = None
+    nominated_node: str | None = None
+    victims: list[str] = field(default_factory=list)
+    """Pods ("namespace/name") this pod's preemption deleted."""
+    message: str = ""
+    filtered: Mapping[str, FilteredNode] = field(default_factory=dict)
+    """Every node a Filter or PreFilter plugin (or an extender) rejected in the last attempt
+    (a FilteredNodes: expanded when read)."""
+    scores: dict[str, NodeScore] = field(default_factory=dict)
+    """Per feasible node (explain only; empty when scoring did not run)."""
+
+    def to_dict(self, explain: bool) -> dict[str, object]:
+        out: dict[str, object] = {
+            "pod": self.pod,
+            "status": self.status,
+            "node": self.node,
+            "nominatedNode": self.nominated_node,
+            "victims": list(self.victims),
+            "message": self.message,
+            "filtered": (
+                self.filtered.to_json()
+                if isinstance(self.filtered, FilteredNodes)
+                else {
+                    node: {"plugin": f.plugin, "reasons": list(f.reasons)}
+                    for node, f in self.filtered.items()
+                }
+            ),
+        }
+        if explain:
+            out["scores"] = {
+                node: {"total": s.total, "plugins": dict(s.plugins)}
+                for node, s in self.scores.items()
+            }
+        return out
+
+
+@dataclass(slots=True)
+class DryRunReport:
+    pods: list[PodResult]
+    """One entry per pod without spec.nodeName, in input order."""
+    explain: bool = False
+    passes: int = 0
+    """Scheduling passes run."""
+    warnings: list[str] = field(default_factory=list)
+    """Input the run accepted with a doubt (e.g. a pod's priority disagreeing with its
+    class), one line each, naming the object."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"pods": [pod.to_dict(self.explain) for pod in self.pods]}
+
+
+def run_dry(
+    manifests: Manifests,
+    config: SchedulerConfiguration | None = None,
+    seed: int | None = None,
+    explain: bool = False,
+    *,
+    registry: Mapping[str, PluginFactory] | None = None,
+) -> DryRunReport:
+    """Schedule the manifests' pending pods in one process (see the module docstring).
+
+    `config` defaults to the upstream default configuration, `registry` to the in-tree
+    plugins. Raises ManifestError (priority classes) and ConfigError (profiles); the pods
+    (spec.priority, from their class) are updated in place, as admission would.
+    """
+    reports: list[DryRunReport] = []
+
+    async def main() -> None:
+        reports.append(await run_dry_async(manifests, config, seed, explain, registry=registry))
+
+    # The report is not the main task's result: on the main thread, CPython 3.11's
+    # asyncio.run formats a repr of that task (its result included) while restoring the
+    # SIGINT handler, which for a large report costs seconds.
+    asyncio.run(main())
+    return reports[0]
+
+
+async def run_dry_async(
+    manifests: Manifests,
+    config: SchedulerConfiguration | None = None,
+    seed: int | None = None,
+    explain: bool = False,
+    *,
+    registry: Mapping[str, PluginFactory] | None = None,
+) -> DryRunReport:
+    """`run_dry` for callers already inside an event loop."""
+    warnings = resolve_priorities(manifests)
+    if config is None:
+        config = default_config()
+    cluster = LocalCluster(
+        manifests.nodes,
+        [pod for pod in manifests.pods if pod.spec.node_name],
+        StaticClusterObjects.from_manifests(manifests),
+        manifests.pod_disruption_budgets,
+        build_extenders(config.extenders),
+    )
+    frameworks = build_frameworks(
+        config,
+        registry if registry is not None else in_tree_registry(),
+        cluster,
+        seed=seed,
+    )
+    run = _DryRun(cluster, frameworks, explain)
+    report = await run.run(manifests.pods)
+    report.warnings = warnings
+    return report
+
+
+@dataclass(slots=True)
+class _Pending:
+    index: int
+    pod: Pod
+    framework: Framework
+    result: PodResult
+    done: bool = False
+
+
+class _DryRun:
+    def __init__(
+        self, cluster: LocalCluster, frameworks: dict[str, Framework], explain: bool
+    ) -> None:
+        self.cluster = cluster
+        self.frameworks = frameworks
+        self.explain = explain
+        self.by_uid: dict[str, _Pending] = {}
+        self.unbound: dict[str, Pod] = {}
+        """uid -> every input pod without spec.nodeName that still exists (bound or not)."""
+
+    async def run(self, pods: list[Pod]) -> DryRunReport:
+        results: list[PodResult] = []
+        queue: list[_Pending] = []
+        for index, pod in enumerate(pods):
+            if pod.spec.node_name:
+                continue
+            self.unbound[pod.metadata.uid] = pod
+            result = PodResult(pod.key, SKIPPED)
+            results.append(result)
+            framework = self.frameworks.get(pod.spec.scheduler_name)
+            if framework is None:
+                result.message = f'profile not found for scheduler name "{pod.spec.scheduler_name}"'
+                continue
+            if pod.metadata.deletion_timestamp is not None:
+                result.message = f"skip schedule deleting pod: {pod.key}"
+                continue
+            gate = framework.run_pre_enqueue_plugins(pod)
+            if not gate.is_success():
+                result.status, result.message = GATED, gate.message()
+                continue
+            result.status = UNSCHEDULABLE
+            item = _Pending(index, pod, framework, result)
+            queue.append(item)
+            self.by_uid[pod.metadata.uid] = item
+        queue.sort(key=functools.cmp_to_key(_queue_order))
+
+        self._refresh_pdb_statuses()
+        passes = 0
+        while queue:
+            passes += 1
+            if not await self._pass(queue):
+                break
+            queue = [item for item in queue if not item.done]
+        return DryRunReport(results, self.explain, passes)
+
+    async def _pass(self, queue: list[_Pending]) -> bool:
+        """One cycle per pod in queue order; True when anything was bound or preempted."""
+        progress = False
+        waiting: list[tuple[_Pending, CycleState, Pod, str, asyncio.Task[Status]]] = []
+        for item in queue:
+            if item.done:  # preempted meanwhile
+                continue
+            state = CycleState()
+            nodes = self.cluster.nodes
+            outcome = scheduling_cycle(
+                item.framework, state, item.pod, nodes, self.cluster, explain=self.explain
+            )
+            result = item.result
+            if outcome.nominating:
+                self._nominate(item, outcome.nominated_node or "")
+            if outcome.victims:
+                progress = True
+                self._delete_victims(item, outcome.victims)
+            if outcome.nominating and outcome.nominated_node:
+                self._clear_lower_priority_nominations(item, outcome.nominated_node)
+            if outcome.status.code in (Code.SUCCESS, Code.WAIT):
+                assert outcome.result is not None
+                host = outcome.result.suggested_host
+                result.filtered = self._filtered(outcome.result.diagnosis)
+                result.scores = _scores(outcome.result.scores, self.cluster)
+                task = asyncio.create_task(
+                    binding_cycle(item.framework, state, outcome.pod, host, self.cluster, nodes)
+                )
+                if outcome.status.code == Code.WAIT:
+                    waiting.append((item, state, outcome.pod, host, task))
+                    continue
+                progress |= self._bound(item, host, await task)
+                continue
+            result.status, result.node, result.message = UNSCHEDULABLE, None, outcome.message
+            result.scores = {}
+            fit_error = outcome.fit_error
+            result.filtered = self._filtered(fit_error.diagnosis) if fit_error is not None else {}
+
+        # Nothing else runs in this pass that could still allow a waiting pod.
+        for framework in self.frameworks.values():
+            for pod in framework.iterate_over_waiting_pods():
+                pod.time_out()
+        for item, _, _, host, task in waiting:
+            progress |= self._bound(item, host, await task)
+        return progress
+
+    def _bound(self, item: _Pending, host: str, status: Status) -> bool:
+        result = item.result
+        if not status.is_success():
+            result.status, result.node, result.message = UNSCHEDULABLE, None, status.message()
+            return False
+        item.done = True
+        result.status, result.node = SCHEDULED, host
+        result.message = f"Successfully assigned {item.pod.key} to {host}"
+        return True
+
+    def _nominate(self, item: _Pending, node_name: str) -> None:
+        status = replace(item.pod.status, nominated_node_name=node_name)
+        item.pod = replace(item.pod, status=status)
+        item.result.nominated_node = node_name or None
+        self.cluster.nominate(item.pod, node_name)
+
+    def _delete_victims(self, preemptor: _Pending, victims: list[Pod]) -> None:
+        for victim in victims:
+            self.cluster.delete_pod(victim)
+            self.unbound.pop(victim.metadata.uid, None)
+            preemptor.result.victims.append(victim.key)
+            evicted = self.by_uid.get(victim.metadata.uid)
+            if evicted is not None and evicted.done:
+                # A pod this dry run had placed is deleted again: it will not run.
+                evicted.result.status, evicted.result.node = UNSCHEDULABLE, None
+                evicted.result.message = f"preempted by {preemptor.pod.key}"
+        self._refresh_pdb_statuses()
+
+    def _clear_lower_priority_nominations(self, preemptor: _Pending, node_name: str) -> None:
+        """After preempting on `node_name`, lower-priority pods nominated there may no longer
+        fit: clear their nomination so they look elsewhere (upstream prepareCandidate)."""
+        nominated = self.cluster.nominated_pods
+        for pod in lower_priority_nominated_pods(preemptor.pod, node_name, nominated):
+            other = self.by_uid.get(pod.metadata.uid)
+            if other is not None:
+                self._nominate(other, "")
+            else:
+                self.cluster.nominate(pod, "")
+
+    def _refresh_pdb_statuses(self) -> None:
+        """Budgets read from manifests have an empty status (every covered pod would count as
+        a violating victim): compute it as the disruption controller does, over the pods
+        that exist now (bound or assumed, and those still pending)."""
+        budgets = self.cluster.pod_disruption_budgets
+        if not budgets:
+            return
+        pods = list(self.cluster.nodes.pods())
+        on_nodes = {pod.metadata.uid for pod in pods}
+        pods.extend(pod for uid, pod in self.unbound.items() if uid not in on_nodes)
+        refresh_pdb_statuses(budgets, pods)
+
+    def _filtered(self, diagnosis: Diagnosis) -> FilteredNodes:
+        return FilteredNodes(list(diagnosis.rejections), self.cluster.nodes.names)
+
+
+def _queue_order(a: _Pending, b: _Pending) -> int:
+    """QueueSort's less, with the input position as the queue timestamp (ties keep order)."""
+    info_a = QueuedPodInfo(a.pod, timestamp=float(a.index))
+    info_b = QueuedPodInfo(b.pod, timestamp=float(b.index))
+    if a.framework.less(info_a, info_b):
+        return -1
+    if a.framework.less(info_b, info_a):
+        return 1
+    return a.index - b.index
+
+
+def _scores(scores: NodeScores | None, cluster: LocalCluster) -> dict[str, NodeScore]:
+    if scores is None:
+        return {}
+    return {
+        node: NodeScore(total, plugins)
+        for node, (total, plugins) in scores.by_node(cluster.nodes).items()
+    }
+
+
+# ------------------------------------------------------------------------- output
+def to_json(report: DryRunReport) -> dict[str, object]:
+    """The `-o json` document (issue #2 section 6), as JSON-ready data: json.dumps it."""
+    return report.to_dict()
+
+
+def to_table(report: DryRunReport) -> str:
+    """The `-o table` view: pod, status, node and the reason, one line per pod."""
+    header = ("POD", "STATUS", "NODE", "REASON")
+    rows = [header]
+    for pod in report.pods:
+        rows.append((pod.pod, pod.status, pod.node or "<none>", _reason(pod)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
+    lines = [
+        "   ".join([*(cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])), row[-1]])
+        for row in rows
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _reason(pod: PodResult) -> str:
+    if pod.status == SCHEDULED:
+        extra = []
+        if pod.victims:
+            extra.append(f"preempted {', '.join(pod.victims)}")
+        return "; ".join(extra)
+    reason = pod.message
+    if pod.nominated_node:
+        reason += f" (nominated node: {pod.nominated_node})"
+    return reason
+
+
+__all__ = [
+    "GATED",
+    "SCHEDULED",
+    "SKIPPED",
+    "UNSCHEDULABLE",
+    "DryRunReport",
+    "FilteredNode",
+    "FilteredNodes",
+    "NodeScore",
+    "PodResult",
+    "run_dry",
+    "run_dry_async",
+    "to_json",
+    "to_table",
+]

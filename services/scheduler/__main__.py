@@ -1,0 +1,5 @@
+"""`python -m services.scheduler`: one scheduler worker process."""
+
+from services.scheduler.main import main
+
+raise SystemExit(main())

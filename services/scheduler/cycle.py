@@ -1,0 +1,177 @@
+"""One schedule request through the framework: a proposal for the binder, or an outcome.
+
+    decision = decide(frameworks, view, request, now)
+    decision.proposal   # bind (after Reserve and Permit) or preempt (PostFilter's victims)
+    decision.outcome    # unschedulable / error (FitError message, failed plugins), or
+                        # scheduled when the pod turned out to be bound already
+
+The cycle is upstream's schedulingCycle (scheduling.framework.cycle); the binding
+cycle (WaitOnPermit, PreBind, Bind, PostBind) runs in the binder service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from scheduling.cache.scheduler_view import WorkerView
+from scheduling.framework.cycle import SchedulingOutcome, scheduling_cycle
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.runtime import Framework
+from scheduling.framework.status import Code
+from services.binder.messages import Proposal, Victim
+from shared.messages import MessageError, Outcome, OutcomeResult, ScheduleRequest, pod_fingerprint
+from shared.models import Pod
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    proposal: Proposal | None = None
+    outcome: Outcome | None = None
+
+
+class _Cache:
+    """The cycle's PodCache: assume/forget in the worker's view for one attempt."""
+
+    __slots__ = ("attempt", "now", "view")
+
+    def __init__(self, view: WorkerView, attempt: int, now: float) -> None:
+        self.view = view
+        self.attempt = attempt
+        self.now = now
+
+    def assume(self, pod: Pod, node_name: str) -> Pod:
+        return self.view.assume(pod, node_name, self.attempt, self.now)
+
+    def forget(self, pod: Pod) -> None:
+        self.view.forget(pod.metadata.uid, self.attempt)
+
+
+def _outcome(request: ScheduleRequest, result: OutcomeResult, **fields: object) -> Outcome:
+    return Outcome(
+        tenant=request.tenant,
+        pod_key=request.pod_key,
+        uid=request.uid,
+        attempt=request.attempt,
+        result=result,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def failed_decision(request: ScheduleRequest, error: Exception) -> Decision:
+    """An error outcome for a cycle that raised (the queue backs the pod off)."""
+    return Decision(outcome=_outcome(request, "error", message=f"scheduling failed: {error!r}"))
+
+
+def request_pod(request: ScheduleRequest, view: WorkerView) -> Pod:
+    """The pod to schedule: the queue's copy, with its latest known nomination."""
+    pod = request.decode_pod()
+    nominated = request.nominated_node_name or pod.status.nominated_node_name
+    if nominated != pod.status.nominated_node_name:
+        pod = replace(pod, status=replace(pod.status, nominated_node_name=nominated))
+    return pod
+
+
+def decide(
+    frameworks: dict[str, Framework],
+    view: WorkerView,
+    request: ScheduleRequest,
+    now: float,
+) -> Decision:
+    # A new attempt supersedes whatever this worker still assumes for the pod.
+    view.forget(request.uid)
+    try:
+        pod = request_pod(request, view)
+    except MessageError as err:
+        return Decision(outcome=_outcome(request, "error", message=f"undecodable pod: {err}"))
+    bound_to = view.bound.get(request.uid)
+    if bound_to:
+        # Dispatched again after its binding (a lost outcome): tell the queue it is done.
+        return Decision(outcome=_outcome(request, "scheduled", node_name=bound_to))
+    framework = frameworks.get(pod.spec.scheduler_name)
+    if framework is None:
+        message = f'profile not found for scheduler name "{pod.spec.scheduler_name}"'
+        return Decision(outcome=_outcome(request, "error", message=message))
+
+    outcome = scheduling_cycle(
+        framework, CycleState(), pod, view.nodes, _Cache(view, request.attempt, now)
+    )
+    code = outcome.status.code
+    if code in (Code.SUCCESS, Code.WAIT):
+        proposal = _bind_proposal(framework, view, request, outcome)
+        proposal = replace(
+            proposal,
+            pod_fingerprint=pod_fingerprint(pod),
+            pod_resource_version=pod.metadata.resource_version,
+        )
+        return Decision(proposal=proposal)
+    plugins = _failed_plugins(outcome)
+    message = outcome.message
+    if outcome.nominating and outcome.nominated_node:
+        view.nominate(pod, outcome.nominated_node)
+        return Decision(
+            proposal=Proposal(
+                tenant=request.tenant,
+                pod_key=request.pod_key,
+                uid=request.uid,
+                attempt=request.attempt,
+                node_name=outcome.nominated_node,
+                kind="preempt",
+                scheduling_cycle=request.scheduling_cycle,
+                victims=tuple(Victim(v.key, v.metadata.uid) for v in outcome.victims),
+                unschedulable_plugins=plugins,
+                message=message,
+            )
+        )
+    result: OutcomeResult = "error" if code == Code.ERROR else "unschedulable"
+    nominated: str | None = None
+    if outcome.nominating and pod.status.nominated_node_name:
+        nominated = ""  # upstream clears a stale nomination when preemption found nothing
+        view.nominate(pod, "")
+    return Decision(
+        outcome=_outcome(
+            request,
+            result,
+            unschedulable_plugins=plugins,
+            message=message,
+            nominated_node_name=nominated,
+        )
+    )
+
+
+def _bind_proposal(
+    framework: Framework, view: WorkerView, request: ScheduleRequest, outcome: SchedulingOutcome
+) -> Proposal:
+    node = outcome.node or ""
+    seen = view.node(node)
+    permit = "allow"
+    timeout = 0.0
+    waiting_plugins: tuple[str, ...] = ()
+    if outcome.status.code == Code.WAIT:
+        # The binder waits (gangs span binders); the worker only reports what Permit said.
+        waiting = framework.get_waiting_pod(request.uid)
+        if waiting is not None:
+            timeout = waiting.timeout
+            waiting_plugins = tuple(waiting.pending_plugins())
+        framework.waiting_pods.remove(request.uid)
+        permit = "wait"
+    return Proposal(
+        tenant=request.tenant,
+        pod_key=request.pod_key,
+        uid=request.uid,
+        attempt=request.attempt,
+        node_name=node,
+        kind="bind",
+        node_resource_version=0 if seen is None else seen.metadata.resource_version,
+        scheduling_cycle=request.scheduling_cycle,
+        permit="wait" if permit == "wait" else "allow",
+        permit_timeout_seconds=timeout,
+        permit_plugins=waiting_plugins,
+    )
+
+
+def _failed_plugins(outcome: SchedulingOutcome) -> tuple[str, ...]:
+    """QueuedPodInfo.UnschedulablePlugins: the FitError's plugins, else the status's."""
+    if outcome.fit_error is not None:
+        return tuple(sorted(outcome.fit_error.diagnosis.unschedulable_plugins))
+    plugin = outcome.status.plugin
+    return (plugin,) if plugin and outcome.status.code != Code.ERROR else ()

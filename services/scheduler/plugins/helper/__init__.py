@@ -1,5 +1,0 @@
-"""Helpers shared by several in-tree plugins (upstream pkg/scheduler/framework/plugins/helper)."""
-
-from services.scheduler.plugins.helper.normalize_score import default_normalize_score
-
-__all__ = ["default_normalize_score"]

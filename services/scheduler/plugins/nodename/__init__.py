@@ -1,5 +1,0 @@
-"""NodeName: a pod with spec.nodeName fits only the node of that name."""
-
-from services.scheduler.plugins.nodename.node_name import ERR_REASON, NodeName, new
-
-__all__ = ["ERR_REASON", "NodeName", "new"]

@@ -1,5 +1,0 @@
-"""PrioritySort: the default QueueSort (higher priority first, then earlier arrival)."""
-
-from services.scheduler.plugins.queuesort.priority_sort import PrioritySort, new
-
-__all__ = ["PrioritySort", "new"]

@@ -1,0 +1,553 @@
+"""The scheduler worker service: consume `berth.schedule`, run the cycles, publish proposals.
+
+    worker = SchedulerWorker(redis, bootstrap, WorkerConfig(...))
+    await worker.start()     # snapshot loaded, change stream followed, consumer joined
+    ...
+    await worker.stop()
+
+- The view: one store snapshot (every object and the stream position, read by one script),
+  then the change stream (a new snapshot when the stream was trimmed past the position).
+- Consumption: one consumer group on `berth.schedule`. A fetched batch of messages is processed
+  in order, one pod at a time; proposals (key: node) and outcomes (key: pod uid) are sent,
+  their acknowledgements awaited, and only then the offsets committed. A worker killed at any
+  moment loses nothing: the uncommitted messages go to another member, and pods whose messages
+  were committed but whose proposals never landed come back when the queue's lease expires.
+- Before each batch the view catches up with the store's current resourceVersion (bounded
+  wait), so a pod never meets a cluster older than the one it was queued in.
+- Assumptions end when the binding arrives on the stream, or when an outcome of the same
+  attempt (conflict, unschedulable, error) arrives on `berth.outcomes`, which every worker
+  reads from its end without a group, or after `assume_ttl_seconds`.
+- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...})
+  tells `berth run` and `berth get` how far each worker's view is.
+- Observability: a `scheduling_cycle` span per request (parent from the record's headers, its
+  context passed on in the proposal's), scheduler_schedule_attempts for the worker's own
+  unschedulable/error results, berth_consumer_lag; `run(stop, health)` drives readiness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import msgpack
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import CommitFailedError, KafkaError
+from opentelemetry.trace import Span
+from redis.asyncio import Redis
+
+from scheduling.cache.scheduler_view import WorkerView
+from scheduling.framework.extender import build_extenders
+from scheduling.framework.runtime import Framework, build_frameworks
+from scheduling.plugins.registry import in_tree_registry
+from services.binder.config import FETCH_MAX_WAIT_MS
+from services.binder.messages import Proposal
+from services.scheduler.config import WorkerConfig
+from services.scheduler.cycle import Decision, decide, failed_decision
+from shared.health import HealthServer
+from shared.kafka import Headers, assign_all, ensure_topics, make_consumer, make_producer
+from shared.messages import (
+    DeadLetter,
+    MessageError,
+    NodeFacts,
+    Outcome,
+    ScheduleBatch,
+    ScheduleRequest,
+)
+from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
+from shared.store import ClusterStore, HostPort, NodeUsage, Snapshot, StreamGapError
+from shared.tasks import finish
+from shared.tracing import inject_headers, scheduling_cycle_span, set_result
+
+log = logging.getLogger(__name__)
+
+FOLLOW_BLOCK_MS = 500
+"""XREAD block of the stream follower: how long stop() may wait for it."""
+YIELD_EVERY = 32
+"""Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
+FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
+
+
+class WorkerFailedError(RuntimeError):
+    """One of the worker's loops died; the process exits so that it is restarted."""
+
+
+def _record(span: Span, decision: Decision) -> None:
+    """The attempt's result as the worker sees it, on its scheduling-cycle span."""
+    proposal, outcome = decision.proposal, decision.outcome
+    if proposal is not None:
+        result = "proposed" if proposal.kind == "bind" else "preempting"
+        set_result(span, result, node_name=proposal.node_name, message=proposal.message)
+    elif outcome is not None:
+        set_result(span, outcome.result, node_name=outcome.node_name, message=outcome.message)
+
+
+def heartbeat_key(prefix: str, cluster: str) -> str:
+    return f"{prefix}{{{cluster}}}:workers"
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    pods: int = 0
+    proposals: int = 0
+    preemptions: int = 0
+    outcomes: int = 0
+    dead_letters: int = 0
+    cycle_seconds: float = 0.0
+    barrier_waits: int = 0
+    corrections: int = 0
+    """Snapshot reloads because a conflict showed the view counting short of the store."""
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "pods": self.pods,
+            "proposals": self.proposals,
+            "preemptions": self.preemptions,
+            "outcomes": self.outcomes,
+            "dlq": self.dead_letters,
+            "cycle_s": round(self.cycle_seconds, 3),
+            "corrections": self.corrections,
+        }
+
+
+class SchedulerWorker:
+    def __init__(
+        self,
+        redis: Redis,
+        bootstrap: str,
+        config: WorkerConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        metrics: BerthMetrics | None = None,
+    ) -> None:
+        self.config = config if config is not None else WorkerConfig()
+        self.redis = redis
+        self.bootstrap = bootstrap
+        self.clock = clock
+        self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
+        self.view = WorkerView(build_extenders(self.config.profiles().extenders))
+        self._view_lock = asyncio.Lock()
+        """Held while a cycle runs in a thread (extenders' HTTP calls must not block the event
+        loop): the follower, the outcome listener and housekeeping change the view only
+        between cycles."""
+        self.frameworks: dict[str, Framework] = build_frameworks(
+            self.config.profiles(), in_tree_registry(), self.view, seed=self.config.seed
+        )
+        self.stats = WorkerStats()
+        self.metrics = metrics if metrics is not None else default_metrics()
+        self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
+        self._producer: AIOKafkaProducer | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._outcomes: AIOKafkaConsumer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = asyncio.Event()
+        self._advanced = asyncio.Event()
+        self._sequence = 0
+        self._interrupt = asyncio.Event()
+        """Stops the stream follower's current pass: on stop, and to reload the view."""
+        self._reload_reason = ""
+        """Set when a conflict's facts show the view counting short: the follower reloads."""
+        self._preempting: dict[str, tuple[int, asyncio.Event]] = {}
+        """Preemptor uid -> (attempt, set when the binder's outcome for it arrives)."""
+        self.failed = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        topics = self.config.topics
+        await ensure_topics(self.bootstrap, topics.all())
+        self.view.load(await self.store.load_snapshot())
+        self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
+        await self._producer.start()
+        await self._start_outcome_listener()
+        options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
+        self._consumer = make_consumer(
+            self.bootstrap, [topics.schedule], self.config.group_id, **options
+        )
+        await self._consumer.start()
+        self._tasks = [
+            asyncio.create_task(self._consume(), name="worker-consume"),
+            asyncio.create_task(self._follow(), name="worker-follow"),
+            asyncio.create_task(self._listen_outcomes(), name="worker-outcomes"),
+            asyncio.create_task(self._housekeeping(), name="worker-housekeeping"),
+            asyncio.create_task(
+                report_consumer_lag(self._consumer, self.metrics), name="worker-lag"
+            ),
+        ]
+        for task in self._tasks:
+            task.add_done_callback(self._task_done)
+        await self._heartbeat()
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        """A loop that ends on its own is a bug: fail the worker (its process restarts)."""
+        if task.cancelled() or self._stopping.is_set():
+            return
+        log.error("%s ended: %r", task.get_name(), task.exception())
+        self.failed.set()
+
+    async def _start_outcome_listener(self) -> None:
+        topic = self.config.topics.outcomes
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="latest",
+            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+        )
+        await consumer.start()
+        assigned = await assign_all(consumer, [topic])
+        await consumer.seek_to_end(*assigned)
+        self._outcomes = consumer
+
+    async def stop(self) -> None:
+        """Stop taking work; the batch in progress finishes and is committed. Loops that
+        talk to Redis are told to stop (`_stopping`) rather than cancelled: cancelling a
+        task blocked in a redis-py command (the stream follower's XREAD) can leave it hanging
+        in the client's disconnect path (shared.tasks)."""
+        self._stopping.set()
+        self._interrupt.set()
+        self._signal_advanced()
+        if self._tasks:
+            by_name = {task.get_name(): task for task in self._tasks}
+            consume = by_name.pop("worker-consume", None)
+            if consume is not None:
+                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(asyncio.shield(consume), 10.0)
+            for name in ("worker-follow", "worker-housekeeping"):
+                task = by_name.pop(name, None)
+                if task is not None:
+                    await finish(task, FOLLOW_BLOCK_MS / 1000 + 2.0)
+            for task in [consume, *by_name.values()]:  # Kafka loops: cancelling is safe
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            self._tasks = []
+        for consumer in (self._consumer, self._outcomes):
+            if consumer is not None:
+                await consumer.stop()
+        self._consumer = self._outcomes = None
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        with contextlib.suppress(Exception):
+            await self.redis.hdel(self._heartbeat_key, self.config.worker_id)
+
+    async def run(self, stop: asyncio.Event, health: HealthServer | None = None) -> None:
+        """start(), wait for `stop` (or a failure: WorkerFailedError), stop(); `health`'s
+        readiness follows (ready once started, not while draining)."""
+        await self.start()
+        if health is not None:
+            health.set_ready(True)
+        waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(self.failed.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            if health is not None:
+                health.set_ready(False, "draining")
+            await self.stop()
+        if self.failed.is_set():
+            if health is not None:
+                health.set_live(False, "a worker loop failed")
+            raise WorkerFailedError("a worker loop failed (see the log)")
+
+    # ------------------------------------------------------------------ consuming
+    async def _consume(self) -> None:
+        assert self._consumer is not None
+        consumer = self._consumer
+        while not self._stopping.is_set():
+            try:
+                batches = await consumer.getmany(timeout_ms=200, max_records=64)
+            except KafkaError:
+                log.exception("fetching schedule requests failed")
+                await asyncio.sleep(0.5)
+                continue
+            if not batches:
+                continue
+            await self._catch_up()
+            offsets: dict[TopicPartition, int] = {}
+            deliveries: list[asyncio.Future[Any]] = []
+            for tp, records in batches.items():
+                for record in records:
+                    deliveries += await self._process(tp, record)
+                    offsets[tp] = record.offset + 1
+            if deliveries:
+                await asyncio.gather(*deliveries)
+            try:
+                await consumer.commit(offsets)
+            except (CommitFailedError, KafkaError) as exc:  # a rebalance: redelivery is harmless
+                log.warning("commit failed: %s", exc)
+
+    async def _catch_up(self) -> None:
+        target = await self.store.resource_version()
+        if self.view.resource_version >= target:
+            return
+        self.stats.barrier_waits += 1
+        deadline = asyncio.get_running_loop().time() + self.config.view_barrier_seconds
+        while self.view.resource_version < target:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                log.warning("view at %d, store at %d", self.view.resource_version, target)
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._advanced.wait(), remaining)
+
+    async def _process(self, tp: TopicPartition, record: Any) -> list[asyncio.Future[Any]]:
+        if record.value is None:
+            return [await self._dead_letter(tp, record, "empty message")]
+        try:
+            batch = ScheduleBatch.decode(record.value)
+        except MessageError as exc:
+            return [await self._dead_letter(tp, record, str(exc))]
+        deliveries: list[asyncio.Future[Any]] = []
+        started = time.perf_counter()
+        for index, request in enumerate(batch.requests):
+            if index and index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            with scheduling_cycle_span(request, record.headers) as span:
+                try:
+                    decision = await self._decide(request)
+                except Exception as exc:  # a framework bug must not stop the partition
+                    log.exception(
+                        "scheduling %s (attempt %d) failed", request.pod_key, request.attempt
+                    )
+                    decision = failed_decision(request, exc)
+                _record(span, decision)
+                headers = inject_headers()  # the binder's (or queue's) parent
+            deliveries.append(await self._publish(decision, headers))
+            proposal = decision.proposal
+            if proposal is not None and proposal.kind == "preempt":
+                await asyncio.gather(*deliveries)
+                await self._await_victims(proposal)
+        self.stats.cycle_seconds += time.perf_counter() - started
+        self.stats.pods += len(batch.requests)
+        return deliveries
+
+    async def _decide(self, request: ScheduleRequest) -> Decision:
+        """One scheduling cycle. With extenders, in a thread (their calls block on HTTP for up
+        to httpTimeout) while the view is locked; without, inline (no await: nothing else
+        touches the view meanwhile)."""
+        if not self.view.extenders:
+            return decide(self.frameworks, self.view, request, self.clock())
+        async with self._view_lock:
+            return await asyncio.to_thread(
+                decide, self.frameworks, self.view, request, self.clock()
+            )
+
+    async def _await_victims(self, proposal: Proposal) -> None:
+        """After proposing a preemption, the next cycles see its victims gone (as the dry run
+        and upstream's synchronous preemption do): wait until the view has applied their
+        deletion, or the binder answered the preemptor (it refused, or the victims went away
+        some other way), for `view_barrier_seconds` at most. Without this, the pods right
+        after a preemptor would be scored against nodes still holding the victims, and the
+        placements would depend on how fast the binder evicts."""
+        done = asyncio.Event()
+        self._preempting[proposal.uid] = (proposal.attempt, done)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.view_barrier_seconds
+        try:
+            while not self._victims_gone(proposal) and not done.is_set():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    log.warning("victims of %s still in the view", proposal.pod_key)
+                    return
+                advanced = asyncio.ensure_future(self._advanced.wait())
+                answered = asyncio.ensure_future(done.wait())
+                _, pending = await asyncio.wait(
+                    [advanced, answered], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                for waiting in pending:
+                    waiting.cancel()
+            if done.is_set():
+                await self._catch_up()
+        finally:
+            self._preempting.pop(proposal.uid, None)
+
+    def _victims_gone(self, proposal: Proposal) -> bool:
+        pods = self.view.view.pods
+        for victim in proposal.victims:
+            held = pods.get(victim.pod_key)
+            if held is not None and held.metadata.uid == victim.uid:
+                return False
+        return True
+
+    async def _publish(self, decision: Decision, headers: Headers) -> asyncio.Future[Any]:
+        assert self._producer is not None
+        topics = self.config.topics
+        trace_headers = headers or None
+        if decision.proposal is not None:
+            # Numbered in decision order: the binder merges its partitions by it.
+            self._sequence += 1
+            proposal = replace(decision.proposal, sequence=self._sequence)
+            if proposal.kind == "preempt":
+                self.stats.preemptions += 1
+            self.stats.proposals += 1
+            sent: asyncio.Future[Any] = await self._producer.send(
+                topics.proposals,
+                value=proposal.encode(),
+                key=proposal.node_name.encode(),
+                headers=trace_headers,
+            )
+            return sent
+        outcome = decision.outcome
+        assert outcome is not None
+        self.stats.outcomes += 1
+        if outcome.result in ("unschedulable", "error"):
+            self.metrics.record_attempt(outcome.result)
+        delivery: asyncio.Future[Any] = await self._producer.send(
+            topics.outcomes, value=outcome.encode(), key=outcome.uid.encode(), headers=trace_headers
+        )
+        return delivery
+
+    async def _dead_letter(
+        self, tp: TopicPartition, record: Any, error: str
+    ) -> asyncio.Future[Any]:
+        assert self._producer is not None
+        self.stats.dead_letters += 1
+        letter = DeadLetter(
+            service=self.config.service_name,
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            error=error,
+            key=record.key,
+            payload=record.value or b"",
+        )
+        delivery: asyncio.Future[Any] = await self._producer.send(
+            self.config.topics.dlq, value=letter.encode(), key=record.key
+        )
+        return delivery
+
+    # --------------------------------------------------------------- the view
+    async def _follow(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                # `_interrupt`: set on stop, and when the view must be corrected (below).
+                async for changes in self.store.follow_batches(
+                    self.view.resource_version,
+                    block_ms=FOLLOW_BLOCK_MS,
+                    count=5000,
+                    stop=self._interrupt,
+                    previous=self.view.view.previous,
+                ):
+                    async with self._view_lock:
+                        self.view.apply(changes)
+                    self._signal_advanced()
+                if self._reload_reason and not self._stopping.is_set():
+                    await self._reload(await self.store.load_snapshot())
+                    self._reload_reason = ""
+                    self._interrupt.clear()
+            except StreamGapError as exc:
+                log.warning("%s: reloading the snapshot", exc)
+                await self._reload(await self.store.load_snapshot())
+            except Exception:  # Redis went away for a moment: retry from where the view is
+                log.exception("following the change stream failed")
+                await self._pause(0.5)
+
+    async def _reload(self, snapshot: Snapshot) -> None:
+        # In place: the frameworks keep their handle, and the pods this worker proposed and
+        # that are not bound yet stay assumed (ClusterView.load keeps them).
+        async with self._view_lock:
+            self.view.load(snapshot)
+        self._signal_advanced()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep `seconds`, or less when the worker stops."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    def _signal_advanced(self) -> None:
+        self._advanced.set()
+        self._advanced = asyncio.Event()
+
+    async def _listen_outcomes(self) -> None:
+        assert self._outcomes is not None
+        consumer = self._outcomes
+        while True:
+            try:
+                batches = await consumer.getmany(timeout_ms=500, max_records=5000)
+            except KafkaError:
+                log.exception("reading outcomes failed")
+                await asyncio.sleep(0.5)
+                continue
+            async with self._view_lock:
+                for records in batches.values():
+                    for record in records:
+                        self._outcome_seen(record.value)
+
+    def _outcome_seen(self, value: bytes | None) -> None:
+        if not value:
+            return
+        try:
+            outcome = Outcome.decode(value)
+        except MessageError:
+            return
+        if outcome.result == "conflict" and outcome.facts is not None:
+            self._check_facts(outcome.facts)
+        preempting = self._preempting.get(outcome.uid)
+        if preempting is not None and preempting[0] == outcome.attempt:
+            preempting[1].set()
+        if outcome.result in FORGET_RESULTS:
+            self.view.forget(outcome.uid, outcome.attempt)
+
+    def _check_facts(self, facts: NodeFacts) -> None:
+        """A conflict's facts against the view: a view that has applied the store's version
+        of then and still counts less on the node than the store did counts wrong (a bug,
+        or an object it could not apply). It must not keep proposing room that is not
+        there, so it is corrected from the truth: the follower reloads the snapshot."""
+        usage = NodeUsage(
+            pods=facts.pods,
+            requested=dict(facts.requested),
+            host_ports={HostPort(p, port, ip): count for p, port, ip, count in facts.host_ports},
+        )
+        short = self.view.view.undercounts(facts.node, facts.resource_version, usage)
+        if short and not self._reload_reason:
+            at = facts.resource_version
+            self._reload_reason = f"node {facts.node} at resourceVersion {at}: {short}"
+            log.warning("the view counts short of the store (%s): reloading", self._reload_reason)
+            self.stats.corrections += 1
+            self._interrupt.set()
+
+    async def _housekeeping(self) -> None:
+        while not self._stopping.is_set():
+            await self._pause(self.config.heartbeat_seconds)
+            if self._stopping.is_set():
+                return
+            async with self._view_lock:
+                self.view.expire(self.clock(), self.config.assume_ttl_seconds)
+            with contextlib.suppress(Exception):
+                await self._heartbeat()
+
+    async def _heartbeat(self) -> None:
+        beat = {
+            "rv": self.view.resource_version,
+            "ts": self.clock(),
+            "pid": os.getpid(),
+            "assumed": len(self.view.assumed),
+            "nodes": len(self.view.nodes),
+            **self.stats.to_wire(),
+        }
+        await self.redis.hset(
+            self._heartbeat_key,
+            self.config.worker_id,
+            msgpack.packb(beat, use_bin_type=True),
+        )
+
+
+async def read_heartbeats(
+    redis: Redis, prefix: str = "berth:", cluster: str = "default"
+) -> dict[str, dict[str, Any]]:
+    """worker id -> its last heartbeat (see the module docstring)."""
+    raw = await redis.hgetall(heartbeat_key(prefix, cluster))
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        with contextlib.suppress(Exception):
+            out[name] = msgpack.unpackb(value, raw=False)
+    return out
