@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from cli.audit import validate_placement
-from services.stack import Pipeline, Progress, pipeline
+from cli.run import Pipeline, Progress, pipeline
 from shared.models import (
     POD_GROUP_LABEL,
     Affinity,

@@ -20,14 +20,19 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-# Commands with parsers of their own (services/stack.py, cli/demo.py): `berth CMD ...`
+# Commands with parsers of their own (cli/stack_commands.py, cli/run.py, cli/demo.py):
+# `berth CMD ...`
 # hands the rest of the command line to CMD's main.
 DELEGATED: dict[str, tuple[str, str, str]] = {
-    "up": ("services.stack", "up_main", "the distributed stack in the foreground (Ctrl-C stops)"),
-    "apply": ("services.stack", "apply_main", "create or update objects in a running stack"),
-    "delete": ("services.stack", "delete_main", "delete objects from a running stack"),
-    "get": ("services.stack", "get_main", "show pods, nodes or queues of a running stack"),
-    "run": ("services.stack", "run_main", "schedule manifests through an ephemeral stack"),
+    "up": (
+        "cli.stack_commands",
+        "up_main",
+        "the distributed stack in the foreground (Ctrl-C stops)",
+    ),
+    "apply": ("cli.stack_commands", "apply_main", "create or update objects in a running stack"),
+    "delete": ("cli.stack_commands", "delete_main", "delete objects from a running stack"),
+    "get": ("cli.stack_commands", "get_main", "show pods, nodes or queues of a running stack"),
+    "run": ("cli.run", "run_main", "schedule manifests through an ephemeral stack"),
     "demo": ("cli.demo", "demo_main", "the bundled multi-tenant workload, end to end"),
 }
 

@@ -45,12 +45,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Literal
 
+from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_SERVER, ENV_REDIS_URL, ENV_TESTCONTAINERS
+
 log = logging.getLogger(__name__)
 
-ENV_REDIS_URL = "BERTH_REDIS_URL"
-ENV_KAFKA_BOOTSTRAP = "BERTH_KAFKA_BOOTSTRAP"
-ENV_REDIS_SERVER = "BERTH_REDIS_SERVER"
-ENV_TESTCONTAINERS = "BERTH_TESTCONTAINERS"
 
 Source = Literal["external", "container", "local"]
 

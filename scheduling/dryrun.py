@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduling.framework.cluster_objects import StaticClusterObjects
 from scheduling.framework.cycle import binding_cycle, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.extender import build_extenders
@@ -48,7 +49,6 @@ from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.framework.schedule import NodeScores
 from scheduling.framework.status import Code, Status
 from scheduling.plugins.defaultpreemption import lower_priority_nominated_pods
-from scheduling.plugins.podindex.cluster_objects import StaticClusterObjects
 from scheduling.plugins.registry import in_tree_registry
 from shared.config import SchedulerConfiguration, default_config
 from shared.eviction import refresh_pdb_statuses

@@ -1,4 +1,4 @@
-"""API-initiated eviction (policy/v1 Eviction) as a library: SPEC E31-E35, F20.
+"""API-initiated eviction (policy/v1 Eviction) as a library.
 
 `evict(pod, pdbs, pods)` answers what POST .../pods/{name}/eviction answers upstream
 (pkg/registry/core/pod/storage/eviction.go):
@@ -55,7 +55,7 @@ DELETION_TIMEOUT_SECONDS = 120.0
 this long after its eviction was granted (the controller expects its deletion by then)."""
 
 DEFAULT_TERMINATION_GRACE_PERIOD_SECONDS = 30
-"""The API default of spec.terminationGracePeriodSeconds (SPEC D11, F19)."""
+"""The API default of spec.terminationGracePeriodSeconds."""
 
 _TERMINAL_OR_PENDING = frozenset({"Succeeded", "Failed", "Pending"})
 

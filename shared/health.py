@@ -29,12 +29,14 @@ from types import TracebackType
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
+from shared.env import ENV_METRICS_HOST, ENV_METRICS_PORT
+
 log = logging.getLogger(__name__)
 
-ENV_PORT = "BERTH_METRICS_PORT"
+ENV_PORT = ENV_METRICS_PORT
 """Port of the /metrics, /healthz, /readyz server (0: any free port). Unset: no server, so
 several services on one machine (`berth up`) never collide."""
-ENV_HOST = "BERTH_METRICS_HOST"
+ENV_HOST = ENV_METRICS_HOST
 """Address to listen on (default: every interface)."""
 
 READ_TIMEOUT_SECONDS = 5.0

@@ -154,3 +154,10 @@ async def assign_all(
         assigned += [TopicPartition(topic, p) for p in sorted(partitions or ())]
     consumer.assign(assigned)
     return assigned
+
+
+FETCH_MAX_WAIT_MS = 20
+"""How long a fetch may wait at the broker for records. The embedded broker answers a fetch
+only when this runs out, not when a record arrives: at the client's default (500 ms) a
+proposal waited ~130 ms (p50) before the binder saw it; at 20 ms, ~4 ms, for ~50 idle
+fetches a second."""

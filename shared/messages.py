@@ -42,7 +42,7 @@ PodOp = Literal["add", "update", "delete"]
 OutcomeResult = Literal["scheduled", "unschedulable", "error", "conflict", "extend"]
 """
 - scheduled: the pod is bound; the queue forgets it.
-- unschedulable / error: AddUnschedulableIfNotPresent (SPEC A11) with the failed plugins.
+- unschedulable / error: AddUnschedulableIfNotPresent with the failed plugins.
 - conflict: the binder found a conflict; the pod goes straight back to active, no backoff.
 - extend: the attempt is still running (e.g. waiting on a permit); renew the lease.
 """
@@ -236,7 +236,7 @@ class PodRecord:
     fingerprint: str = ""
     """pod_fingerprint(): tells a relevant update (isPodUpdated) from a status-only one."""
     required_pod_affinity: bool = False
-    """The pod has required pod-affinity terms (an assigned pod may wake it, SPEC A26)."""
+    """The pod has required pod-affinity terms (an assigned pod may wake it: AssignedPodAdded)."""
     body: bytes = b""
     """shared.models.codec.encode(pod)."""
 
@@ -517,7 +517,7 @@ class ScheduleRequest:
     attempt: int
     """QueuedPodInfo.Attempts after this pop; outcomes must echo it (older ones are stale)."""
     scheduling_cycle: int
-    """The tenant queue's scheduling cycle this pop opened (SPEC A13/A14)."""
+    """The tenant queue's scheduling cycle this pop opened (every pop opens one, as upstream)."""
     priority: int
     timestamp: float
     """Latest enqueue time, epoch seconds (the PrioritySort tie-break)."""

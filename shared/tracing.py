@@ -67,16 +67,18 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
+from shared.env import ENV_OTLP_ENDPOINT, ENV_OTLP_TIMEOUT_SECONDS, ENV_TRACE_SAMPLE_RATIO
+
 Headers = list[tuple[str, bytes]]
 """aiokafka record headers."""
 
-ENV_ENDPOINT = "BERTH_OTLP_ENDPOINT"
+ENV_ENDPOINT = ENV_OTLP_ENDPOINT
 """OTLP/HTTP endpoint: a base URL (`http://jaeger-collector:4318`, `/v1/traces` is appended)
 or the full traces URL. Unset or empty: tracing is off."""
-ENV_SAMPLE_RATIO = "BERTH_TRACE_SAMPLE_RATIO"
+ENV_SAMPLE_RATIO = ENV_TRACE_SAMPLE_RATIO
 """Fraction of pod attempts traced (0..1, default 1); downstream services follow the
 queue's decision (parent-based sampling)."""
-ENV_EXPORT_TIMEOUT = "BERTH_OTLP_TIMEOUT_SECONDS"
+ENV_EXPORT_TIMEOUT = ENV_OTLP_TIMEOUT_SECONDS
 """Per export request, retries included (default 2 s): a down collector never stalls a stop."""
 OTEL_ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 OTEL_ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"

@@ -23,10 +23,10 @@ from typing import Any
 
 from cli.bench.workloads import WORKLOADS
 from cli.demo import percentile
+from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from services.scheduler import read_heartbeats
-from services.scheduler.main import ENV_PROFILE_DIR
-from services.stack import Pipeline, pipeline
+from shared.env import ENV_PROFILE_DIR
 from shared.models import Manifests
 
 

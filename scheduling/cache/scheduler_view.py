@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from scheduling.cache.view import WORKER_HOLDER, ClusterView
+from scheduling.framework.cluster_objects import ClusterObjects
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.extender import HTTPExtender
-from scheduling.plugins.podindex.cluster_objects import ClusterObjects
 from shared.models import Node, Pod, PodDisruptionBudget
 from shared.store import RESERVATION, Change, Snapshot
 

@@ -8,7 +8,7 @@ As upstream pkg/scheduler/extender.go and the extender parts of schedule_one.go:
   (those win when a node is in both). An error fails the cycle unless the extender is ignorable.
 - **prioritize** (`extender_scores`): each interested extender scores the feasible nodes
   (0..10); the scheduler adds score x weight x (MaxNodeScore / MaxExtenderPriority) = x10 to
-  the plugin total (SPEC B36, F6). Extenders run concurrently; a prioritize error is always
+  the plugin total (upstream prioritizeNodes). Extenders run concurrently; a prioritize error is always
   ignored (that extender then gives no score), as upstream.
 - **preempt** (`HTTPExtender.process_preemption`): filters preemption candidates.
 - **bind** (`HTTPExtender.bind`).
@@ -381,7 +381,7 @@ def filter_rows_with_extenders(
 def extender_scores(
     extenders: Sequence[HTTPExtender], pod: Pod, nodes: Sequence[Node]
 ) -> dict[str, int]:
-    """Node name -> sum over interested extenders of score x weight x 10 (B36). Extenders run
+    """Node name -> sum over interested extenders of score x weight x 10. Extenders run
     concurrently; one that fails contributes nothing. Hosts not in `nodes` are ignored."""
     totals: dict[str, int] = {}
     for _, scores in extender_scores_by_extender(extenders, pod, nodes):

@@ -16,6 +16,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from scheduling.framework.cluster_objects import (
+    EMPTY_CLUSTER,
+    ClusterObjects,
+    cluster_objects_of,
+)
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.extender import HTTPExtender
 from scheduling.framework.interfaces import (
@@ -23,11 +28,6 @@ from scheduling.framework.interfaces import (
     FilterPlugin,
     Handle,
     PreFilterPlugin,
-)
-from scheduling.plugins.podindex.cluster_objects import (
-    EMPTY_CLUSTER,
-    ClusterObjects,
-    cluster_objects_of,
 )
 from shared.models import Node, Pod, PodDisruptionBudget
 

@@ -11,7 +11,7 @@ the plugin that produced them (upstream SetPlugin).
 
 Filter and Score are data-parallel: each plugin is called once per cycle with the rows still
 in play; Filter plugins run in configured order, each on the rows that passed the previous
-ones, so a node's rejection comes from the first plugin that rejected it (SPEC G7).
+ones, so a node's rejection comes from the first plugin that rejected it (upstream RunFilterPlugins).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduling.framework import nominated as nominated_filter
 from scheduling.framework.adapters import as_filter_plugin, as_score_plugin
 from scheduling.framework.columns import ALL_ROWS, NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
@@ -54,6 +55,7 @@ from scheduling.framework.interfaces import (
     ScorePlugin,
 )
 from scheduling.framework.registry import capabilities
+from scheduling.framework.scratch import Scratch
 from scheduling.framework.status import SKIP, SUCCESS, Code, Status
 from scheduling.framework.waiting_pods import (
     MAX_PERMIT_TIMEOUT_SECONDS,
@@ -354,19 +356,15 @@ class Framework:
         does not take room freed for them. Without such pods, `run_filter_plugins`."""
         nominated = self.nominated_pods()
         if nominated:
-            # Imported here: the two-pass evaluation on a scratch copy lives with preemption,
-            # and most cycles never need it.
-            from scheduling.plugins.defaultpreemption import filtering, scratch
-
             indices = nodes.row_indices(rows)
-            context = filtering.FilterContext(
+            context = nominated_filter.FilterContext(
                 [plugin for _, plugin in self.filter_plugins],
-                filtering.extensions_of([plugin for _, plugin in self.pre_filter_plugins]),
+                nominated_filter.extensions_of([plugin for _, plugin in self.pre_filter_plugins]),
                 nominated,
             )
-            if filtering.nominated_rows(context, pod, nodes, indices):
-                outcome = filtering.run_filters_with_nominated_pods(
-                    context, state, pod, scratch.Scratch(nodes), indices
+            if nominated_filter.nominated_rows(context, pod, nodes, indices):
+                outcome = nominated_filter.run_filters_with_nominated_pods(
+                    context, state, pod, Scratch(nodes), indices
                 )
                 rejections: Rejections = []
                 for status, mask in outcome.failures:

@@ -41,7 +41,7 @@ from scheduling.framework.status import Code, Status
 from shared.models import Pod
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
-"""Below this many nodes every node is checked (SPEC G1)."""
+"""Below this many nodes every node is checked (upstream minFeasibleNodesToFind)."""
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 """The adaptive percentage never drops below this."""
 EXTENDER_NAME = "Extender"
@@ -109,7 +109,7 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
 
 
 def select_host(totals: NDArray[np.int64], rng: np.random.Generator) -> int:
-    """The position of the highest total; ties broken uniformly at random (SPEC G8). The
+    """The position of the highest total; ties broken uniformly at random, as upstream selectHost. The
     generator is drawn from only when there is a tie."""
     best = totals.max()
     ties = np.flatnonzero(totals == best)
@@ -147,8 +147,8 @@ def schedule_pod(
     scores: NodeScores | None = None
     extenders = framework.extenders()
     if not framework.has_score_plugins() and not extenders:
-        # Upstream prioritizeNodes: without score plugins and extenders every node scores 1
-        # (SPEC B35). (The search then stops at the first feasible node, so schedule_pod
+        # Upstream prioritizeNodes: without score plugins and extenders every node scores 1.
+        # (The search then stops at the first feasible node, so schedule_pod
         # returns before this; kept as upstream has it.)
         totals = np.ones(num_feasible, dtype=np.int64)
         if explain:

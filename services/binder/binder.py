@@ -43,7 +43,6 @@ from scheduling.plugins import names
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
-from services.binder.messages import Proposal
 from services.binder.order import CheckOrder
 from shared.eviction import evict
 from shared.kafka import Headers
@@ -57,6 +56,7 @@ from shared.messages import (
 )
 from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, encode, priority_of
+from shared.proposals import Proposal
 from shared.queue_keys import InvalidTenantError, QueueKeys, check_tenant
 from shared.store import (
     ClusterStore,

@@ -9,12 +9,6 @@ from typing import Any
 from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 
-FETCH_MAX_WAIT_MS = 20
-"""How long a fetch may wait at the broker for records. The embedded broker answers a fetch
-only when this runs out, not when a record arrives: at the client's default (500 ms) a
-proposal waited ~130 ms (p50) before the binder saw it; at 20 ms, ~4 ms, for ~50 idle
-fetches a second."""
-
 COSCHEDULING_DEFAULT_TIMEOUT = 60.0
 """scheduler-plugins CoschedulingArgs.permitWaitingTimeSeconds default; a PodGroup's
 spec.scheduleTimeoutSeconds overrides it."""

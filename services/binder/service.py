@@ -30,11 +30,11 @@ from redis.asyncio import Redis
 from scheduling.cache.sync import ViewSync
 from scheduling.cache.view import ClusterView
 from services.binder.binder import Binder
-from services.binder.config import FETCH_MAX_WAIT_MS, BinderConfig
-from services.binder.messages import Proposal
-from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
+from services.binder.config import BinderConfig
+from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, MessageError, Outcome, PodEvent
 from shared.metrics import report_consumer_lag
+from shared.proposals import Proposal
 from shared.store import ClusterStore
 from shared.tasks import finish
 

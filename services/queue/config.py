@@ -21,7 +21,7 @@ class QueueConfig:
     max_backoff_seconds: float = 10.0
     """podMaxBackoffSeconds."""
     max_in_unschedulable_seconds: float = 300.0
-    """podMaxInUnschedulablePodsDuration (SPEC decision 5: 5 minutes)."""
+    """podMaxInUnschedulablePodsDuration (upstream's default: 5 minutes)."""
     lease_seconds: float = 30.0
     """How long a dispatched pod stays leased without an outcome before it is dispatched again."""
     max_inflight_per_tenant: int = 1000
@@ -39,7 +39,7 @@ class QueueConfig:
     """Weighted round-robin weights (default_tenant_weight for the others)."""
     default_tenant_weight: int = 1
     scheduler_names: frozenset[str] = frozenset({DEFAULT_SCHEDULER_NAME})
-    """Profiles' schedulerNames: pods naming another scheduler are not queued (SPEC A37)."""
+    """Profiles' schedulerNames: pods naming another scheduler are not queued."""
     backoff_flush_interval: float = 1.0
     leftover_flush_interval: float = 30.0
     lease_check_interval: float = 1.0

@@ -1,12 +1,12 @@
 """Cluster events and queueing hints: which event may help a pod that a plugin rejected.
 
 Mirrors upstream `framework.ClusterEvent` (a resource and an ActionType bit set) and the
-plugins' `EventsToRegister` (SPEC A24, H). berth has no per-pod QueueingHintFn, so every
+plugins' `EventsToRegister`. berth has no per-pod QueueingHintFn, so every
 registered event answers "Queue"; the tables use the event sets upstream registers when
 queueing hints are enabled (no preCheck, hence no extra UpdateNodeTaint/Label registrations).
 
 A parked pod moves when the event's plugin set meets its failed plugins, or when it has no
-failed plugins at all (SPEC A21). Wildcard events (UnschedulableTimeout) match every plugin.
+failed plugins at all (upstream podMatchesEvent). Wildcard events (UnschedulableTimeout) match every plugin.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class ClusterEvent:
     resource: Resource
     action: ActionType
     label: str
-    """The metrics label (SPEC A25: PodAdd, NodeAdd, AssignedPodAdd, ...)."""
+    """The metrics label (PodAdd, NodeAdd, AssignedPodAdd, ...)."""
 
     def matches(self, registered: ClusterEvent) -> bool:
         """upstream ClusterEvent.Match: same resource (or a wildcard) and a shared bit."""
@@ -79,7 +79,8 @@ def _event(resource: Resource, action: ActionType, label: str) -> ClusterEvent:
     return ClusterEvent(resource, action, label)
 
 
-# The events of SPEC A25 and the ones berth's event handlers raise.
+# The queue's event labels (upstream framework/events.go) and the ones berth's event
+# handlers raise.
 NODE_ADD = _event(Resource.NODE, ActionType.ADD, "NodeAdd")
 NODE_DELETE = _event(Resource.NODE, ActionType.DELETE, "NodeDelete")
 ASSIGNED_POD_ADD = _event(Resource.POD, ActionType.ADD, "AssignedPodAdd")
@@ -206,6 +207,6 @@ def node_update_event(old: Node, new: Node) -> ClusterEvent | None:
 
 
 def resized_down(old: Pod, new: Pod) -> bool:
-    """Some resource request of an assigned pod went down (frees room: SPEC A27)."""
+    """Some resource request of an assigned pod went down (frees room)."""
     before, after = pod_requests(old), pod_requests(new)
     return any(after.get(name, 0) < amount for name, amount in before.items())

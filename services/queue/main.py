@@ -1,31 +1,73 @@
-"""Run one queue replica: `python -m services.queue.main` (or `berth queue`, once wired).
-
-Servers come from --redis-url / --kafka-bootstrap, else BERTH_REDIS_URL /
-BERTH_KAFKA_BOOTSTRAP. SIGTERM or Ctrl-C drains and stops the replica.
-"""
+"""`python -m services.queue`: one queue replica, configured from the environment
+(shared.env.StackSettings), until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
-import signal
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from cli.servers import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL
 from services.queue.config import QueueConfig
 from services.queue.service import QueueService
-from shared.config import default_config, load_config
+from services.queue.store import QueueCounts, QueueStore
+from shared.env import REDIS_CONNECTIONS, StackSettings
+from shared.health import HealthServer
+from shared.metrics import BerthMetrics, default_metrics
+from shared.redisconn import connect
+from shared.service import ServiceRunner
+from shared.store import ClusterStore
+from shared.tracing import dispatch_headers
+
+log = logging.getLogger(__name__)
+
+
+class NamespaceLabels:
+    """The queue's namespace-label lookup (namespaceSelector terms), cached for a moment."""
+
+    def __init__(self, store: ClusterStore, ttl: float = 5.0) -> None:
+        self._store = store
+        self._ttl = ttl
+        self._cache: dict[str, tuple[float, dict[str, str]]] = {}
+
+    async def __call__(self, namespace: str) -> Mapping[str, str]:
+        now = time.monotonic()
+        hit = self._cache.get(namespace)
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
+        obj = await self._store.get("Namespace", "", namespace)
+        labels = dict(obj.metadata.labels) if obj is not None else {}
+        self._cache[namespace] = (now, labels)
+        return labels
+
+
+async def report_pending(store: QueueStore, metrics: BerthMetrics, interval: float = 5.0) -> None:
+    """scheduler_pending_pods from the queue's counts (the same on every replica)."""
+    while True:
+        try:
+            total = sum((await store.counts()).values(), QueueCounts())
+            metrics.set_pending(
+                {
+                    "active": total.active,
+                    "backoff": total.backoff,
+                    "unschedulable": total.unschedulable,
+                    "gated": total.gated,
+                }
+            )
+        except Exception:  # metrics must never stop the service
+            log.exception("scheduler_pending_pods: refresh failed")
+        await asyncio.sleep(interval)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="berth queue", description=__doc__)
-    parser.add_argument("--redis-url", default=os.environ.get(ENV_REDIS_URL))
-    parser.add_argument("--kafka-bootstrap", default=os.environ.get(ENV_KAFKA_BOOTSTRAP))
-    parser.add_argument("--config", help="KubeSchedulerConfiguration file (backoff, profiles)")
-    parser.add_argument("--key-prefix", default="berth:q:")
+    parser = argparse.ArgumentParser(
+        prog="python -m services.queue",
+        description="One berth queue replica (servers, prefixes and topics from BERTH_*).",
+    )
+    parser.add_argument("--name", default="", help="this replica's name")
     parser.add_argument("--tenant-label", help="pod label naming the tenant (default: namespace)")
     parser.add_argument(
         "--tenant-weight",
@@ -36,48 +78,65 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-inflight", type=int, default=1000, help="per tenant; 0: no cap")
     parser.add_argument("--lease-seconds", type=float, default=30.0)
-    parser.add_argument("--group-id", default="berth-queue")
-    parser.add_argument("--log-level", default="INFO")
     return parser
 
 
-def config_from_args(args: argparse.Namespace) -> QueueConfig:
-    scheduler = load_config(args.config) if args.config else default_config()
+def config_from_args(args: argparse.Namespace, settings: StackSettings) -> QueueConfig:
+    """The queue's configuration: the environment's settings, then the flags."""
     weights = {}
     for item in args.tenant_weight:
         tenant, _, weight = item.partition("=")
         weights[tenant] = int(weight)
-    return QueueConfig.from_scheduler_config(
-        scheduler,
-        key_prefix=args.key_prefix,
+    config = QueueConfig.from_scheduler_config(
+        settings.scheduler_config(),
+        key_prefix=settings.queue_prefix,
+        topics=settings.topics,
+        single_tenant=settings.single_tenant,
+        group_id=settings.group_id("queue"),
         tenant_label=args.tenant_label,
         tenant_weights=weights,
         max_inflight_per_tenant=args.max_inflight,
         lease_seconds=args.lease_seconds,
-        group_id=args.group_id,
     )
+    if settings.ordered:
+        # Concurrent dispatch loops would interleave their batches on berth.schedule.
+        config = replace(config, dispatch_concurrency=1)
+    return config
 
 
-async def serve(redis_url: str, bootstrap: str, config: QueueConfig) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with QueueService(redis_url, bootstrap, config):
+async def serve(
+    settings: StackSettings,
+    config: QueueConfig,
+    name: str,
+    stop: asyncio.Event,
+    health: HealthServer,
+) -> None:
+    redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
+    store = ClusterStore(redis, cluster=settings.cluster, prefix=settings.store_prefix)
+    service = QueueService(
+        redis,
+        settings.kafka_bootstrap,
+        config,
+        namespace_labels=NamespaceLabels(store),
+        replica_id=name or None,
+        consumer_options=settings.consumer_options(),
+        headers_hook=lambda batch: dispatch_headers(batch.requests),
+    )
+    await service.start()
+    health.set_ready(True)
+    pending = asyncio.create_task(report_pending(service.store, default_metrics()))
+    try:
         await stop.wait()
+    finally:
+        health.set_ready(False, "draining")
+        pending.cancel()
+        await service.stop()
+        await redis.aclose()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if not args.redis_url or not args.kafka_bootstrap:
-        _parser().error(f"--redis-url/--kafka-bootstrap (or {ENV_REDIS_URL}/{ENV_KAFKA_BOOTSTRAP})")
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
-    asyncio.run(serve(args.redis_url, args.kafka_bootstrap, config_from_args(args)))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    settings = StackSettings.from_env(os.environ)
+    config = config_from_args(args, settings)
+    runner = ServiceRunner("queue", args.name)
+    return runner.main(lambda stop, health: serve(settings, config, args.name, stop, health))

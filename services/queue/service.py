@@ -293,7 +293,8 @@ class QueueService:
         return [self._route_one(event)]
 
     def _route_one(self, event: PodEvent) -> tuple[str, Any]:
-        """The informer filter and handlers of SPEC A37, plus the assigned-pod events."""
+        """The queue's informer filter and handlers (upstream eventhandlers.go), plus the
+        assigned-pod events."""
         pod, old = event.pod, event.old
         if pod.node_name:
             if event.op == "add":

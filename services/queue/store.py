@@ -1,4 +1,5 @@
-"""The scheduling queue in Redis: kube-scheduler's PriorityQueue (SPEC A), one per tenant.
+"""The scheduling queue in Redis: kube-scheduler's PriorityQueue (upstream
+pkg/scheduler/backend/queue/scheduling_queue.go), one per tenant.
 
 Every transition is one Lua script call over one tenant's keys (services/queue/lua), so any
 number of queue replicas may call these methods concurrently: a pod is popped (leased) by one
@@ -329,11 +330,11 @@ class QueueStore:
     # ------------------------------------------------------------------ pod events
 
     async def add(self, pods: Sequence[PodRecord]) -> list[str]:
-        """Add (SPEC A9): new pods go to active, or to gated while they have gates (A10)."""
+        """Add: new pods go to active, or to gated while they have gates."""
         return await self.upsert([("add", pod) for pod in pods])
 
     async def update(self, pods: Sequence[PodRecord]) -> list[str]:
-        """Update (SPEC A15-A17)."""
+        """Update, as upstream PriorityQueue.Update."""
         return await self.upsert([("update", pod) for pod in pods])
 
     async def upsert(self, items: Sequence[tuple[PodOp, PodRecord]]) -> list[str]:
@@ -389,7 +390,7 @@ class QueueStore:
         return results
 
     async def delete(self, pods: Sequence[PodRecord]) -> int:
-        """Delete (SPEC A18): from whichever queue holds the pod, lease included."""
+        """Delete: from whichever queue holds the pod, lease included."""
         by_tenant: dict[str, list[PodRecord]] = defaultdict(list)
         for pod in pods:
             by_tenant[self.tenant_of(pod)].append(pod)
@@ -402,7 +403,7 @@ class QueueStore:
         return removed
 
     async def activate(self, tenant: str, keys: Sequence[str]) -> int:
-        """Activate (SPEC A19): unschedulable or backing-off pods go to active now."""
+        """Activate: unschedulable or backing-off pods go to active now."""
         if not keys:
             return 0
         return int(await self.scripts.activate(keys=self._keys(tenant), args=list(keys)))
@@ -417,7 +418,7 @@ class QueueStore:
         max_inflight: int | None = None,
         lease_seconds: float | None = None,
     ) -> list[ScheduleRequest]:
-        """Pop (SPEC A13) up to `max_pods` from the head of active and lease them."""
+        """Pop up to `max_pods` from the head of active and lease them."""
         [reply] = await self.pop_many(
             [(tenant, max_pods)], max_inflight=max_inflight, lease_seconds=lease_seconds
         )
@@ -600,7 +601,7 @@ class QueueStore:
     async def move_all(
         self, event: ClusterEvent, *, tenants: Sequence[str] | None = None
     ) -> MoveResult:
-        """MoveAllToActiveOrBackoffQueue (SPEC A20-A23) in every tenant queue."""
+        """MoveAllToActiveOrBackoffQueue in every tenant queue."""
         names = await self.tenants() if tenants is None else list(tenants)
         return await self._move([(t, "all", ()) for t in names], event)
 
@@ -629,7 +630,7 @@ class QueueStore:
         return total
 
     async def assigned_pod_added(self, pod: PodRecord) -> MoveResult:
-        """AssignedPodAdded (SPEC A26): wake the parked pods whose affinity the pod satisfies."""
+        """AssignedPodAdded: wake the parked pods whose affinity the pod satisfies."""
         return await self.assigned_pods_added([pod])
 
     async def assigned_pods_added(self, pods: Sequence[PodRecord]) -> MoveResult:
@@ -639,7 +640,7 @@ class QueueStore:
         return await self._move(await self._affinity_targets(pods), ASSIGNED_POD_ADD)
 
     async def assigned_pod_updated(self, old: PodRecord | None, new: PodRecord) -> MoveResult:
-        """AssignedPodUpdated (SPEC A27): a resize down wakes all; else affinity matches only."""
+        """AssignedPodUpdated: a resize down wakes all; else affinity matches only."""
         return await self.assigned_pods_updated([(old, new)])
 
     async def assigned_pods_updated(
@@ -732,11 +733,11 @@ class QueueStore:
     # ------------------------------------------------------------------ periodic flushes
 
     async def flush_backoff_completed(self, *, limit: int = _SCAN_LIMIT) -> int:
-        """flushBackoffQCompleted (SPEC A32), every tenant."""
+        """flushBackoffQCompleted, every tenant."""
         return await self._per_tenant(self.scripts.flush_backoff, [self._now(), limit])
 
     async def flush_unschedulable_leftover(self) -> MoveResult:
-        """flushUnschedulablePodsLeftover (SPEC A33): parked longer than the maximum (strict >)."""
+        """flushUnschedulablePodsLeftover: parked longer than the maximum (strict >)."""
         cutoff = self._now() - to_micros(self.config.max_in_unschedulable_seconds)
         names = await self.tenants()
         return await self._move(
@@ -830,7 +831,7 @@ class QueueStore:
         return ended + (await self.location(tenant, key) == "inflight")
 
     async def pending(self, tenant: str | None = None) -> PendingView:
-        """PendingPods (SPEC A35): counts per queue, and every pending pod with its reasons."""
+        """PendingPods: counts per queue, and every pending pod with its reasons."""
         names = await self.tenants() if tenant is None else [tenant]
         counts = await self.counts(names)
         pods: list[PendingPod] = []

@@ -9,17 +9,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from cli.servers import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL
 from shared.config import SchedulerConfiguration, default_config, load_config
+from shared.env import (
+    ENV_CLUSTER,
+    ENV_CONFIG,
+    ENV_KAFKA_BOOTSTRAP,
+    ENV_KEY_PREFIX,
+    ENV_REDIS_URL,
+    ENV_SEED,
+    ENV_SESSION_MS,
+    ENV_TOPIC_SUFFIX,
+    group_options,
+)
 from shared.kafka import Topics
 
-ENV_CONFIG = "BERTH_CONFIG"
-ENV_SEED = "BERTH_SEED"
-ENV_TOPIC_SUFFIX = "BERTH_TOPIC_SUFFIX"
-ENV_KEY_PREFIX = "BERTH_KEY_PREFIX"
-ENV_CLUSTER = "BERTH_CLUSTER"
-ENV_SESSION_MS = "BERTH_SESSION_MS"
-"""Consumer group session timeout in ms (0 or unset: the client's default)."""
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -101,10 +104,3 @@ def config_from_args(
     if options:
         config = replace(config, consumer_options=options)
     return config
-
-
-def group_options(session_ms: int) -> dict[str, Any]:
-    """Consumer options for a group session timeout (none for 0: the client's defaults)."""
-    if not session_ms:
-        return {}
-    return {"session_timeout_ms": session_ms, "heartbeat_interval_ms": max(100, session_ms // 5)}

@@ -18,9 +18,9 @@ from scheduling.framework.cycle import SchedulingOutcome, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.runtime import Framework
 from scheduling.framework.status import Code
-from services.binder.messages import Proposal, Victim
 from shared.messages import MessageError, Outcome, OutcomeResult, ScheduleRequest, pod_fingerprint
 from shared.models import Pod
+from shared.proposals import Proposal, Victim
 
 
 @dataclass(frozen=True, slots=True)

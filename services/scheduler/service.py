@@ -45,12 +45,17 @@ from scheduling.cache.scheduler_view import WorkerView
 from scheduling.framework.extender import build_extenders
 from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.plugins.registry import in_tree_registry
-from services.binder.config import FETCH_MAX_WAIT_MS
-from services.binder.messages import Proposal
 from services.scheduler.config import WorkerConfig
 from services.scheduler.cycle import Decision, decide, failed_decision
 from shared.health import HealthServer
-from shared.kafka import Headers, assign_all, ensure_topics, make_consumer, make_producer
+from shared.kafka import (
+    FETCH_MAX_WAIT_MS,
+    Headers,
+    assign_all,
+    ensure_topics,
+    make_consumer,
+    make_producer,
+)
 from shared.messages import (
     DeadLetter,
     MessageError,
@@ -60,6 +65,7 @@ from shared.messages import (
     ScheduleRequest,
 )
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
+from shared.proposals import Proposal
 from shared.store import ClusterStore, HostPort, NodeUsage, Snapshot, StreamGapError
 from shared.tasks import finish
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result

@@ -121,7 +121,7 @@ def expand_profiles(
 ) -> dict[str, ExpandedPlugins]:
     """Every profile expanded, keyed by scheduler name (upstream profile.NewMap).
 
-    All profiles must end up with the same QueueSort plugin and the same args for it (B3).
+    All profiles must end up with the same QueueSort plugin and the same args for it.
     """
     if not config.profiles:
         raise ConfigError("at least one profile is required")

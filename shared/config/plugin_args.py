@@ -30,7 +30,7 @@ MOST_ALLOCATED = "MostAllocated"
 REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
 SCORING_STRATEGY_TYPES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
 MAX_CUSTOM_PRIORITY_SCORE = 10
-"""Shape scores are 0..10 in the config; the plugin scales them to 0..100 (SPEC decision 2)."""
+"""Shape scores are 0..10 in the config; the plugin scales them to 0..100, as upstream."""
 
 ARGS_API_VERSION = "kubescheduler.config.k8s.io/v1"
 

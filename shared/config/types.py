@@ -159,7 +159,7 @@ class SchedulerConfiguration:
     pod_max_backoff_seconds: int = 10
     pod_max_in_unschedulable_pods_duration_seconds: float = 300.0
     """Not part of the v1 API (upstream sets it with a command-line flag), so never read from
-    the document; set it in code. SPEC G5: 5 minutes."""
+    the document; set it in code. Upstream's default: 5 minutes."""
     parallelism: int = 16
     extenders: list[Extender] = field(default_factory=list)
 

@@ -17,11 +17,11 @@ from scheduling.cache.sync import ViewSync
 from scheduling.cache.view import ClusterView
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
-from services.binder.messages import Proposal, Victim
 from shared.kafka import Headers
 from shared.messages import Outcome, PodEvent, pod_fingerprint
 from shared.metrics import BerthMetrics
 from shared.models import Pod
+from shared.proposals import Proposal, Victim
 from shared.store import ClusterStore
 
 

@@ -12,11 +12,11 @@ import redis.asyncio as aioredis
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
 
-from services.binder.messages import Proposal
 from services.binder.service import Arrival, BinderService, OffsetTracker, in_decision_order
 from shared.kafka import DEFAULT_PARTITIONS, Topics, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, Outcome, PodEvent
 from shared.models import POD_GROUP_LABEL
+from shared.proposals import Proposal
 from shared.store import NodeUsage
 from tests.binder.conftest import make_config, proposal
 from tests.builders import label_selector, make_node, make_pod, make_pod_group

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from scheduling.cache.view import WORKER_HOLDER, ClusterView
-from scheduling.plugins.defaultpreemption.pod_index import PodIndex as Victims
+from scheduling.framework.pod_index import PodIndex as Victims
 from scheduling.plugins.podindex.index import PodIndex
 from shared.models import KubeObject, Node, Pod
 from shared.store import RESERVATION, Change, HeldReservation, HostPort, NodeUsage, Snapshot

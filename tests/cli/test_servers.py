@@ -15,14 +15,8 @@ from pathlib import Path
 import pytest
 
 from cli import servers as launcher
-from cli.servers import (
-    ENV_KAFKA_BOOTSTRAP,
-    ENV_REDIS_SERVER,
-    ENV_REDIS_URL,
-    ServerNotFoundError,
-    find_redis_server,
-    start_dev_servers,
-)
+from cli.servers import ServerNotFoundError, find_redis_server, start_dev_servers
+from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_SERVER, ENV_REDIS_URL
 
 REPO = Path(__file__).resolve().parents[2]
 

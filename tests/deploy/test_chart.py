@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from services.scheduler.config import config_from_args
-from services.stack import StackSettings
 from shared.config import MOST_ALLOCATED, NodeResourcesFitArgs, default_config, load_config
+from shared.env import StackSettings
 from shared.health import ENV_PORT
 from shared.tracing import ENV_ENDPOINT, ENV_SAMPLE_RATIO
 from tests.deploy.chart import (
@@ -398,7 +398,7 @@ def test_entry_points_exist(component: str) -> None:
 def test_queue_and_binder_read_their_settings_from_the_rendered_env(component: str) -> None:
     rendered = render(EVERYTHING_ON | {"redis": {"url": "redis://r:6379/2"}})
     command = rendered.container(component)["command"]
-    assert command[3:] == ["serve", component, "--name", "$(POD_NAME)"]
+    assert command[2:] == [f"services.{component}", "--name", "$(POD_NAME)"]
     settings = StackSettings.from_env(plain_env(rendered, component))
     assert settings.redis_url == "redis://r:6379/2"
     assert settings.kafka_bootstrap == "berth-kafka:9092"
@@ -426,7 +426,7 @@ def test_the_worker_reads_its_settings_from_the_rendered_command_and_env(
     ]
     config = config_from_args(argv, env)
     assert config.worker_id == "berth-scheduler-abc"
-    assert config.group_id == "berth-scheduler.blue"  # as services.stack names it
+    assert config.group_id == "berth-scheduler.blue"  # as shared.env.StackSettings names it
     assert config.topics.schedule == "berth.schedule.blue"
     assert config.redis_url == "redis://r:6379/2"
     assert config.seed == 7

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any, cast
 
+from cli.run import run_pipeline
 from cli.servers import DevServers
 from scheduling.dryrun import run_dry_async, to_json
-from services.stack import run_pipeline
 from shared.config import load_config
 from shared.models import load_manifests
 from tests.extender.test_extender import Recorder, keep

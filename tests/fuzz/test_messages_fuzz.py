@@ -14,11 +14,11 @@ from typing import Any
 
 import msgpack
 
+from cli.run import pipeline
 from cli.servers import DevServers
-from services.binder.messages import Proposal, Victim
-from services.stack import pipeline
 from shared.messages import Outcome, PodEvent, ScheduleBatch, ScheduleRequest
 from shared.models import Manifests, Pod
+from shared.proposals import Proposal, Victim
 from tests.builders import make_node, make_pod
 from tests.queue.kafka_helpers import TopicReader, produce
 

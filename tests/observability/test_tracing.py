@@ -52,7 +52,7 @@ STATUS_ERROR = 2
 
 @dataclass(frozen=True, slots=True)
 class FakeProposal:
-    """What the binder reads from a proposal (shape of services.binder.messages.Proposal)."""
+    """What the binder reads from a proposal (shape of shared.proposals.Proposal)."""
 
     tenant: str
     pod_key: str

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cli.audit import Violation, validate_placement
-from services.stack import Pipeline, Progress, pending_progress
+from cli.run import Pipeline, Progress, pending_progress
 from shared.models import Namespace, Pod, pod_requests
 from shared.store import ClusterStore
 

@@ -22,10 +22,10 @@ from typing import Any, cast
 
 import pytest
 
+from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from scheduling.dryrun import run_dry_async, to_json
 from services.queue.store import PendingPod
-from services.stack import Pipeline, pipeline
 from shared.models import (
     POD_GROUP_LABEL,
     Manifests,

@@ -16,8 +16,8 @@ from cli.demo import (
     percentile,
     run_demo,
 )
+from cli.run import pipeline
 from cli.servers import DevServers
-from services.stack import pipeline
 from shared.models import POD_GROUP_LABEL, pod_requests
 
 

@@ -17,8 +17,8 @@ import random
 import pytest
 
 from cli.demo import demo_workload
+from cli.run import pipeline
 from cli.servers import DevServers
-from services.stack import pipeline
 from tests.pipeline.final_state import final_state, kill_mid_run
 
 FAULT_PODS = int(os.environ.get("BERTH_FAULT_PODS", "400"))

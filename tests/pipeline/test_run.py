@@ -12,9 +12,9 @@ import pytest
 
 from cli.audit import validate_mapping
 from cli.bench.workloads import WORKLOADS
+from cli.run import run_pipeline
 from cli.servers import DevServers
 from scheduling.dryrun import run_dry_async, to_json
-from services.stack import run_pipeline
 from shared.config import load_config
 from shared.models import Manifests, PriorityClass, cluster_meta, load_manifests
 from tests.builders import make_node, make_pod

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from services.stack import apply_main, delete_main, get_main
+from cli.stack_commands import apply_main, delete_main, get_main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 import pytest
 import redis.asyncio as aioredis
 
-from services.binder.messages import Proposal
 from services.scheduler import SchedulerWorker, WorkerConfig, read_heartbeats
 from shared.health import HealthServer
 from shared.kafka import Topics
 from shared.messages import Outcome
 from shared.models import Node
+from shared.proposals import Proposal
 from shared.store import ClusterStore
 from tests.builders import make_node, make_pod
 from tests.pipeline.kafka_tools import (

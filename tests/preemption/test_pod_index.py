@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from scheduling.framework.columns import NodeColumns
-from scheduling.plugins.defaultpreemption.pod_index import PodIndex
-from scheduling.plugins.defaultpreemption.scratch import Scratch
+from scheduling.framework.pod_index import PodIndex
+from scheduling.framework.scratch import Scratch
 from shared.models import ContainerPort, Pod, priority_of
 from tests.builders import make_pod
 from tests.preemption.tables import node

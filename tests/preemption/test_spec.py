@@ -9,6 +9,7 @@ import pytest
 
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, PostFilterResult
+from scheduling.framework.nominated import filter_with_nominated_pods
 from scheduling.framework.status import Code, Status
 from scheduling.plugins.defaultpreemption import (
     DefaultPreemption,
@@ -19,7 +20,6 @@ from scheduling.plugins.defaultpreemption import (
     nominated_pods_from,
     run_filters_with_nominated_pods,
 )
-from scheduling.plugins.defaultpreemption.filtering import filter_with_nominated_pods
 from shared.models import Node, Pod, PodDisruptionBudget
 from tests.builders import label_selector, make_pdb, make_pod
 from tests.preemption.fakes import (

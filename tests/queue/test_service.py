@@ -336,11 +336,14 @@ def test_queue_imports_no_numpy_or_scheduler_code() -> None:
 
 def test_command_line_config() -> None:
     from services.queue.main import _parser, config_from_args
+    from shared.env import StackSettings
 
     args = _parser().parse_args(
         ["--tenant-label", "team", "--tenant-weight", "a=3", "--max-inflight", "0"]
     )
-    config = config_from_args(args)
+    settings = StackSettings("redis://x", "x:9092", queue_prefix="q:", topic_suffix="s")
+    config = config_from_args(args, settings)
+    assert (config.key_prefix, config.topics.schedule) == ("q:", "berth.schedule.s")
     assert (config.tenant_label, config.weight("a"), config.weight("b")) == ("team", 3, 1)
     assert (config.max_inflight_per_tenant, config.initial_backoff_seconds) == (0, 1.0)
     assert config.max_in_unschedulable_seconds == 300.0

@@ -1,5 +1,15 @@
 """DefaultPreemption (PostFilter) and the helpers the framework runtime calls around it."""
 
+from scheduling.framework.nominated import (
+    FilterContext,
+    FilterOutcome,
+    PreFilterExtensions,
+    ge_nominated_pods,
+    nominated_pods_from,
+    run_filter_plugins,
+    run_filters_with_nominated_pods,
+)
+from scheduling.framework.scratch import Scratch
 from scheduling.plugins.defaultpreemption.candidates import (
     Candidate,
     more_important_pod,
@@ -17,16 +27,6 @@ from scheduling.plugins.defaultpreemption.evaluator import (
     fit_error_message,
     lower_priority_nominated_pods,
 )
-from scheduling.plugins.defaultpreemption.filtering import (
-    FilterContext,
-    FilterOutcome,
-    PreFilterExtensions,
-    ge_nominated_pods,
-    nominated_pods_from,
-    run_filter_plugins,
-    run_filters_with_nominated_pods,
-)
-from scheduling.plugins.defaultpreemption.scratch import Scratch
 
 __all__ = [
     "Candidate",

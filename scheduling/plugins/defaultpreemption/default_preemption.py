@@ -1,4 +1,4 @@
-"""DefaultPreemption: the PostFilter plugin (upstream plugins/defaultpreemption), SPEC D6-D16.
+"""DefaultPreemption: the PostFilter plugin (upstream plugins/defaultpreemption).
 
 When no node fits a pod, find a node where evicting lower-priority pods makes it fit, and
 return that node (the pod's nominatedNodeName) with the victims. The framework deletes the

@@ -7,8 +7,8 @@ SelectVictimsOnNode, for one pod that fits no node.
    and not absent: a node no Filter judged counts as unresolvable, as upstream).
 3. Dry run, from a random offset and wrapping around, until `num_candidates` candidates are
    found and at least one of them violates no PDB. On each node: remove every pod of lower
-   priority; if the pod does not fit, the node is out (no cross-node preemption, SPEC D14; no
-   affinity to victims, D13). Otherwise reprieve victims one by one, PDB-violating ones first,
+   priority; if the pod does not fit, the node is out (no cross-node preemption; no
+   affinity to victims). Otherwise reprieve victims one by one, PDB-violating ones first,
    each group most important first, keeping a pod whenever the preemptor still fits.
 4. Extenders that support preemption may drop or change candidates.
 5. Pick one node (candidates.pick_one).
@@ -40,6 +40,15 @@ from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.extender import Victims
 from scheduling.framework.interfaces import Diagnosis, FilterPlugin, PostFilterResult
+from scheduling.framework.nominated import (
+    FilterContext,
+    FilterOutcome,
+    PreFilterExtensions,
+    extensions_of,
+    run_filters_with_nominated_pods,
+)
+from scheduling.framework.pod_index import PodIndex, group_starts, runs
+from scheduling.framework.scratch import Scratch
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.plugins.defaultpreemption.candidates import (
     Candidate,
@@ -47,16 +56,7 @@ from scheduling.plugins.defaultpreemption.candidates import (
     num_candidates,
     pick_one,
 )
-from scheduling.plugins.defaultpreemption.filtering import (
-    FilterContext,
-    FilterOutcome,
-    PreFilterExtensions,
-    extensions_of,
-    run_filters_with_nominated_pods,
-)
 from scheduling.plugins.defaultpreemption.pdb import pdb_violations
-from scheduling.plugins.defaultpreemption.pod_index import PodIndex, group_starts, runs
-from scheduling.plugins.defaultpreemption.scratch import Scratch
 from shared.models import PREEMPT_NEVER, Pod, PodDisruptionBudget, priority_of
 
 MSG_NEVER = "not eligible due to preemptionPolicy=Never."

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from scheduling.plugins.defaultpreemption.pod_index import PodIndex
+from scheduling.framework.pod_index import PodIndex
 from shared.eviction import disrupted_pods_of
 from shared.models import LabelSelector, Pod, PodDisruptionBudget
 

@@ -1,7 +1,7 @@
 """What the cross-node plugins (InterPodAffinity, PodTopologySpread) share: parsed label
 selectors and affinity terms, the PodIndex over bound pods, and the ClusterObjects protocol."""
 
-from scheduling.plugins.podindex.cluster_objects import (
+from scheduling.framework.cluster_objects import (
     EMPTY_CLUSTER,
     ClusterObjects,
     HasClusterObjects,

@@ -50,7 +50,7 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[TopologySpreadConstraint, ...] = (
         topology_key=ZONE_LABEL, when_unsatisfiable=SCHEDULE_ANYWAY, max_skew=5
     ),
 )
-"""Upstream systemDefaultConstraints (SPEC C50)."""
+"""Upstream systemDefaultConstraints."""
 
 _CORE_V1 = "v1"
 _APPS_V1 = "apps/v1"

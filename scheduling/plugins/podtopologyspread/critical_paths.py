@@ -1,4 +1,4 @@
-"""criticalPaths (upstream podtopologyspread/filtering.go, SPEC C53-C55, F9).
+"""criticalPaths (upstream podtopologyspread/filtering.go).
 
 Per constraint, the two topology values with the fewest matching pods: [0] always holds the
 minimum; [1] is >= [0] but, after updates, not guaranteed to be the second minimum. Two are

@@ -8,7 +8,7 @@ PreFilter (calPreFilterState), per hard constraint:
 - critical_paths: the two domains with the fewest matching pods.
 Filter, per node and constraint in order: no topology key -> UnschedulableAndUnresolvable;
 match_num + selfMatch - minMatch > maxSkew -> Unschedulable, where minMatch is 0 while fewer
-than minDomains domains exist (SPEC C56, C57).
+than minDomains domains exist (upstream filtering.go).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ PreScore, per soft constraint:
 - counts per domain over all nodes that carry the keys and pass the inclusion policies
   (hostname constraints count the node's own pods at Score time).
 Score: sum over constraints whose key the node has of cnt * weight + (maxSkew - 1), rounded
-half away from zero. NormalizeScore (SPEC C60): ignored nodes 0; all 100 when the highest
+half away from zero. NormalizeScore: ignored nodes 0; all 100 when the highest
 score is 0; otherwise 100 * (max + min - s) / max, integer division.
 """
 
@@ -143,7 +143,7 @@ def score_rows(state: PreScoreState, nodes: NodeColumns, rows: Rows) -> NDArray[
 
 
 def normalize(scores: NDArray[np.int64], ignored: NDArray[np.bool_] | None) -> NDArray[np.int64]:
-    """SPEC C60 / upstream NormalizeScore."""
+    """Upstream NormalizeScore."""
     if ignored is None or ignored.shape != scores.shape:
         ignored = np.zeros(scores.shape, dtype=np.bool_)
     kept = scores[~ignored]

@@ -1,4 +1,4 @@
-"""PrioritySort QueueSort (upstream pkg/scheduler/framework/plugins/queuesort, SPEC A38)."""
+"""PrioritySort QueueSort (upstream pkg/scheduler/framework/plugins/queuesort)."""
 
 from __future__ import annotations
 

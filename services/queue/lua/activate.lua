@@ -1,4 +1,4 @@
--- Activate (SPEC A19): the given pods move to active, only if unschedulable or backing off.
+-- Activate: the given pods move to active, only if unschedulable or backing off.
 -- ARGV: pod keys. Returns the number moved.
 local moved = 0
 for i = 1, #ARGV do

@@ -1,4 +1,4 @@
--- Delete (SPEC A18): remove pods from whichever queue holds them, lease included.
+-- Delete: remove pods from whichever queue holds them, lease included.
 -- ARGV: count, then pairs key, uid ('' matches any uid). Returns the number removed.
 local count = tonumber(ARGV[1])
 local removed = 0

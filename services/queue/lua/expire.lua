@@ -57,7 +57,7 @@ bulk('HDEL', K_CYC, due, 1)
 bulk('ZREM', K_EXT, renewed, 1)
 bulk('HSET', K_ST, st_pairs, 2)
 bulk('HSET', K_RQ, rq_pairs, 2)
-bulk('HSET', K_ATT, att_pairs, 2) -- the expired attempt counts (SPEC A13: every pop does)
+bulk('HSET', K_ATT, att_pairs, 2) -- the expired attempt counts (every pop does)
 for prio, level in pairs(levels) do
   bulk('ZADD', active_key(prio), level, 2)
   redis.call('ZADD', K_PRIOS, -prio, prio)

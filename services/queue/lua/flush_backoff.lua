@@ -1,4 +1,4 @@
--- flushBackoffQCompleted (SPEC A32): pods whose backoff expired (expiry <= now) go to active.
+-- flushBackoffQCompleted: pods whose backoff expired (expiry <= now) go to active.
 -- ARGV: now, limit. Returns the number moved.
 local now, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local due = redis.call('ZRANGEBYSCORE', K_BACKOFF, '-inf', now, 'LIMIT', 0, limit)

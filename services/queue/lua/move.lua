@@ -1,5 +1,5 @@
--- MoveAllToActiveOrBackoffQueue (SPEC A20-A23), the unschedulable-leftover flush (A33) and
--- the assigned-pod variants (A26/A27: a preCheck's chosen keys).
+-- MoveAllToActiveOrBackoffQueue, the unschedulable-leftover flush and the assigned-pod
+-- variants (AssignedPodAdded/Updated: a preCheck's chosen keys).
 -- ARGV: now, initial_backoff, max_backoff, mode, plugins, then for mode 'keys' the pod keys.
 --   mode 'all': every unschedulable pod; 'keys': only the given ones (if unschedulable);
 --   'leftover:<cutoff>': pods parked strictly before cutoff (now - Timestamp > max duration).
@@ -12,7 +12,7 @@ local wildcard = plugins == '*'
 local wanted = {}
 for name in string.gmatch(plugins, '[^,]+') do wanted[name] = true end
 
--- A21: a pod moves when one of its failed plugins is registered for the event, or when it
+-- podMatchesEvent: a pod moves when one of its failed plugins is registered for the event, or when it
 -- has none (an error, or a failure outside PreFilter/Filter/Permit).
 local function matches(sig)
   if wildcard or sig == '' then return true end
@@ -36,7 +36,7 @@ end
 -- A pod that leaves a bucket keeps its old BKT in `st`: harmless, since locate() checks the
 -- bucket's membership, and the next park overwrites it.
 
--- A22 for listed pods of one bucket: still backing off -> backoffQ, else activeQ.
+-- movePodsToActiveOrBackoffQueue for listed pods of one bucket: still backing off -> backoffQ, else activeQ.
 local function move_some(bucket, keys)
   local _, prio = parts(bucket)
   local u = bucket_key(bucket)
@@ -147,7 +147,7 @@ else
   -- some pod is left over.
   if not any then return {0, 0, 0} end
 end
--- A23: always, even when nothing moved.
+-- moveRequestCycle = schedulingCycle: always, even when nothing moved.
 redis.call('HSET', K_CTR, 'mrc', scheduling_cycle())
 stat('woken', to_active + to_backoff)
 return {to_active, to_backoff, kept}

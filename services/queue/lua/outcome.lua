@@ -31,7 +31,7 @@ for i = 1, count do
     out[i] = 'done'
   else
     end_lease(key)
-    redis.call('HSET', K_ATT, key, attempt) -- the attempt ended (pop counted it: SPEC A13)
+    redis.call('HSET', K_ATT, key, attempt) -- the attempt ended (pop counted it)
     local dirty = s[DIRTY] == 1
     s[DIRTY] = 0
     if nominate ~= '-' then s[NOM] = string.sub(nominate, 2) end
@@ -51,7 +51,7 @@ for i = 1, count do
         out[i] = 'backoff'
       end
     else
-      -- AddUnschedulableIfNotPresent (SPEC A11): Timestamp = now, then the moveRequestCycle rule.
+      -- AddUnschedulableIfNotPresent: Timestamp = now, then the moveRequestCycle rule.
       s[TS] = now
       s[PLG] = plugins
       -- An update while in flight counts like a move request: the pod may fit now.

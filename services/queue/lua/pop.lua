@@ -1,4 +1,4 @@
--- Pop (SPEC A13/A14) with a lease: the head of active, at most n, within the in-flight cap.
+-- Pop (upstream PriorityQueue.Pop) with a lease: the head of active, at most n, within the in-flight cap.
 -- ARGV: now, n, cap (0: none), lease_us.
 -- Returns {} or: the scheduling cycle of the first pod popped, the `revoked` counter (see
 -- leases_revoked), then the pod keys in pop order (the i-th opened cycle first + i - 1). The

@@ -77,7 +77,7 @@ local function attempts(key)
   return tonumber(redis.call('HGET', K_ATT, key) or '0')
 end
 
--- SPEC A28: d = initial; for i = 1 .. attempts-1: if d > max - d then max else d += d.
+-- Upstream calculateBackoffDuration: d = initial; for i = 1 .. attempts-1: if d > max - d then max else d += d.
 local function backoff_us(att, init, max)
   local d = init
   for _ = 2, att do

@@ -1,4 +1,4 @@
--- Add (SPEC A9/A10) and Update (A15-A17) of a batch of pods (keys unique within a batch).
+-- Add and Update (upstream PriorityQueue.Add/Update) of a batch of pods (keys unique within a batch).
 -- The caller has already stored each body at `pod` field key#rv; this script drops the
 -- bodies it does not keep.
 -- ARGV: now, initial_backoff, max_backoff, count, then per pod 10 fields:
@@ -54,9 +54,9 @@ local function update(key, s, rv, prio, gated, snn, fp, aff, sched)
 
   local r = loc
   if loc == 'a' then
-    add_active(key, s) -- in place (A15); a new priority re-sorts it
+    add_active(key, s) -- in place; a new priority re-sorts it
   elseif loc == 'b' then
-    -- In place inside backoffQ (SPEC A15, decision 6).
+    -- In place inside backoffQ, as upstream Update does.
   elseif loc == 'i' then
     -- Never dispatched twice while leased: remember the change for the outcome instead.
     if changed then s[DIRTY] = 1 end
@@ -66,7 +66,7 @@ local function update(key, s, rv, prio, gated, snn, fp, aff, sched)
     if not changed then
       park(key, s, att, init, max) -- stays (addOrUpdate), in its bucket for the new priority
     elseif exp > now then
-      redis.call('ZADD', K_BACKOFF, exp, key) -- isPodUpdated and still backing off (A16)
+      redis.call('ZADD', K_BACKOFF, exp, key) -- isPodUpdated and still backing off
       r = 'b'
     elseif gated then
       redis.call('ZADD', K_GATED, s[TS], key) -- addToActiveQ runs PreEnqueue again

@@ -96,7 +96,7 @@ Kafka. Topic names are fixed in berth (shared.kafka.Topics); kafka.topicSuffix i
 {{- end }}
 {{- end }}
 
-{{/* A service's consumer group: berth-<service>[.<suffix>] (services.stack.StackSettings). */}}
+{{/* A service's consumer group: berth-<service>[.<suffix>] (shared.env.StackSettings). */}}
 {{- define "berth.groupId" -}}
 {{- if .root.Values.kafka.topicSuffix }}
 {{- printf "berth-%s.%s" .component .root.Values.kafka.topicSuffix }}
@@ -134,7 +134,7 @@ topic (the scheduler: berth.schedule).
 {{- end }}
 {{- end }}
 
-{{/* Environment shared by every service (the names services.stack.StackSettings.env uses). */}}
+{{/* Environment shared by every service (the names shared.env.StackSettings.env uses). */}}
 {{- define "berth.env" -}}
 {{- $root := .root }}
 {{- $values := index $root.Values .component -}}

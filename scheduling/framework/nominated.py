@@ -1,14 +1,14 @@
 """Running a profile's Filter plugins over some rows, with nominated pods, as preemption needs.
 
 - `run_filter_plugins`: the Filter plugins in order; per row, the first rejection wins and
-  later plugins do not see that row (SPEC decision 7). Plugins in
+  later plugins do not see that row (upstream RunFilterPlugins). Plugins in
   `state.skip_filter_plugins` are not called.
 - `run_filters_with_nominated_pods`: upstream RunFilterPluginsWithNominatedPods. Pods nominated
   to a node with priority >= the pod's are treated as running there in a first pass (the pod
   must not take room freed for them); when they were added and the first pass passed, a second
   pass without them must pass too (filters such as pod affinity may need them absent).
   The runtime's Filter step should call this instead of `run_filter_plugins` so that nominated
-  pods' resources count when filtering lower or equal priority pods (SPEC D9).
+  pods' resources count when filtering lower or equal priority pods.
 
 PreFilter extensions: a PreFilter plugin whose state depends on other pods (InterPodAffinity,
 PodTopologySpread) implements `PreFilterExtensions.add_pod/remove_pod`, called after a pod was
@@ -30,8 +30,8 @@ from numpy.typing import NDArray
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, FilterResult
+from scheduling.framework.scratch import Scratch
 from scheduling.framework.status import Code, Status
-from scheduling.plugins.defaultpreemption.scratch import Scratch
 from shared.models import Pod, priority_of
 
 

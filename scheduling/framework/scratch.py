@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduling.framework.columns import NodeColumns, UsedPorts, count_host_ports
-from scheduling.plugins.defaultpreemption.pod_index import PodIndex, has_host_ports
+from scheduling.framework.pod_index import PodIndex, has_host_ports
 from shared.models import Pod
 from shared.models.resources import non_zero_requests, pod_requests
 

@@ -1,0 +1,303 @@
+"""A client of a running stack: objects into the store, views out of the store and the queue."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from aiokafka import AIOKafkaProducer
+
+from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
+from shared.kafka import make_producer
+from shared.messages import NodeEvent, PodEvent, PodGroupEvent, PodOp
+from shared.models import (
+    KubeObject,
+    Manifests,
+    Node,
+    Pod,
+    PodGroup,
+    PriorityClass,
+    resolve_priorities,
+)
+from shared.store import ClusterStore, object_key
+
+
+def state_path(env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    return Path(env.get(ENV_STATE) or Path.home() / ".berth" / "stack.json")
+
+
+def write_state(settings: StackSettings, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"env": settings.env(), "pid": os.getpid()}, indent=2))
+
+
+def read_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> StackSettings:
+    """A client's settings: --redis-url/--kafka-bootstrap, else the environment, else the
+    state file of a running `berth up`."""
+    env = os.environ if env is None else env
+    merged: dict[str, str] = {}
+    path = state_path(env)
+    if path.exists():
+        with contextlib.suppress(OSError, ValueError):
+            merged.update(json.loads(path.read_text())["env"])
+    merged.update({k: v for k, v in env.items() if k.startswith("BERTH_") and v})
+    if getattr(args, "redis_url", None):
+        merged[ENV_REDIS_URL] = args.redis_url
+    if getattr(args, "kafka_bootstrap", None):
+        merged[ENV_KAFKA_BOOTSTRAP] = args.kafka_bootstrap
+    try:
+        return StackSettings.from_env(merged)
+    except StackError:
+        raise StackError(
+            f"no running stack: start one with `berth up` (state file {path}), or set "
+            f"{ENV_REDIS_URL} and {ENV_KAFKA_BOOTSTRAP}"
+        ) from None
+
+
+@dataclass(slots=True)
+class PodRow:
+    """One pod as `berth get pods` shows it."""
+
+    namespace: str
+    name: str
+    status: str
+    """Bound, Pending, Gated or Skipped."""
+    node: str = ""
+    queue: str = ""
+    attempts: int = 0
+    nominated_node: str = ""
+    message: str = ""
+    priority: int = 0
+    tenant: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "status": self.status,
+            "node": self.node or None,
+            "queue": self.queue or None,
+            "attempts": self.attempts,
+            "nominatedNode": self.nominated_node or None,
+            "message": self.message,
+            "priority": self.priority,
+            "tenant": self.tenant or None,
+        }
+
+
+class StackClient:
+    """Objects in, views out, for a running stack (see the module docstring)."""
+
+    def __init__(self, settings: StackSettings) -> None:
+        from services.queue.config import QueueConfig
+        from services.queue.store import QueueStore
+
+        self.settings = settings
+        self.warnings: list[str] = []
+        """What the last apply warned about (pods whose own priority disagrees with their
+        class), one line each."""
+        self.redis = aioredis.Redis.from_url(settings.redis_url)
+        self.store = ClusterStore(
+            self.redis, cluster=settings.cluster, prefix=settings.store_prefix
+        )
+        self.queue = QueueStore(
+            self.redis,
+            QueueConfig(
+                key_prefix=settings.queue_prefix,
+                topics=settings.topics,
+                single_tenant=settings.single_tenant,
+            ),
+        )
+        self._producer: AIOKafkaProducer | None = None
+        self.published: dict[str, float] = {}
+        """pod uid -> when its add event was published (epoch seconds)."""
+
+    async def close(self) -> None:
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+        await self.redis.aclose()
+
+    async def __aenter__(self) -> StackClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            self._producer = make_producer(self.settings.kafka_bootstrap)
+            await self._producer.start()
+        return self._producer
+
+    # ---------------------------------------------------------------------- writes
+    async def apply(self, manifests: Manifests, *, batch: int = 2000) -> list[str]:
+        """Store every object (dependencies first) and publish its event; returns
+        "kind/name created|configured" lines. Pod priorities are resolved against the stored
+        PriorityClasses and the manifests' own (as admission would)."""
+        stored_classes = cast(list[PriorityClass], await self.store.list("PriorityClass"))
+        new_names = {pc.metadata.name for pc in manifests.priority_classes}
+        self.warnings = resolve_priorities(
+            manifests,
+            [
+                *manifests.priority_classes,
+                *(c for c in stored_classes if c.metadata.name not in new_names),
+            ],
+        )
+        lines: list[str] = []
+        objects = list(manifests.objects())
+        if len(objects) > batch:
+            await self.store.check_apply(objects)  # all or nothing across the batches
+        for start in range(0, len(objects), batch):
+            lines += await self._apply_batch(objects[start : start + batch])
+        return lines
+
+    async def _apply_batch(self, objects: list[KubeObject]) -> list[str]:
+        old = await self._existing(objects)
+        applied = await self.store.apply(objects)
+        producer = await self.producer()
+        topics = self.settings.topics
+        lines = []
+        now = time.time()
+        for obj, done in zip(objects, applied, strict=True):
+            previous = old.get((done.kind, done.key))
+            obj.metadata.resource_version = done.resource_version
+            obj.metadata.uid = done.uid
+            lines.append(
+                f"{done.kind.lower()}/{done.key} {'configured' if previous else 'created'}"
+            )
+            op: PodOp = "update" if previous is not None else "add"
+            if isinstance(obj, Pod):
+                event = PodEvent.of(op, obj, cast(Pod | None, previous))
+                self.published.setdefault(done.uid, now)
+                await producer.send(topics.pod_events, event.encode(), key=done.uid.encode())
+            elif isinstance(obj, Node):
+                node_event = NodeEvent.of(op, obj, cast(Node | None, previous))
+                await producer.send(topics.node_events, node_event.encode(), key=done.key.encode())
+            elif isinstance(obj, PodGroup):
+                group_event = PodGroupEvent.of(op, obj)
+                await producer.send(topics.node_events, group_event.encode(), key=done.key.encode())
+        await producer.flush()
+        return lines
+
+    async def _existing(self, objects: Sequence[KubeObject]) -> dict[tuple[str, str], KubeObject]:
+        """The stored versions of objects about to be applied (for update events)."""
+        out: dict[tuple[str, str], KubeObject] = {}
+        kinds = {type(obj).__name__ for obj in objects}
+        for kind in kinds:
+            if kind not in ("Pod", "Node", "PodGroup"):
+                continue
+            wanted = {
+                object_key(kind, o.metadata.namespace, o.metadata.name)
+                for o in objects
+                if type(o).__name__ == kind
+            }
+            present = await self.redis.hmget(self.store.keys.meta(kind), list(wanted))
+            if not any(present):
+                continue
+            for key, meta in zip(list(wanted), present, strict=True):
+                if meta is None:
+                    continue
+                namespace, _, name = key.rpartition("/")
+                found = await self.store.get(kind, namespace, name)
+                if found is not None:
+                    out[(kind, key)] = found
+        return out
+
+    async def delete(self, kind: str, namespace: str, name: str) -> bool:
+        """Delete an object from the store and publish its delete event."""
+        found = await self.store.get(kind, namespace, name)
+        if found is None:
+            return False
+        await self.store.delete(kind, namespace, name, uid=found.metadata.uid)
+        producer = await self.producer()
+        topics = self.settings.topics
+        if isinstance(found, Pod):
+            event = PodEvent.of("delete", found)
+            await producer.send(topics.pod_events, event.encode(), key=found.metadata.uid.encode())
+        elif isinstance(found, Node):
+            node_event = NodeEvent.of("delete", found)
+            await producer.send(topics.node_events, node_event.encode(), key=name.encode())
+        elif isinstance(found, PodGroup):
+            group_event = PodGroupEvent.of("delete", found)
+            await producer.send(topics.node_events, group_event.encode(), key=found.key.encode())
+        await producer.flush()
+        return True
+
+    # ----------------------------------------------------------------------- reads
+    async def pod_rows(self) -> list[PodRow]:
+        pods = cast(list[Pod], await self.store.list("Pod"))
+        pending = {p.key: p for p in (await self.queue.pending()).pods}
+        names = self.settings.scheduler_names()
+        rows = []
+        for pod in pods:
+            meta = pod.metadata
+            row = PodRow(meta.namespace, meta.name, "Pending", priority=pod.spec.priority or 0)
+            queued = pending.get(pod.key)
+            if pod.spec.node_name:
+                row.status, row.node = "Bound", pod.spec.node_name
+            elif pod.spec.scheduler_name not in names:
+                row.status = "Skipped"
+                row.message = f'profile not found for scheduler name "{pod.spec.scheduler_name}"'
+            if queued is not None and not pod.spec.node_name:
+                row.queue, row.attempts, row.tenant = queued.queue, queued.attempts, queued.tenant
+                row.message = queued.message
+                if queued.queue == "gated":
+                    row.status = "Gated"
+            row.nominated_node = pod.status.nominated_node_name
+            rows.append(row)
+        rows.sort(key=lambda r: (r.namespace, r.name))
+        return rows
+
+    async def node_rows(self) -> list[dict[str, Any]]:
+        snapshot = await self.store.load_snapshot()
+        rows = []
+        for node in sorted(snapshot.nodes, key=lambda n: n.metadata.name):
+            name = node.metadata.name
+            usage = snapshot.usage.get(name)
+            alloc = node.status.allocatable
+            requested = dict(usage.requested) if usage is not None else {}
+            rows.append(
+                {
+                    "name": name,
+                    "status": "SchedulingDisabled" if node.spec.unschedulable else "Ready",
+                    "zone": node.metadata.labels.get("topology.kubernetes.io/zone", ""),
+                    "pods": usage.pods if usage is not None else 0,
+                    "allocatable": dict(alloc),
+                    "requested": requested,
+                    "taints": [f"{t.key}={t.value}:{t.effect}" for t in node.spec.taints],
+                }
+            )
+        return rows
+
+    async def queue_rows(self) -> dict[str, Any]:
+        from services.scheduler import read_heartbeats
+
+        counts = await self.queue.counts()
+        beats = await read_heartbeats(self.redis, self.settings.store_prefix, self.settings.cluster)
+        return {
+            "tenants": {
+                tenant: {
+                    "active": c.active,
+                    "backoff": c.backoff,
+                    "unschedulable": c.unschedulable,
+                    "gated": c.gated,
+                    "inflight": c.inflight,
+                }
+                for tenant, c in sorted(counts.items())
+            },
+            "workers": beats,
+        }

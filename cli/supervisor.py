@@ -1,0 +1,314 @@
+"""The dev stack's supervisor: service processes in their own sessions, restarted when they
+exit, stopped with SIGTERM then SIGKILL (and by the kernel if this process dies)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from cli.servers import (
+    DevServers,
+    _set_parent_death_signal,
+    start_dev_servers,
+)
+from shared.env import StackError, StackSettings
+from shared.kafka import DEFAULT_PARTITIONS, ensure_topics
+
+log = logging.getLogger(__name__)
+
+
+STOP_SECONDS = 10.0
+RESTART_BACKOFF_SECONDS = 1.0
+
+
+@dataclass(slots=True)
+class ServiceProcess:
+    """One service process: started in its own session, output to `log_path`."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    log_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    exited_at: float | None = None
+
+    def start(self) -> None:
+        preexec = None
+        if (
+            sys.platform.startswith("linux")
+            and threading.current_thread() is threading.main_thread()
+        ):
+            preexec = _set_parent_death_signal(os.getpid())
+        with self.log_path.open("ab") as out:
+            self.popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=preexec,
+            )
+        self.exited_at = None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.popen is None else self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def send(self, sig: signal.Signals) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+
+    def stop(self, timeout: float = STOP_SECONDS) -> None:
+        """SIGTERM, then SIGKILL after `timeout`; always reaps."""
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            self.send(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.send(signal.SIGKILL)
+                self.popen.wait(timeout)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+
+    def log_tail(self, limit: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+
+def service_argv(kind: str, name: str, settings: StackSettings) -> list[str]:
+    if kind == "worker":
+        return [
+            sys.executable,
+            "-m",
+            "services.scheduler",
+            "--worker-id",
+            name,
+            "--group-id",
+            settings.group_id("scheduler"),
+        ]
+    return [sys.executable, "-m", f"services.{kind}", "--name", name]
+
+
+class Stack:
+    """The service processes of one stack; `poll()` restarts the ones that exited."""
+
+    def __init__(
+        self,
+        settings: StackSettings,
+        workdir: Path,
+        *,
+        workers: int = 1,
+        binders: int = 1,
+        queues: int = 1,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.workdir = workdir
+        env = {**os.environ, **settings.env(), **(extra_env or {})}
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.processes: dict[str, ServiceProcess] = {}
+        for kind, count in (("queue", queues), ("binder", binders), ("worker", workers)):
+            for i in range(count):
+                name = f"{kind}-{i}"
+                self.processes[name] = ServiceProcess(
+                    name, service_argv(kind, name, settings), env, workdir / f"{name}.log"
+                )
+        self.stopping = False
+
+    def start(self) -> None:
+        for process in self.processes.values():
+            process.start()
+
+    def poll(self) -> list[str]:
+        """Restart services that exited (after a short backoff); names restarted."""
+        restarted = []
+        now = time.monotonic()
+        for process in self.processes.values():
+            if self.stopping or process.alive():
+                continue
+            if process.exited_at is None:
+                process.exited_at = now
+                log.warning(
+                    "%s exited (%s)", process.name, process.popen and process.popen.returncode
+                )
+            if now - process.exited_at >= RESTART_BACKOFF_SECONDS:
+                process.restarts += 1
+                process.start()
+                restarted.append(process.name)
+        return restarted
+
+    def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        self.processes[name].send(sig)
+
+    def stop(self) -> None:
+        self.stopping = True
+        for process in self.processes.values():
+            process.send(signal.SIGTERM)
+        for process in self.processes.values():
+            process.stop()
+
+    def names(self, kind: str) -> list[str]:
+        return [name for name in self.processes if name.startswith(kind + "-")]
+
+
+@dataclass(slots=True)
+class RunningStack:
+    """Servers + services + settings; `close()` stops everything it started."""
+
+    settings: StackSettings
+    stack: Stack
+    servers: DevServers | None
+    workdir: Path
+    _supervisor: asyncio.Task[None] | None = None
+    _owns_workdir: bool = True
+
+    async def supervise(self, interval: float = 0.2) -> None:
+        while not self.stack.stopping:
+            for name in self.stack.poll():
+                log.warning("restarted %s", name)
+            await asyncio.sleep(interval)
+
+    def start_supervisor(self) -> None:
+        self._supervisor = asyncio.create_task(self.supervise(), name="stack-supervisor")
+
+    async def close(self) -> None:
+        if self._supervisor is not None:
+            self._supervisor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._supervisor
+            self._supervisor = None
+        await asyncio.to_thread(self.stack.stop)
+        if self.servers is not None:
+            self.servers.stop()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+async def create_topics(
+    settings: StackSettings, *, ordered: bool = False, workers: int = 1
+) -> None:
+    """Every topic. `ordered` (berth run): pod events on one partition, so the queue sees pods
+    in the order they were applied; `berth.schedule` with one partition per worker, so a
+    worker schedules them in the order the queue dispatched them; proposals on one partition,
+    so the binder handles them in the order they were decided."""
+    topics = settings.topics
+    wanted = dict.fromkeys(topics.all(), max(workers, DEFAULT_PARTITIONS))
+    if ordered:
+        wanted[topics.pod_events] = 1
+        wanted[topics.schedule] = max(1, workers)
+        wanted[topics.proposals] = 1
+    await ensure_topics(settings.kafka_bootstrap, wanted)
+
+
+async def start_stack(
+    *,
+    workers: int = 1,
+    binders: int = 1,
+    queues: int = 1,
+    config_path: str | None = None,
+    seed: int | None = None,
+    single_tenant: str | None = None,
+    servers: DevServers | None = None,
+    settings: StackSettings | None = None,
+    ordered: bool = False,
+    session_ms: int = 3000,
+    workdir: Path | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    ready_seconds: float = 60.0,
+) -> RunningStack:
+    """Start servers (unless given) and the services; returns once every worker's view is
+    loaded (heartbeat) — the queue and binders consume from the start of their topics."""
+    owns_servers = servers is None and settings is None
+    if owns_servers:
+        servers = await asyncio.to_thread(start_dev_servers)
+    try:
+        if settings is None:
+            assert servers is not None
+            settings = StackSettings.isolated(servers.redis_url, servers.kafka_bootstrap)
+        settings = replace(
+            settings,
+            config_path=config_path or settings.config_path,
+            seed=seed if seed is not None else settings.seed,
+            single_tenant=single_tenant or settings.single_tenant,
+            session_ms=session_ms,
+            ordered=ordered,
+        )
+        await create_topics(settings, ordered=ordered, workers=workers)
+        owns_workdir = workdir is None
+        workdir = workdir or Path(tempfile.mkdtemp(prefix="berth-stack-"))
+        stack = Stack(
+            settings,
+            workdir,
+            workers=workers,
+            binders=binders,
+            queues=queues,
+            extra_env=extra_env,
+        )
+        running = RunningStack(
+            settings,
+            stack,
+            servers if owns_servers else None,
+            workdir,
+            _owns_workdir=owns_workdir,
+        )
+        stack.start()
+        running.start_supervisor()
+    except BaseException:
+        if owns_servers and servers is not None:
+            servers.stop()
+        raise
+    try:
+        await wait_for_workers(settings, workers, ready_seconds, stack)
+    except BaseException:
+        await running.close()
+        raise
+    return running
+
+
+async def wait_for_workers(
+    settings: StackSettings, count: int, seconds: float, stack: Stack | None = None
+) -> None:
+    from services.scheduler import read_heartbeats
+
+    redis = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            beats = await read_heartbeats(redis, settings.store_prefix, settings.cluster)
+            fresh = [b for b in beats.values() if time.time() - float(b.get("ts", 0)) < 10]
+            if len(fresh) >= count:
+                return
+            if time.monotonic() > deadline:
+                tails = ""
+                if stack is not None:
+                    tails = "\n".join(
+                        f"--- {p.name}\n{p.log_tail(1500)}" for p in stack.processes.values()
+                    )
+                raise StackError(f"{len(fresh)}/{count} workers ready after {seconds}s\n{tails}")
+            await asyncio.sleep(0.1)
+    finally:
+        await redis.aclose()

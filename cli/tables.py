@@ -1,0 +1,99 @@
+"""`berth get` tables."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cli.client import PodRow
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    if not rows:
+        return ""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
+        lines.append("   ".join([*cells, row[-1]]).rstrip())
+    return "\n".join(lines)
+
+
+def format_pods(rows: Sequence[PodRow], output: str) -> str:
+    if output == "json":
+        return json.dumps({"pods": [r.to_json() for r in rows]}, indent=2)
+    wide = output == "wide"
+    header = ["NAMESPACE", "NAME", "STATUS", "NODE"]
+    header += ["QUEUE", "ATTEMPTS", "NOMINATED", "REASON"] if wide else ["REASON"]
+    table = [header]
+    for r in rows:
+        line = [r.namespace, r.name, r.status, r.node or "<none>"]
+        if wide:
+            line += [r.queue or "-", str(r.attempts), r.nominated_node or "-"]
+        reason = r.message if r.status != "Bound" else ""
+        if not wide and r.queue and r.status == "Pending":
+            reason = f"[{r.queue}, {r.attempts} attempts] {reason}".rstrip()
+        table.append([*line, reason])
+    return _table(table)
+
+
+def _fraction(requested: Mapping[str, int], allocatable: Mapping[str, int], name: str) -> str:
+    total = allocatable.get(name, 0)
+    used = requested.get(name, 0)
+    return f"{100 * used // total}%" if total else "-"
+
+
+def format_nodes(rows: Sequence[dict[str, Any]], output: str) -> str:
+    if output == "json":
+        return json.dumps({"nodes": list(rows)}, indent=2)
+    wide = output == "wide"
+    header = ["NAME", "STATUS", "ZONE", "PODS", "CPU", "MEMORY"]
+    if wide:
+        header.append("TAINTS")
+    table = [header]
+    for r in rows:
+        line = [
+            r["name"],
+            r["status"],
+            r["zone"] or "-",
+            f"{r['pods']}/{r['allocatable'].get('pods', 0)}",
+            _fraction(r["requested"], r["allocatable"], "cpu"),
+            _fraction(r["requested"], r["allocatable"], "memory"),
+        ]
+        if wide:
+            line.append(",".join(r["taints"]) or "-")
+        table.append(line)
+    return _table(table)
+
+
+def format_queues(view: Mapping[str, Any], output: str) -> str:
+    if output == "json":
+        return json.dumps(view, indent=2, default=str)
+    table = [["TENANT", "ACTIVE", "BACKOFF", "UNSCHEDULABLE", "GATED", "INFLIGHT"]]
+    for tenant, c in view["tenants"].items():
+        table.append(
+            [
+                tenant,
+                *(str(c[k]) for k in ("active", "backoff", "unschedulable", "gated", "inflight")),
+            ]
+        )
+    out = _table(table)
+    workers = view["workers"]
+    if workers:
+        rows = [["WORKER", "RV", "PODS", "PROPOSALS", "ASSUMED", "AGE"]]
+        for name, beat in sorted(workers.items()):
+            age = time.time() - float(beat.get("ts", 0))
+            rows.append(
+                [
+                    name,
+                    str(beat.get("rv", 0)),
+                    str(beat.get("pods", 0)),
+                    str(beat.get("proposals", 0)),
+                    str(beat.get("assumed", 0)),
+                    f"{age:.0f}s",
+                ]
+            )
+        out += "\n\n" + _table(rows)
+    return out

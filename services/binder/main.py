@@ -1,0 +1,55 @@
+"""`python -m services.binder`: one binder replica, configured from the environment
+(shared.env.StackSettings), until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+
+from services.binder.config import BinderConfig
+from services.binder.service import BinderService
+from shared.env import REDIS_CONNECTIONS, StackSettings
+from shared.health import HealthServer
+from shared.redisconn import connect
+from shared.service import ServiceRunner
+
+
+async def serve(
+    settings: StackSettings, name: str, stop: asyncio.Event, health: HealthServer
+) -> None:
+    config = BinderConfig(
+        cluster=settings.cluster,
+        key_prefix=settings.store_prefix,
+        topics=settings.topics,
+        scheduler_config=settings.scheduler_config(),
+        service_name=name or "binder",
+        queue_key_prefix=settings.queue_prefix,
+        group_id=settings.group_id("binder"),
+        consumer_options=settings.consumer_options(),
+    )
+    if settings.ordered:
+        # Proposals checked concurrently may be checked out of the order they were decided
+        # in (the cross-node checks then see a different cluster than the worker did).
+        config = replace(config, max_in_flight=1)
+    redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
+    service = BinderService(redis, settings.kafka_bootstrap, config)
+    await service.start()
+    health.set_ready(True)
+    try:
+        await stop.wait()
+    finally:
+        health.set_ready(False, "draining")
+        await service.stop()
+        await redis.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.binder")
+    parser.add_argument("--name", default="", help="this replica's name")
+    args = parser.parse_args(argv)
+    settings = StackSettings.from_env(os.environ)
+    runner = ServiceRunner("binder", args.name)
+    return runner.main(lambda stop, health: serve(settings, args.name, stop, health))

@@ -1,0 +1,94 @@
+"""One service process's life, the same for the queue, the scheduler workers and the binder.
+
+`ServiceRunner(service, name).main(serve)` sets up logging, an optional cProfile dump
+($BERTH_PROFILE_DIR), tracing ($BERTH_OTLP_ENDPOINT) and the /metrics, /healthz, /readyz
+server ($BERTH_METRICS_PORT), turns SIGTERM/SIGINT into a stop event, and runs
+`serve(stop, health)` until it returns. A `serve` starts its service, reports ready, waits for
+`stop`, then drains (`health.set_ready(False, "draining")` first, so a load balancer stops
+sending work before the service stops taking it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+
+from shared.env import ENV_PROFILE_DIR
+from shared.health import HealthServer
+from shared.tracing import TracingConfig, setup_tracing
+
+Serve = Callable[[asyncio.Event, HealthServer], Awaitable[None]]
+
+
+@contextlib.contextmanager
+def profiled(name: str) -> Iterator[None]:
+    """cProfile the block when $BERTH_PROFILE_DIR is set (dump `<dir>/<name>-<pid>.prof`)."""
+    directory = os.environ.get(ENV_PROFILE_DIR)
+    if not directory:
+        yield
+        return
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        profile.dump_stats(str(Path(directory) / f"{name}-{os.getpid()}.prof"))
+
+
+@contextlib.asynccontextmanager
+async def observed(service: str) -> AsyncIterator[HealthServer]:
+    """Tracing and the health/metrics server around a service (each off when its variable
+    is unset); readiness is withdrawn before either stops."""
+    tracing = setup_tracing(TracingConfig.from_env(f"berth-{service}", os.environ))
+    health = HealthServer.from_env(os.environ)
+    await health.start()
+    try:
+        yield health
+    finally:
+        health.set_ready(False, "stopping")
+        await health.stop()
+        await tracing.ashutdown()
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT (on the running loop)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+class ServiceRunner:
+    """Runs one service process; see the module docstring."""
+
+    def __init__(self, service: str, name: str = "") -> None:
+        self.service = service
+        """"queue", "scheduler" or "binder" (log prefix, tracing service name)."""
+        self.name = name or service
+        """This replica's name (profile file name)."""
+
+    def main(self, serve: Serve) -> int:
+        logging.basicConfig(
+            level=logging.INFO,
+            format=f"%(asctime)s {self.service} %(levelname)s %(name)s: %(message)s",
+            stream=sys.stderr,
+        )
+        with profiled(self.name):
+            asyncio.run(self.run(serve))
+        return 0
+
+    async def run(self, serve: Serve) -> None:
+        stop = stop_on_signals()
+        async with observed(self.service) as health:
+            await serve(stop, health)
