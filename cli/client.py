@@ -13,17 +13,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from aiokafka import AIOKafkaProducer
 
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
-from shared.kafka import make_producer
-from shared.messages import NodeEvent, PodEvent, PodGroupEvent, PodOp
 from shared.models import (
     KubeObject,
     Manifests,
-    Node,
     Pod,
-    PodGroup,
     PriorityClass,
     resolve_priorities,
 )
@@ -121,14 +116,11 @@ class StackClient:
                 single_tenant=settings.single_tenant,
             ),
         )
-        self._producer: AIOKafkaProducer | None = None
         self.published: dict[str, float] = {}
-        """pod uid -> when its add event was published (epoch seconds)."""
+        """pod uid -> when it was first applied (epoch seconds): the start of its
+        enqueue-to-bound latency."""
 
     async def close(self) -> None:
-        if self._producer is not None:
-            await self._producer.stop()
-            self._producer = None
         await self.redis.aclose()
 
     async def __aenter__(self) -> StackClient:
@@ -137,15 +129,10 @@ class StackClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def producer(self) -> AIOKafkaProducer:
-        if self._producer is None:
-            self._producer = make_producer(self.settings.kafka_bootstrap)
-            await self._producer.start()
-        return self._producer
-
     # ---------------------------------------------------------------------- writes
     async def apply(self, manifests: Manifests, *, batch: int = 2000) -> list[str]:
-        """Store every object (dependencies first) and publish its event; returns
+        """Store every object (dependencies first; the queue hears of them from the store's
+        change stream); returns
         "kind/name created|configured" lines. Pod priorities are resolved against the stored
         PriorityClasses and the manifests' own (as admission would)."""
         stored_classes = cast(list[PriorityClass], await self.store.list("PriorityClass"))
@@ -166,75 +153,38 @@ class StackClient:
         return lines
 
     async def _apply_batch(self, objects: list[KubeObject]) -> list[str]:
-        old = await self._existing(objects)
+        existed = await self._present(objects)
         applied = await self.store.apply(objects)
-        producer = await self.producer()
-        topics = self.settings.topics
         lines = []
         now = time.time()
         for obj, done in zip(objects, applied, strict=True):
-            previous = old.get((done.kind, done.key))
             obj.metadata.resource_version = done.resource_version
             obj.metadata.uid = done.uid
-            lines.append(
-                f"{done.kind.lower()}/{done.key} {'configured' if previous else 'created'}"
-            )
-            op: PodOp = "update" if previous is not None else "add"
+            verb = "configured" if (done.kind, done.key) in existed else "created"
+            lines.append(f"{done.kind.lower()}/{done.key} {verb}")
             if isinstance(obj, Pod):
-                event = PodEvent.of(op, obj, cast(Pod | None, previous))
                 self.published.setdefault(done.uid, now)
-                await producer.send(topics.pod_events, event.encode(), key=done.uid.encode())
-            elif isinstance(obj, Node):
-                node_event = NodeEvent.of(op, obj, cast(Node | None, previous))
-                await producer.send(topics.node_events, node_event.encode(), key=done.key.encode())
-            elif isinstance(obj, PodGroup):
-                group_event = PodGroupEvent.of(op, obj)
-                await producer.send(topics.node_events, group_event.encode(), key=done.key.encode())
-        await producer.flush()
         return lines
 
-    async def _existing(self, objects: Sequence[KubeObject]) -> dict[tuple[str, str], KubeObject]:
-        """The stored versions of objects about to be applied (for update events)."""
-        out: dict[tuple[str, str], KubeObject] = {}
-        kinds = {type(obj).__name__ for obj in objects}
-        for kind in kinds:
-            if kind not in ("Pod", "Node", "PodGroup"):
-                continue
-            wanted = {
-                object_key(kind, o.metadata.namespace, o.metadata.name)
-                for o in objects
-                if type(o).__name__ == kind
-            }
-            present = await self.redis.hmget(self.store.keys.meta(kind), list(wanted))
-            if not any(present):
-                continue
-            for key, meta in zip(list(wanted), present, strict=True):
-                if meta is None:
-                    continue
-                namespace, _, name = key.rpartition("/")
-                found = await self.store.get(kind, namespace, name)
-                if found is not None:
-                    out[(kind, key)] = found
+    async def _present(self, objects: Sequence[KubeObject]) -> set[tuple[str, str]]:
+        """(kind, key) of the objects about to be applied that the store already has."""
+        wanted: dict[str, list[str]] = {}
+        for obj in objects:
+            kind = type(obj).__name__
+            key = object_key(kind, obj.metadata.namespace, obj.metadata.name)
+            wanted.setdefault(kind, []).append(key)
+        out: set[tuple[str, str]] = set()
+        for kind, keys in wanted.items():
+            present = await self.redis.hmget(self.store.keys.meta(kind), keys)
+            out.update((kind, key) for key, meta in zip(keys, present, strict=True) if meta)
         return out
 
     async def delete(self, kind: str, namespace: str, name: str) -> bool:
-        """Delete an object from the store and publish its delete event."""
+        """Delete an object from the store (the queue hears of it from the change stream)."""
         found = await self.store.get(kind, namespace, name)
         if found is None:
             return False
         await self.store.delete(kind, namespace, name, uid=found.metadata.uid)
-        producer = await self.producer()
-        topics = self.settings.topics
-        if isinstance(found, Pod):
-            event = PodEvent.of("delete", found)
-            await producer.send(topics.pod_events, event.encode(), key=found.metadata.uid.encode())
-        elif isinstance(found, Node):
-            node_event = NodeEvent.of("delete", found)
-            await producer.send(topics.node_events, node_event.encode(), key=name.encode())
-        elif isinstance(found, PodGroup):
-            group_event = PodGroupEvent.of("delete", found)
-            await producer.send(topics.node_events, group_event.encode(), key=found.key.encode())
-        await producer.flush()
         return True
 
     # ----------------------------------------------------------------------- reads

@@ -211,14 +211,13 @@ class RunningStack:
 async def create_topics(
     settings: StackSettings, *, ordered: bool = False, workers: int = 1
 ) -> None:
-    """Every topic. `ordered` (berth run): pod events on one partition, so the queue sees pods
-    in the order they were applied; `berth.schedule` with one partition per worker, so a
+    """Every topic. `ordered` (berth run; the queue hears of pods in the order they were
+    applied from the store's change stream): `berth.schedule` with one partition per worker, so a
     worker schedules them in the order the queue dispatched them; proposals on one partition,
     so the binder handles them in the order they were decided."""
     topics = settings.topics
     wanted = dict.fromkeys(topics.all(), max(workers, DEFAULT_PARTITIONS))
     if ordered:
-        wanted[topics.pod_events] = 1
         wanted[topics.schedule] = max(1, workers)
         wanted[topics.proposals] = 1
     await ensure_topics(settings.kafka_bootstrap, wanted)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -68,30 +68,6 @@ class RateLimiter(Protocol):
     """Admission of eviction requests (API priority and fairness stands in upstream)."""
 
     def try_accept(self) -> bool: ...
-
-
-@dataclass(slots=True)
-class TokenBucket:
-    """A token bucket: `qps` tokens per second, at most `burst` stored; starts full."""
-
-    qps: float
-    burst: int
-    clock: Callable[[], float] = time.monotonic
-    _tokens: float = field(init=False)
-    _last: float = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._tokens = float(self.burst)
-        self._last = self.clock()
-
-    def try_accept(self) -> bool:
-        now = self.clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-        self._last = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,17 +18,15 @@ from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 
 # aiokafka headers: a list of (name, value) pairs.
 Headers = list[tuple[str, bytes]]
-TRACEPARENT = "traceparent"
 
 
 @dataclass(frozen=True, slots=True)
 class Topics:
-    """Topic names; tests use `suffixed()` so that each test has its own topics."""
+    """Topic names; tests use `suffixed()` so that each test has its own topics.
 
-    pod_events: str = "berth.pod-events"
-    """Pod add/update/delete, keyed by pod uid."""
-    node_events: str = "berth.node-events"
-    """Node add/update/delete and other cluster events, keyed by object name."""
+    Kafka carries work only: cluster facts (pods, nodes, PodGroups) travel once, on the
+    store's change stream (shared.store), which the queue and the views follow."""
+
     schedule: str = "berth.schedule"
     """Schedule requests from the queue to the scheduler workers."""
     proposals: str = "berth.proposals"
@@ -46,18 +44,6 @@ class Topics:
 
 
 DEFAULT_PARTITIONS = 8
-
-
-def headers_with_traceparent(traceparent: str | None) -> Headers:
-    """Kafka headers carrying W3C trace context (empty until tracing is wired in)."""
-    return [(TRACEPARENT, traceparent.encode())] if traceparent else []
-
-
-def traceparent_of(headers: Sequence[tuple[str, bytes]] | None) -> str | None:
-    for name, value in headers or ():
-        if name == TRACEPARENT:
-            return value.decode(errors="replace")
-    return None
 
 
 async def ensure_topics(

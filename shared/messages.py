@@ -1,21 +1,19 @@
 """Kafka message schemas between the berth services: dataclasses with msgpack encode/decode.
 
-Every payload is a msgpack map ``{"v": SCHEMA_VERSION, "t": <type>, ...}``. Objects (pods,
-nodes) travel as ``shared.models.codec`` bytes inside it, next to the few header fields the
-queue routes on, so the queue's hot path never decodes a whole Pod.
+Every payload is a msgpack map ``{"v": SCHEMA_VERSION, "t": <type>, ...}``. Kafka carries
+work only (schedule requests, proposals in shared.proposals, outcomes, dead letters); the
+cluster's objects travel once, on the store's change stream (shared.store).
 
 =====================  =============================  ===================================
 topic                  message                        key
 =====================  =============================  ===================================
-berth.pod-events       PodEvent                       pod uid
-berth.node-events      NodeEvent, PodGroupEvent       node name / namespace/name
 berth.schedule         ScheduleBatch                  uid of the first pod
 berth.outcomes         Outcome                        pod uid
 berth.dlq              DeadLetter                     the original key
 =====================  =============================  ===================================
 
-W3C trace context travels in Kafka headers (`shared.kafka.headers_with_traceparent`), not in
-the payload.
+W3C trace context travels in Kafka headers (`shared.tracing.inject_headers` and
+`dispatch_headers`), not in the payload.
 
 Errors::
 
@@ -26,12 +24,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast, get_args
 
 import msgpack
 
-from shared.models import Node, Pod, PodGroup, priority_of
+from shared.models import Pod
 from shared.models.codec import CodecError, decode, encode
 from shared.models.names import dns1123_label, dns1123_subdomain
 from shared.models.validation import UID_MAX
@@ -208,299 +206,6 @@ def pod_fingerprint(pod: Pod) -> str:
     return hashlib.blake2b(encode(stripped), digest_size=10).hexdigest()
 
 
-def _has_required_pod_affinity(pod: Pod) -> bool:
-    affinity = pod.spec.affinity
-    return bool(
-        affinity is not None
-        and affinity.pod_affinity is not None
-        and affinity.pod_affinity.required_during_scheduling_ignored_during_execution
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class PodRecord:
-    """A pod as the queue sees it: routing fields plus the encoded object."""
-
-    namespace: str
-    name: str
-    uid: str
-    resource_version: int = 0
-    priority: int = 0
-    """Resolved priority (spec.priority; 0 when unset)."""
-    scheduler_name: str = "default-scheduler"
-    node_name: str = ""
-    """Set once the pod is bound: such a pod is an "assigned pod" event, not queue work."""
-    scheduling_gates: tuple[str, ...] = ()
-    nominated_node_name: str = ""
-    labels: dict[str, str] = field(default_factory=dict)
-    fingerprint: str = ""
-    """pod_fingerprint(): tells a relevant update (isPodUpdated) from a status-only one."""
-    required_pod_affinity: bool = False
-    """The pod has required pod-affinity terms (an assigned pod may wake it: AssignedPodAdded)."""
-    body: bytes = b""
-    """shared.models.codec.encode(pod)."""
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @classmethod
-    def from_pod(cls, pod: Pod) -> PodRecord:
-        meta = pod.metadata
-        return cls(
-            namespace=meta.namespace,
-            name=meta.name,
-            uid=meta.uid,
-            resource_version=meta.resource_version,
-            priority=priority_of(pod),
-            scheduler_name=pod.spec.scheduler_name,
-            node_name=pod.spec.node_name,
-            scheduling_gates=tuple(gate.name for gate in pod.spec.scheduling_gates),
-            nominated_node_name=pod.status.nominated_node_name,
-            labels=dict(meta.labels),
-            fingerprint=pod_fingerprint(pod),
-            required_pod_affinity=_has_required_pod_affinity(pod),
-            body=encode(pod),
-        )
-
-    def pod(self) -> Pod:
-        """Decode the object (MessageError if the bytes are not a Pod)."""
-        try:
-            obj = decode(self.body)
-        except CodecError as e:
-            raise MessageError(f"pod {self.key}: {e}") from e
-        if not isinstance(obj, Pod):
-            raise MessageError(f"pod {self.key}: body is a {type(obj).__name__}")
-        return obj
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "ns": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "rv": self.resource_version,
-            "prio": self.priority,
-            "sched": self.scheduler_name,
-            "node": self.node_name,
-            "gates": list(self.scheduling_gates),
-            "nnn": self.nominated_node_name,
-            "labels": self.labels,
-            "fp": self.fingerprint,
-            "aff": self.required_pod_affinity,
-            "body": self.body,
-        }
-
-    @classmethod
-    def from_wire(cls, body: Mapping[str, Any]) -> PodRecord:
-        # The queue decodes every pod event: a fast path for well-formed input, and the
-        # field-by-field checks (with precise errors) for anything else.
-        get = body.get
-        try:
-            rec = cls(
-                namespace=body["ns"],
-                name=body["name"],
-                uid=body["uid"],
-                resource_version=get("rv") or 0,
-                priority=get("prio") or 0,
-                scheduler_name=get("sched") or "default-scheduler",
-                node_name=get("node") or "",
-                scheduling_gates=tuple(get("gates") or ()),
-                nominated_node_name=get("nnn") or "",
-                labels=get("labels") or {},
-                fingerprint=get("fp") or "",
-                required_pod_affinity=get("aff") or False,
-                body=get("body") or b"",
-            )
-        except (KeyError, TypeError):
-            return cls._checked(body)
-        if (
-            type(rec.namespace) is str
-            and type(rec.name) is str
-            and rec.name
-            and type(rec.uid) is str
-            and type(rec.resource_version) is int
-            and type(rec.priority) is int
-            and type(rec.scheduler_name) is str
-            and type(rec.node_name) is str
-            and type(rec.nominated_node_name) is str
-            and type(rec.fingerprint) is str
-            and type(rec.required_pod_affinity) is bool
-            and type(rec.body) is bytes
-            and type(rec.labels) is dict
-            and _all_str(rec.scheduling_gates)
-            and _all_str(rec.labels)
-            and _all_str(rec.labels.values())
-        ):
-            return rec
-        return cls._checked(body)
-
-    @classmethod
-    def _checked(cls, body: Mapping[str, Any]) -> PodRecord:
-        namespace = _need(body, "ns", str)
-        name = _need(body, "name", str)
-        if not name:
-            raise MessageError("field 'name': empty")
-        return cls(
-            namespace=namespace,
-            name=name,
-            uid=_need(body, "uid", str),
-            resource_version=_opt(body, "rv", int, 0),
-            priority=_opt(body, "prio", int, 0),
-            scheduler_name=_opt(body, "sched", str, "default-scheduler"),
-            node_name=_opt(body, "node", str, ""),
-            scheduling_gates=_strings(body, "gates"),
-            nominated_node_name=_opt(body, "nnn", str, ""),
-            labels=_string_map(body, "labels"),
-            fingerprint=_opt(body, "fp", str, ""),
-            required_pod_affinity=_opt(body, "aff", bool, False),
-            body=_opt(body, "body", bytes, b""),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PodEvent:
-    """A pod was added, updated or deleted (informer semantics; `old` is optional)."""
-
-    op: PodOp
-    pod: PodRecord
-    """The new object (for delete: the last known object)."""
-    old: PodRecord | None = None
-
-    TYPE = "pod"
-
-    @classmethod
-    def of(cls, op: PodOp, pod: Pod, old: Pod | None = None) -> PodEvent:
-        return cls(
-            op=op,
-            pod=PodRecord.from_pod(pod),
-            old=None if old is None else PodRecord.from_pod(old),
-        )
-
-    def encode(self) -> bytes:
-        body: dict[str, Any] = {"v": SCHEMA_VERSION, "t": self.TYPE, "op": self.op}
-        body["pod"] = self.pod.to_wire()
-        if self.old is not None:
-            body["old"] = self.old.to_wire()
-        return _pack(body)
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> PodEvent:
-        old = body.get("old")
-        return cls(
-            op=_choice(body, "op", POD_OPS),
-            pod=PodRecord.from_wire(_need(body, "pod", dict)),
-            old=None if old is None else PodRecord.from_wire(_need(body, "old", dict)),
-        )
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> PodEvent:
-        return cls.from_body(_expect(data, cls.TYPE))
-
-
-# ---------------------------------------------------------------------------------------------
-# nodes and other cluster objects
-
-
-@dataclass(frozen=True, slots=True)
-class NodeEvent:
-    """A node was added, updated or deleted; objects as shared.models.codec bytes."""
-
-    op: PodOp
-    name: str
-    node: bytes = b""
-    """The new node (for delete: the last known node)."""
-    old: bytes | None = None
-
-    TYPE = "node"
-
-    @classmethod
-    def of(cls, op: PodOp, node: Node, old: Node | None = None) -> NodeEvent:
-        return cls(
-            op=op,
-            name=node.metadata.name,
-            node=encode(node),
-            old=None if old is None else encode(old),
-        )
-
-    def nodes(self) -> tuple[Node | None, Node | None]:
-        """(old, new) decoded; MessageError if either is not a Node."""
-        return _decode_node(self.old), _decode_node(self.node or None)
-
-    def encode(self) -> bytes:
-        body: dict[str, Any] = {"v": SCHEMA_VERSION, "t": self.TYPE, "op": self.op}
-        body.update(name=self.name, node=self.node)
-        if self.old is not None:
-            body["old"] = self.old
-        return _pack(body)
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> NodeEvent:
-        return cls(
-            op=_choice(body, "op", POD_OPS),
-            name=_need(body, "name", str),
-            node=_opt(body, "node", bytes, b""),
-            old=_opt(body, "old", bytes, None),
-        )
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> NodeEvent:
-        return cls.from_body(_expect(data, cls.TYPE))
-
-
-def _decode_node(data: bytes | None) -> Node | None:
-    if data is None:
-        return None
-    try:
-        obj = decode(data)
-    except CodecError as e:
-        raise MessageError(f"node: {e}") from e
-    if not isinstance(obj, Node):
-        raise MessageError(f"node: body is a {type(obj).__name__}")
-    return obj
-
-
-@dataclass(frozen=True, slots=True)
-class PodGroupEvent:
-    """A coscheduling PodGroup was added, updated or deleted."""
-
-    op: PodOp
-    namespace: str
-    name: str
-    body: bytes = b""
-
-    TYPE = "podgroup"
-
-    @classmethod
-    def of(cls, op: PodOp, group: PodGroup) -> PodGroupEvent:
-        meta = group.metadata
-        return cls(op=op, namespace=meta.namespace, name=meta.name, body=encode(group))
-
-    def encode(self) -> bytes:
-        return _pack(
-            {
-                "v": SCHEMA_VERSION,
-                "t": self.TYPE,
-                "op": self.op,
-                "ns": self.namespace,
-                "name": self.name,
-                "body": self.body,
-            }
-        )
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> PodGroupEvent:
-        return cls(
-            op=_choice(body, "op", POD_OPS),
-            namespace=_need(body, "ns", str),
-            name=_need(body, "name", str),
-            body=_opt(body, "body", bytes, b""),
-        )
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> PodGroupEvent:
-        return cls.from_body(_expect(data, cls.TYPE))
-
-
 # ---------------------------------------------------------------------------------------------
 # queue -> scheduler workers
 
@@ -531,7 +236,14 @@ class ScheduleRequest:
     """shared.models.codec.encode(pod) as the queue last saw it."""
 
     def decode_pod(self) -> Pod:
-        return PodRecord(namespace="", name=self.pod_key, uid=self.uid, body=self.pod).pod()
+        """Decode the pod (MessageError if the bytes are not a Pod)."""
+        try:
+            obj = decode(self.pod)
+        except CodecError as e:
+            raise MessageError(f"pod {self.pod_key}: {e}") from e
+        if not isinstance(obj, Pod):
+            raise MessageError(f"pod {self.pod_key}: body is a {type(obj).__name__}")
+        return obj
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -809,12 +521,9 @@ class DeadLetter:
         return cls.from_body(_expect(data, cls.TYPE))
 
 
-Message = PodEvent | NodeEvent | PodGroupEvent | ScheduleBatch | Outcome | DeadLetter
+Message = ScheduleBatch | Outcome | DeadLetter
 
 _DECODERS: dict[str, Callable[[Mapping[str, Any]], Message]] = {
-    PodEvent.TYPE: PodEvent.from_body,
-    NodeEvent.TYPE: NodeEvent.from_body,
-    PodGroupEvent.TYPE: PodGroupEvent.from_body,
     ScheduleBatch.TYPE: ScheduleBatch.from_body,
     Outcome.TYPE: Outcome.from_body,
     DeadLetter.TYPE: DeadLetter.from_body,

@@ -91,18 +91,6 @@ INSTRUMENTATION_NAME = "berth"
 SPAN_DISPATCH = "queue.dispatch"
 SPAN_SCHEDULING_CYCLE = "scheduling_cycle"
 SPAN_BINDING_CYCLE = "binding_cycle"
-EXTENSION_POINTS = (
-    "PreEnqueue",
-    "PreFilter",
-    "Filter",
-    "PostFilter",
-    "PreScore",
-    "Score",
-    "NormalizeScore",
-    "Reserve",
-    "Permit",
-)
-BINDING_STEPS = ("WaitOnPermit", "PreBind", "Bind", "PostBind", "Unreserve")
 
 ATTR_POD_UID = "berth.pod.uid"
 ATTR_POD_KEY = "berth.pod.key"
@@ -273,11 +261,6 @@ def setup_tracing(config: TracingConfig) -> Tracing:
 def tracing_enabled() -> bool:
     """Whether spans are recorded: callers may skip building attributes when not."""
     return _tracer is not None
-
-
-def current_tracer() -> Tracer:
-    """berth's tracer (a no-op tracer when tracing is off)."""
-    return _tracer if _tracer is not None else trace.NoOpTracer()
 
 
 # ------------------------------------------------------------------------- propagation

@@ -120,9 +120,13 @@ def test_the_rules_themselves(module: str, imported: str, allowed: bool) -> None
 
 
 def test_modules_stay_small() -> None:
-    """No source module over 600 lines without a reason (a reason is listed here)."""
+    """No source module over 600 lines. The ones listed are known debt, each to be split
+    along the seam named (a new entry needs a reason as concrete)."""
     reasons = {
-        "shared/messages.py": "every wire type in one module (split next by message family)",
+        "scheduling/framework/runtime.py": "extension-point runners vs. Framework construction",
+        "scheduling/plugins/defaultpreemption/evaluator.py": "candidate search vs. victims",
+        "services/binder/binder.py": "bind path vs. preemption and gang (Permit) handling",
+        "services/queue/store.py": "writes (events, outcomes) vs. reads (pending view)",
     }
     long = [
         f"{path.relative_to(ROOT)}: {count}"

@@ -3,10 +3,11 @@
 Three figures:
 
 - store: add -> pop (lease) through the Lua scripts alone, no Kafka;
-- service: pod events already in `berth.pod-events` -> the queue service -> schedule
-  batches acknowledged by the broker (one replica), pods/s from the moment it is ready;
-- wake: `pods` parked (unschedulable on NodeResourcesFit, past backoff), one NodeAdd event
-  published, time until every one of them is re-dispatched and acknowledged.
+- service: pods already in the store (and its change stream) -> the queue service's
+  informer -> the queue -> schedule batches acknowledged by the broker (one replica), pods/s
+  from the moment it is ready;
+- wake: `pods` parked (unschedulable on NodeResourcesFit, past backoff), one node added to
+  the store, time until every one of them is re-dispatched and acknowledged.
 
     python -m cli.bench.queue --pods 100000
 """
@@ -27,10 +28,11 @@ from typing import Any
 from cli.servers import start_dev_servers
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
+from services.queue.records import PodRecord
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
-from shared.kafka import Topics, ensure_topics, make_producer
-from shared.messages import NodeEvent, Outcome, PodEvent, PodRecord
+from shared.kafka import Topics, ensure_topics
+from shared.messages import Outcome
 from shared.models import (
     Container,
     Node,
@@ -40,14 +42,15 @@ from shared.models import (
     ResourceRequirements,
 )
 from shared.redisconn import connect
+from shared.store import ClusterStore
 
 _CHUNK = 10_000
 # A quicker group join than the service default (start-up is not measured).
 _CONSUMER = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 500}
 
 
-def _template() -> PodRecord:
-    pod = Pod(
+def _template_pod() -> Pod:
+    return Pod(
         metadata=ObjectMeta(name="template", namespace="bench", labels={"app": "bench"}),
         spec=PodSpec(
             containers=[
@@ -59,7 +62,23 @@ def _template() -> PodRecord:
             ]
         ),
     )
-    return PodRecord.from_pod(pod)
+
+
+def _template() -> PodRecord:
+    return PodRecord.from_pod(_template_pod())
+
+
+def _pods(count: int, prefix: str, tenants: int) -> list[Pod]:
+    template = _template_pod()
+    return [
+        replace(
+            template,
+            metadata=ObjectMeta(
+                name=f"{prefix}-{i:07d}", namespace=f"bench-{i % tenants}", labels={"app": "bench"}
+            ),
+        )
+        for i in range(count)
+    ]
 
 
 def _records(count: int, prefix: str, tenants: int) -> list[PodRecord]:
@@ -136,22 +155,15 @@ async def _bench_service(
         dispatch_idle_interval=0.005,
     )
     await ensure_topics(bootstrap, topics.all(), partitions=partitions)
-    records = _records(pods, "p", tenants)
+    redis = connect(redis_url)
+    cluster = ClusterStore(redis, cluster=f"bench-{run}", prefix=f"bench-{run}:store:")
+    started = time.perf_counter()
+    await cluster.apply(_pods(pods, "p", tenants))
+    store_s = time.perf_counter() - started
 
-    producer = make_producer(bootstrap, linger_ms=5)
-    await producer.start()
-    try:
-        started = time.perf_counter()
-        for record in records:
-            await producer.send(
-                topics.pod_events, PodEvent("add", record).encode(), key=record.uid.encode()
-            )
-        await producer.flush()
-        produce_s = time.perf_counter() - started
-    finally:
-        await producer.stop()
-
-    service = QueueService(redis_url, bootstrap, config, consumer_options=_CONSUMER)
+    service = QueueService(
+        redis, bootstrap, config, consumer_options=_CONSUMER, cluster_store=cluster
+    )
     await service.start()
     try:
         started = time.perf_counter()
@@ -161,7 +173,7 @@ async def _bench_service(
             "pods": pods,
             "tenants": tenants,
             "partitions": partitions,
-            "produce_pods_per_s": round(pods / produce_s),
+            "store_apply_pods_per_s": round(pods / store_s),
             "add_to_dispatch_pods_per_s": round(pods / dispatch_s),
             "add_to_dispatch_seconds": round(dispatch_s, 3),
             "schedule_messages": service.metrics["schedule_messages"],
@@ -169,9 +181,9 @@ async def _bench_service(
     finally:
         await service.stop()
     wake = await _bench_wake(redis_url, bootstrap, config, pods, tenants)
-    redis = connect(redis_url)
     try:
         await _drop(redis, config.key_prefix)
+        await _drop(redis, f"bench-{run}:store:")
     finally:
         await redis.aclose()
     return {"service": result, "wake": wake}
@@ -220,23 +232,23 @@ async def _bench_wake(
     finally:
         await redis.aclose()
 
-    service = QueueService(redis_url, bootstrap, config, consumer_options=_CONSUMER)
+    redis = connect(redis_url)
+    cluster = ClusterStore(redis, cluster="wake", prefix=config.key_prefix + "store:")
+    service = QueueService(
+        redis, bootstrap, config, consumer_options=_CONSUMER, cluster_store=cluster
+    )
     await service.start()
-    producer = make_producer(bootstrap)
-    await producer.start()
     try:
         node = Node(metadata=ObjectMeta(name="new-node", namespace=""))
         started = time.perf_counter()
-        await producer.send_and_wait(
-            config.topics.node_events, NodeEvent.of("add", node).encode(), key=b"new-node"
-        )
+        await cluster.apply([node])
         await _wait(lambda: service.metrics["woken"] >= pods, within=120)
         woken_s = time.perf_counter() - started
         await _wait(lambda: service.metrics["published"] >= pods, within=600)
         total_s = time.perf_counter() - started
     finally:
-        await producer.stop()
         await service.stop()
+        await redis.aclose()
     return {
         "parked_pods": pods,
         "event_to_woken_seconds": round(woken_s, 3),

@@ -8,8 +8,8 @@ As upstream pkg/scheduler/extender.go and the extender parts of schedule_one.go:
   (those win when a node is in both). An error fails the cycle unless the extender is ignorable.
 - **prioritize** (`extender_scores`): each interested extender scores the feasible nodes
   (0..10); the scheduler adds score x weight x (MaxNodeScore / MaxExtenderPriority) = x10 to
-  the plugin total (upstream prioritizeNodes). Extenders run concurrently; a prioritize error is always
-  ignored (that extender then gives no score), as upstream.
+  the plugin total (upstream prioritizeNodes). Extenders run concurrently; a prioritize error
+  is always ignored (that extender then gives no score), as upstream.
 - **preempt** (`HTTPExtender.process_preemption`): filters preemption candidates.
 - **bind** (`HTTPExtender.bind`).
 - **managedResources**: an extender with managed resources is consulted only for pods whose

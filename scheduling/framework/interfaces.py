@@ -32,7 +32,8 @@ MAX_EXTENDER_PRIORITY = 10
 
 @dataclass(slots=True)
 class QueuedPodInfo:
-    """A pod in the queue, with what the queue knows about its attempts (upstream framework.QueuedPodInfo)."""
+    """A pod in the queue, with what the queue knows about its attempts (upstream
+    framework.QueuedPodInfo)."""
 
     pod: Pod
     timestamp: float = 0.0

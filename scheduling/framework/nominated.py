@@ -318,10 +318,6 @@ def _overlay(base: FilterOutcome, idx: NDArray[np.intp], sub: FilterOutcome) -> 
     return FilterOutcome(base.rows, ok, [(s, m) for s, m in failures if bool(m.any())])
 
 
-def has_error(outcome: FilterOutcome) -> bool:
-    return any(s.code == Code.ERROR and bool(m.any()) for s, m in outcome.failures)
-
-
 def filter_with_nominated_pods(
     filter_plugins: Sequence[FilterPlugin],
     pre_filter_plugins: Sequence[object],

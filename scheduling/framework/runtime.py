@@ -11,7 +11,8 @@ the plugin that produced them (upstream SetPlugin).
 
 Filter and Score are data-parallel: each plugin is called once per cycle with the rows still
 in play; Filter plugins run in configured order, each on the rows that passed the previous
-ones, so a node's rejection comes from the first plugin that rejected it (upstream RunFilterPlugins).
+ones, so a node's rejection comes from the first plugin that rejected it (upstream
+RunFilterPlugins).
 """
 
 from __future__ import annotations

@@ -109,8 +109,8 @@ def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> in
 
 
 def select_host(totals: NDArray[np.int64], rng: np.random.Generator) -> int:
-    """The position of the highest total; ties broken uniformly at random, as upstream selectHost. The
-    generator is drawn from only when there is a tie."""
+    """The position of the highest total; ties broken uniformly at random, as upstream
+    selectHost. The generator is drawn from only when there is a tie."""
     best = totals.max()
     ties = np.flatnonzero(totals == best)
     if ties.shape[0] == 1:

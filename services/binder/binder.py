@@ -50,12 +50,10 @@ from shared.messages import (
     NodeFacts,
     Outcome,
     OutcomeResult,
-    PodEvent,
-    PodRecord,
     pod_fingerprint,
 )
 from shared.metrics import BerthMetrics, default_metrics
-from shared.models import Pod, PodDisruptionBudget, PodGroup, encode, priority_of
+from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
 from shared.proposals import Proposal
 from shared.queue_keys import InvalidTenantError, QueueKeys, check_tenant
 from shared.store import (
@@ -97,41 +95,6 @@ def _queued_uid(state: bytes | None) -> str | None:
     return uid if isinstance(uid, str) else None
 
 
-def bound_record(pod: Pod, node: str, resource_version: int) -> PodRecord:
-    """The PodEvent record of `pod` once bound to `node` (the change `resource_version`).
-
-    Leaner than PodRecord.from_pod, on the binder's hottest path: no fingerprint (it tells
-    a relevant update of a *pending* pod from a status-only one; the queue routes a bound
-    pod by its node name alone) and the event carries no `old` record (optional in
-    informer semantics; an update without it routes the same way), so the pod is encoded
-    once instead of four times."""
-    meta = pod.metadata
-    bound = replace(
-        pod,
-        metadata=replace(meta, resource_version=resource_version),
-        spec=replace(pod.spec, node_name=node),
-        status=replace(pod.status, nominated_node_name=""),
-    )
-    affinity = pod.spec.affinity
-    return PodRecord(
-        namespace=meta.namespace,
-        name=meta.name,
-        uid=meta.uid,
-        resource_version=resource_version,
-        priority=priority_of(pod),
-        scheduler_name=pod.spec.scheduler_name,
-        node_name=node,
-        scheduling_gates=tuple(gate.name for gate in pod.spec.scheduling_gates),
-        labels=dict(meta.labels),
-        required_pod_affinity=bool(
-            affinity is not None
-            and affinity.pod_affinity is not None
-            and affinity.pod_affinity.required_during_scheduling_ignored_during_execution
-        ),
-        body=encode(bound),
-    )
-
-
 def _scheduled_as(pod: Pod, p: Proposal) -> bool:
     """Whether `pod` is the pod the worker scheduled, as upstream's isPodUpdated sees it:
     the same version, or one that differs in status or metadata bookkeeping only."""
@@ -145,8 +108,6 @@ class Emitter(Protocol):
     cycle's trace context (empty when tracing is off)."""
 
     async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None: ...
-
-    async def pod_event(self, event: PodEvent) -> None: ...
 
     async def refused(self, proposal: Proposal, reason: str) -> None:
         """A proposal not obeyed (forged, or stale against the queue): to the dead letters."""
@@ -556,9 +517,6 @@ class Binder:
         with binding_step_span("PostBind"):
             self.stats["bound"] += 1
             await self._outcome(p, "scheduled", node=r.node)
-            if self.config.publish_pod_events:
-                record = bound_record(r.pod, r.node, result.resource_version)
-                await self.emitter.pod_event(PodEvent("update", record))
 
     # ---------------------------------------------------------------- preempt
     async def _lease_refusal(self, p: Proposal) -> str | None:
@@ -676,8 +634,6 @@ class Binder:
                 continue
             evicted += 1
             pods = [q for q in pods if q.metadata.uid != uid]
-            if self.config.publish_pod_events:
-                await self.emitter.pod_event(PodEvent.of("delete", victim))
         await self.bindings.nominate(
             p.pod_key, p.uid, p.node_name, priority_of(pod), PodCharge.of(pod)
         )

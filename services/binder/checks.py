@@ -12,7 +12,6 @@ KubeSchedulerConfiguration, as in the worker.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -81,13 +80,6 @@ def _row_status(result: FilterResult, plugin: str) -> Status:
         if bool(mask[0]):
             return status.with_plugin(plugin)
     return Status.unschedulable("rejected", plugin=plugin)
-
-
-@dataclass(frozen=True, slots=True)
-class FitRequest:
-    """What check-and-reserve checks for NodeResourcesFit: (resource, amount) pairs."""
-
-    check: tuple[tuple[str, int], ...]
 
 
 class ProfileChecks:

@@ -40,9 +40,6 @@ class BinderConfig:
     view_timeout_seconds: float = 5.0
     """How long a proposal waits for the binder's view to reach its reservation."""
     node_changed_retries: int = 3
-    publish_pod_events: bool = True
-    """Publish a PodEvent for each bound pod and each evicted victim on berth.pod-events (the
-    queue's AssignedPodAdd/Delete events)."""
     preemption_honors_pdb: bool = False
     """False (upstream): a victim is deleted even when its PodDisruptionBudget refuses the
     eviction (the worker already preferred victims whose budgets allow it). True: a refusal

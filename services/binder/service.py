@@ -32,7 +32,7 @@ from scheduling.cache.view import ClusterView
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consumer, make_producer
-from shared.messages import DeadLetter, MessageError, Outcome, PodEvent
+from shared.messages import DeadLetter, MessageError, Outcome
 from shared.metrics import report_consumer_lag
 from shared.proposals import Proposal
 from shared.store import ClusterStore
@@ -130,9 +130,6 @@ class KafkaEmitter:
     async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None:
         await self._send(self._topics.outcomes, outcome.uid, outcome.encode(), headers)
 
-    async def pod_event(self, event: PodEvent) -> None:
-        await self._send(self._topics.pod_events, event.pod.uid, event.encode(), None)
-
     async def refused(self, proposal: Proposal, reason: str) -> None:
         letter = DeadLetter(
             service=self._service,
@@ -191,9 +188,7 @@ class BinderService:
 
     async def start(self) -> None:
         topics = self.config.topics
-        await ensure_topics(
-            self.bootstrap, [topics.proposals, topics.outcomes, topics.pod_events, topics.dlq]
-        )
+        await ensure_topics(self.bootstrap, [topics.proposals, topics.outcomes, topics.dlq])
         self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
         await self._producer.start()
         await self.sync.start()

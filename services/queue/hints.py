@@ -6,7 +6,8 @@ registered event answers "Queue"; the tables use the event sets upstream registe
 queueing hints are enabled (no preCheck, hence no extra UpdateNodeTaint/Label registrations).
 
 A parked pod moves when the event's plugin set meets its failed plugins, or when it has no
-failed plugins at all (upstream podMatchesEvent). Wildcard events (UnschedulableTimeout) match every plugin.
+failed plugins at all (upstream podMatchesEvent). Wildcard events (UnschedulableTimeout) match
+every plugin.
 """
 
 from __future__ import annotations
@@ -90,7 +91,6 @@ POD_GROUP_ADD = _event(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd")
 POD_GROUP_UPDATE = _event(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate")
 POD_GROUP_DELETE = _event(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete")
 UNSCHEDULABLE_TIMEOUT = _event(Resource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
-WILDCARD_EVENT = _event(Resource.WILDCARD, ActionType.ALL, "WildCard")
 
 # Registrations. Keep each plugin's list next to upstream's EventsToRegister.
 _N, _P, _G = Resource.NODE, Resource.POD, Resource.POD_GROUP

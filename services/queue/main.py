@@ -121,6 +121,7 @@ async def serve(
         replica_id=name or None,
         consumer_options=settings.consumer_options(),
         headers_hook=lambda batch: dispatch_headers(batch.requests),
+        cluster_store=store,
     )
     await service.start()
     health.set_ready(True)

@@ -1,13 +1,16 @@
-"""The queue service: Kafka in, Redis queue, Kafka out.
+"""The queue service: the store's change stream and outcomes in, Redis queue, Kafka out.
 
-Consumes `berth.pod-events`, `berth.node-events` and `berth.outcomes` (one consumer group for
-all replicas; offsets committed after processing), applies them to the `QueueStore`, and
+Cluster facts (pods, nodes, PodGroups) come from the store's change stream through the
+informer (services/queue/informer.py: one tailing replica, a cursor, idempotent steps);
+`berth.outcomes` (one consumer group for all replicas; offsets committed after processing)
+brings the results of scheduling attempts. Both are applied to the `QueueStore`. It
 dispatches: pops leased pods per tenant by weighted round-robin and publishes them to
 `berth.schedule` in batches. Periodic flushes (backoff, unschedulable leftover, expired
 leases) are idempotent scripts, so every replica runs them and none needs to lead.
 
-Bad input never stops the service: an undecodable or invalid message goes to `berth.dlq`
-with the error, and processing goes on.
+Bad input never stops the service: an undecodable or invalid message, or a stored pod the
+queue cannot take (an invalid tenant name, say), goes to `berth.dlq` with the error, and
+processing goes on.
 """
 
 from __future__ import annotations
@@ -30,40 +33,25 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
-from services.queue.hints import (
-    NODE_ADD,
-    NODE_DELETE,
-    POD_GROUP_ADD,
-    POD_GROUP_DELETE,
-    POD_GROUP_UPDATE,
-    ActionType,
-    ClusterEvent,
-    Resource,
-    node_update_event,
-)
+from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
+from services.queue.informer import PodChange, QueueEvent, StoreInformer
+from services.queue.records import PodRecord
 from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
 from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
-from shared.messages import (
-    DeadLetter,
-    MessageError,
-    NodeEvent,
-    Outcome,
-    PodEvent,
-    PodGroupEvent,
-    ScheduleBatch,
-    decode_message,
-)
+from shared.messages import DeadLetter, MessageError, Outcome, ScheduleBatch, decode_message
 from shared.queue_keys import InvalidTenantError, check_tenant
 from shared.redisconn import connect
+from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = "queue"
 HeadersHook = Callable[[ScheduleBatch], Headers]
 
-_POD_GROUP_EVENTS = {"add": POD_GROUP_ADD, "update": POD_GROUP_UPDATE, "delete": POD_GROUP_DELETE}
+STREAM_TOPIC = "store-stream"
+"""The `topic` of a dead letter for a stored pod the queue could not take."""
 # Errors worth retrying from the last commit; anything else (a script error included) is
 # the record's fault, and retrying would loop on it forever.
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, KafkaError, OSError)
@@ -103,6 +91,7 @@ class QueueService:
         consumer_options: dict[str, Any] | None = None,
         producer_options: dict[str, Any] | None = None,
         replica_id: str | None = None,
+        cluster_store: ClusterStore | None = None,
     ) -> None:
         self.config = config or QueueConfig()
         self.redis = connect(redis) if isinstance(redis, str) else redis
@@ -125,6 +114,18 @@ class QueueService:
         self._outstanding: set[asyncio.Future[Any]] = set()
         self._room = asyncio.Event()
         self._wrr = WeightedRoundRobin(self.config.weight)
+        self.informer: StoreInformer | None = None
+        """Tails `cluster_store`'s change stream (None without a store: events come only
+        through `apply_events`, in tests)."""
+        if cluster_store is not None:
+            self.informer = StoreInformer(
+                self.redis,
+                cluster_store,
+                key_prefix=self.config.key_prefix,
+                replica_id=self.replica_id,
+                handle=self.apply_events,
+                relist=self.relist,
+            )
         self.ready = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -140,14 +141,14 @@ class QueueService:
         topics = self.config.topics
         await ensure_topics(
             self.bootstrap,
-            [topics.pod_events, topics.node_events, topics.outcomes, topics.schedule, topics.dlq],
+            [topics.outcomes, topics.schedule, topics.dlq],
             partitions=self.config.topic_partitions,
         )
         self._producer = make_producer(self.bootstrap, **self._producer_options)
         await self._producer.start()
         self._consumer = make_consumer(
             self.bootstrap,
-            [topics.pod_events, topics.node_events, topics.outcomes],
+            [topics.outcomes],
             self.config.group_id,
             client_id=f"berth-queue-{self.replica_id}",
             **self._consumer_options,
@@ -155,6 +156,11 @@ class QueueService:
         await self._consumer.start()
         self._tasks = [
             asyncio.create_task(self._consume_loop(), name="queue-consume"),
+            *(
+                [asyncio.create_task(self.informer.run(self._stopping), name="queue-informer")]
+                if self.informer is not None
+                else []
+            ),
             *(
                 asyncio.create_task(self._dispatch_loop(), name=f"queue-dispatch-{i}")
                 for i in range(max(1, self.config.dispatch_concurrency))
@@ -255,9 +261,9 @@ class QueueService:
         self.metrics["consumed"] += len(records)
         self._work.set()
 
-    async def _apply_all(self, decoded: Sequence[tuple[ConsumerRecord, str, Any]]) -> None:
+    async def _apply_all(self, decoded: Sequence[tuple[Any, str, Any]]) -> None:
         steps: list[_Step] = []
-        for _record, kind, item in decoded:
+        for _source, kind, item in decoded:
             if steps and steps[-1].kind == kind and kind != "cluster":
                 steps[-1].items.append(item)
             elif steps and kind == "cluster" and steps[-1].kind == "cluster":
@@ -272,19 +278,58 @@ class QueueService:
             await self._apply(step)
 
     def _decode(self, record: ConsumerRecord) -> list[tuple[str, Any]]:
-        topics = self.config.topics
         message = decode_message(record.value or b"")
-        if record.topic == topics.pod_events and isinstance(message, PodEvent):
-            return self._route_pod_event(message)
-        if record.topic == topics.outcomes and isinstance(message, Outcome):
+        if record.topic == self.config.topics.outcomes and isinstance(message, Outcome):
             return [("outcome", message)]
-        if record.topic == topics.node_events and isinstance(message, NodeEvent):
-            return [("cluster", self._node_event(message))]
-        if record.topic == topics.node_events and isinstance(message, PodGroupEvent):
-            return [("cluster", _POD_GROUP_EVENTS[message.op])]
         raise MessageError(f"unexpected {type(message).__name__} on topic {record.topic}")
 
-    def _route_pod_event(self, event: PodEvent) -> list[tuple[str, Any]]:
+    # ------------------------------------------------------------- store events
+
+    async def apply_events(self, events: Sequence[QueueEvent]) -> None:
+        """Apply the informer's events in order, coalescing runs into store calls. A pod the
+        queue cannot take goes to the DLQ; one bad pod never blocks the others."""
+        decoded: list[tuple[PodRecord | None, str, Any]] = []
+        for event in events:
+            if isinstance(event, ClusterEvent):
+                decoded.append((None, "cluster", event))
+                continue
+            try:
+                steps = self._route_pod_change(event)
+            except InvalidTenantError as e:
+                await self._dead_letter_pod(event.pod, str(e))
+                continue
+            decoded.extend((event.pod, kind, item) for kind, item in steps if kind != "skip")
+        try:
+            await self._apply_all(decoded)
+        except _TRANSIENT:
+            raise
+        except Exception:
+            log.exception("queue: a batch of store events failed; applying them one by one")
+            for one in decoded:
+                try:
+                    await self._apply_all([one])
+                except _TRANSIENT:
+                    raise
+                except Exception as e:
+                    log.exception("queue: store event for %s rejected", one[0] and one[0].key)
+                    if one[0] is not None:
+                        await self._dead_letter_pod(one[0], f"{type(e).__name__}: {e}")
+        self.metrics["store_events"] += len(events)
+        self._work.set()
+
+    async def relist(self, pods: Sequence[PodRecord]) -> None:
+        """The informer relisted (the stream was trimmed past its cursor): the queue takes
+        every stored pod again, drops the pods the store no longer has, and wakes the
+        unschedulable ones (a node may have come while nobody watched)."""
+        stored = {(pod.key, pod.uid) for pod in pods}
+        await self.apply_events([PodChange("update", pod) for pod in pods])
+        for tenant in await self.store.tenants():
+            view = await self.store.pending(tenant)
+            gone = [(p.key, p.uid) for p in view.pods if (p.key, p.uid) not in stored]
+            self.metrics["deleted"] += await self.store.delete_in(tenant, gone)
+        await self.apply_events([NODE_ADD])
+
+    def _route_pod_change(self, event: PodChange) -> list[tuple[str, Any]]:
         pod, old = event.pod, event.old
         tenant = check_tenant(self.store.tenant_of(pod))  # an invalid name is a dead letter
         if old is not None and not old.node_name and self.store.tenant_of(old) != tenant:
@@ -292,9 +337,9 @@ class QueueService:
             return [("delete", old), self._route_one(event)]
         return [self._route_one(event)]
 
-    def _route_one(self, event: PodEvent) -> tuple[str, Any]:
-        """The queue's informer filter and handlers (upstream eventhandlers.go), plus the
-        assigned-pod events."""
+    def _route_one(self, event: PodChange) -> tuple[str, Any]:
+        """The informer filter and event handlers of upstream's eventhandlers.go (pending
+        pods of our schedulers to the queue), plus the assigned-pod events."""
         pod, old = event.pod, event.old
         if pod.node_name:
             if event.op == "add":
@@ -310,19 +355,6 @@ class QueueService:
         if event.op == "delete":
             return "delete", pod
         return "upsert", (event.op, pod)
-
-    @staticmethod
-    def _node_event(event: NodeEvent) -> ClusterEvent:
-        if event.op == "add":
-            return NODE_ADD
-        if event.op == "delete":
-            return NODE_DELETE
-        old, new = event.nodes()
-        if old is None or new is None:
-            return ClusterEvent(Resource.NODE, ActionType.UPDATE, "NodeUpdate")
-        return node_update_event(old, new) or ClusterEvent(
-            Resource.NODE, ActionType.NONE, "NodeUpdate"
-        )
 
     async def _apply(self, step: _Step) -> None:
         store = self.store
@@ -362,6 +394,21 @@ class QueueService:
             payload=record.value or b"",
         )
         await self._producer.send_and_wait(self.config.topics.dlq, letter.encode(), key=record.key)
+        self.metrics["dead_letters"] += 1
+
+    async def _dead_letter_pod(self, pod: PodRecord, error: str) -> None:
+        assert self._producer is not None
+        log.warning("queue: dead letter for stored pod %s: %s", pod.key, error)
+        letter = DeadLetter(
+            service=SERVICE_NAME,
+            topic=STREAM_TOPIC,
+            partition=0,
+            offset=pod.resource_version,
+            error=f"pod {pod.key}: {error}",
+            key=pod.uid.encode(),
+            payload=pod.body,
+        )
+        await self._producer.send_and_wait(self.config.topics.dlq, letter.encode(), key=letter.key)
         self.metrics["dead_letters"] += 1
 
     # ------------------------------------------------------------------ dispatching

@@ -34,10 +34,11 @@ from services.queue.hints import (
     ClusterEvent,
     resized_down,
 )
+from services.queue.records import PodOp, PodRecord
 from services.queue.scripts import QueueScripts
 from services.queue.state import PodState
 from services.queue.wire import EncodedBatch, PoppedPods, request_blob, split_blobs
-from shared.messages import MessageError, Outcome, PodOp, PodRecord, ScheduleRequest
+from shared.messages import MessageError, Outcome, ScheduleRequest
 from shared.models import Pod, PodAffinityTerm, selector_matches
 from shared.queue_keys import LOCATIONS, QueueKeys, body_field, check_tenant
 
@@ -401,6 +402,15 @@ class QueueStore:
                 args += [pod.key, pod.uid]
             removed += int(await self.scripts.delete(keys=self._keys(tenant), args=args))
         return removed
+
+    async def delete_in(self, tenant: str, pods: Sequence[tuple[str, str]]) -> int:
+        """Delete pods (key, uid) of one tenant's queue (a relist found them gone)."""
+        if not pods:
+            return 0
+        args: list[Any] = [len(pods)]
+        for key, uid in pods:
+            args += [key, uid]
+        return int(await self.scripts.delete(keys=self._keys(tenant), args=args))
 
     async def activate(self, tenant: str, keys: Sequence[str]) -> int:
         """Activate: unschedulable or backing-off pods go to active now."""

@@ -412,11 +412,11 @@ def resolve_priorities(
 
     A pod that carries spec.priority keeps it, and its preemptionPolicy, as kube-scheduler
     reads them: in a real cluster a pod keeps the priority admission gave it, whatever
-    happened to its class since (the Kubernetes Pod Priority docs: deleting a class or adding a globalDefault "does
-    not change existing pods"). A missing class or a value that differs from the class's is
-    a warning. A pod without spec.priority is resolved like the Priority admission plugin: a
-    pod without priorityClassName gets the globalDefault class (its name is filled in), or
-    priority 0 when there is none; the built-in system-node-critical /
+    happened to its class since (the Kubernetes Pod Priority docs: deleting a class or adding
+    a globalDefault "does not change existing pods"). A missing class or a value that differs
+    from the class's is a warning. A pod without spec.priority is resolved like the Priority
+    admission plugin: a pod without priorityClassName gets the globalDefault class (its name is
+    filled in), or priority 0 when there is none; the built-in system-node-critical /
     system-cluster-critical classes always exist; an unknown class is an error, and so is an
     explicit preemptionPolicy that disagrees with the class. ``classes`` defaults to the
     manifests' own PriorityClasses.

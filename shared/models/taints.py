@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
-TOLERATION_OPERATORS = frozenset({"Equal", "Exists"})
 
 
 @dataclass(slots=True, kw_only=True)

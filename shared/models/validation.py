@@ -157,7 +157,8 @@ def _validate_node_affinity(affinity: NodeAffinity, path: str) -> None:
 
 
 def _validate_pod_affinity_term(term: PodAffinityTerm, path: str) -> None:
-    # As upstream validatePodAffinityTerm: an empty topologyKey is an error in required and preferred terms.
+    # As upstream validatePodAffinityTerm: an empty topologyKey is an error in required and
+    # preferred terms.
     if not term.topology_key:
         raise fail(f"{path}.topologyKey", "Required value: can not be empty")
     validate_label_selector(term.label_selector, f"{path}.labelSelector")

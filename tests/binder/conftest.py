@@ -18,7 +18,7 @@ from scheduling.cache.view import ClusterView
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from shared.kafka import Headers
-from shared.messages import Outcome, PodEvent, pod_fingerprint
+from shared.messages import Outcome, pod_fingerprint
 from shared.metrics import BerthMetrics
 from shared.models import Pod
 from shared.proposals import Proposal, Victim
@@ -30,16 +30,12 @@ class Recorder:
     """The binder's Emitter: keeps what it would publish."""
 
     outcomes: list[Outcome] = field(default_factory=list)
-    events: list[PodEvent] = field(default_factory=list)
     refusals: list[tuple[Proposal, str]] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None:
         self.outcomes.append(outcome)
         self._changed.set()
-
-    async def pod_event(self, event: PodEvent) -> None:
-        self.events.append(event)
 
     async def refused(self, proposal: Proposal, reason: str) -> None:
         self.refusals.append((proposal, reason))

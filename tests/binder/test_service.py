@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -14,8 +14,8 @@ from aiokafka.partitioner import murmur2
 
 from services.binder.service import Arrival, BinderService, OffsetTracker, in_decision_order
 from shared.kafka import DEFAULT_PARTITIONS, Topics, ensure_topics, make_consumer, make_producer
-from shared.messages import DeadLetter, Outcome, PodEvent
-from shared.models import POD_GROUP_LABEL
+from shared.messages import DeadLetter, Outcome
+from shared.models import POD_GROUP_LABEL, Pod
 from shared.proposals import Proposal
 from shared.store import NodeUsage
 from tests.binder.conftest import make_config, proposal
@@ -97,11 +97,10 @@ async def test_binds_proposals_from_kafka(service: BinderService, kafka_bootstra
     assert {(o.uid, o.attempt) for o in outcomes} == {(p.metadata.uid, 1) for p in pods}
     for i in range(2):
         assert await service.store.usage(f"n{i}") == NodeUsage(3, {"cpu": 3000})
-    events = [PodEvent.decode(v) for v in await read(kafka_bootstrap, topics.pod_events, 6)]
-    assert sorted(e.pod.name for e in events) == sorted(
-        o.pod_key.split("/")[1] for o in outcomes if o.result == "scheduled"
-    )
-    assert all(e.pod.node_name for e in events)
+    # The bindings are facts in the store (the queue reads them from its change stream).
+    stored = {p.key: p.spec.node_name for p in cast(list[Pod], await service.store.list("Pod"))}
+    bound = sorted(key for key, node in stored.items() if node)
+    assert bound == sorted(o.pod_key for o in outcomes if o.result == "scheduled")
 
 
 async def test_garbage_goes_to_the_dead_letter_topic(service: BinderService, kafka_bootstrap: str):

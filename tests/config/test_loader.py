@@ -61,10 +61,10 @@ def test_header_only_equals_default_config() -> None:
     assert load_config(HEADER) == default_config()
 
 
-# ---------------------------------------------------------------- seed examples
-# SPEC D24/D25 (seed 001) were written for v1beta3; v1 is the only version upstream still
+# ---------------------------------------------------------------- documentation examples
+# The bin-packing docs' examples were written for v1beta3; v1 is the only version upstream still
 # reads, so they are loaded with the v1 header. The fields are the same.
-D24 = """
+MOST_ALLOCATED_EXAMPLE = """
 profiles:
 - pluginConfig:
   - args:
@@ -82,7 +82,7 @@ profiles:
     name: NodeResourcesFit
 """
 
-D25 = """
+RTCR_EXAMPLE = """
 profiles:
 - pluginConfig:
   - args:
@@ -107,7 +107,7 @@ profiles:
     ("body", "want"),
     [
         pytest.param(
-            D24,
+            MOST_ALLOCATED_EXAMPLE,
             NodeResourcesFitArgs(
                 scoring_strategy=ScoringStrategy(
                     type="MostAllocated",
@@ -119,10 +119,10 @@ profiles:
                     ],
                 )
             ),
-            id="D24 MostAllocated",
+            id="MostAllocated",
         ),
         pytest.param(
-            D25,
+            RTCR_EXAMPLE,
             NodeResourcesFitArgs(
                 scoring_strategy=ScoringStrategy(
                     type="RequestedToCapacityRatio",
@@ -138,7 +138,7 @@ profiles:
                     ),
                 )
             ),
-            id="D25 RequestedToCapacityRatio",
+            id="RequestedToCapacityRatio",
         ),
     ],
 )
@@ -148,10 +148,10 @@ def test_bin_packing_examples(body: str, want: NodeResourcesFitArgs) -> None:
     assert profile.plugin_args(NodeResourcesFitArgs) == want
 
 
-def test_bin_packing_example_as_written_in_the_seed_is_rejected() -> None:
+def test_bin_packing_example_as_written_in_the_docs_is_rejected() -> None:
     seed = "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n"
     with pytest.raises(InvalidConfigError, match="apiVersion: Unsupported value"):
-        load_config(seed + D24)
+        load_config(seed + MOST_ALLOCATED_EXAMPLE)
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def test_bin_packing_example_as_written_in_the_seed_is_rejected() -> None:
                 ],
                 defaulting_type=LIST_DEFAULTING,
             ),
-            id="seed 000 cluster-level constraints",
+            id="cluster-level constraints",
         ),
         pytest.param(
             """
@@ -193,7 +193,7 @@ def test_bin_packing_example_as_written_in_the_seed_is_rejected() -> None:
                       defaultingType: List
             """,
             PodTopologySpreadArgs(default_constraints=[], defaulting_type=LIST_DEFAULTING),
-            id="seed 000 disable default spreading",
+            id="disable default spreading",
         ),
     ],
 )

@@ -1,4 +1,4 @@
-"""Scheduler extenders against a real HTTP server started by the test (SPEC B36, B37, F6)."""
+"""Scheduler extenders against a real HTTP server started by the test."""
 
 from __future__ import annotations
 
@@ -235,8 +235,8 @@ def test_f6_weight_1_score_5_adds_50(server: tuple[str, Recorder]) -> None:
 
 
 def test_f6_log_totals(server: tuple[str, Recorder]) -> None:
-    # [004]: NodePreferAvoidPods 100 x 10000, other plugins 279 + 105 and 283 + 105, the
-    # extender scored the nodes 2 and 5 with weight 1: totals 1000404 and 1000438.
+    # An old scheduler log: NodePreferAvoidPods 100 x 10000, other plugins 279 + 105 and
+    # 283 + 105, the extender scored the nodes 2 and 5 with weight 1: totals 1000404 and 1000438.
     url, recorder = server
     recorder.replies["prioritize"] = scores({"n1": 2, "n2": 5})
     plugin_totals = {"n1": 100 * 10000 + 279 + 105, "n2": 100 * 10000 + 283 + 105}

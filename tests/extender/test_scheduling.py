@@ -1,6 +1,6 @@
 """Extenders in the scheduling cycle (upstream findNodesThatPassExtenders and prioritizeNodes),
 against a real local HTTP extender: end to end through `berth schedule` with a config that
-names it, and at schedule_pod for the search rules (SPEC B35, B36, F6). The `server` fixture
+names it, and at schedule_pod for the search rules. The `server` fixture
 (a local extender answering per verb) comes from conftest."""
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ def test_without_score_plugins_a_prioritizing_extender_ranks_every_feasible_node
     server: Server,
 ) -> None:
     # Upstream: the search stops at the first feasible node only when there are no score
-    # plugins and no filtering or prioritizing extenders; every node scores 1 (SPEC B35)
+    # plugins and no filtering or prioritizing extenders; every node scores 1
     # only without score plugins and extenders.
     url, recorder = server
     recorder.replies["prioritize"] = scores({"n3": 2})

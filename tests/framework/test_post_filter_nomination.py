@@ -1,7 +1,7 @@
 """PostFilter answers that clear the pod's nomination (upstream NominatingInfo ModeOverride with
 an empty node): DefaultPreemption returns PostFilterResult(nominated_node="") with an
-Unschedulable status when preemption cannot help, and the pod's nominatedNodeName is cleared
-(SPEC D10). An answer without a nomination (nominated_node None) leaves it as it is (ModeNoop)."""
+Unschedulable status when preemption cannot help, and the pod's nominatedNodeName is cleared.
+An answer without a nomination (nominated_node None) leaves it as it is (ModeNoop)."""
 
 from __future__ import annotations
 

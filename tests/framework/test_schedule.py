@@ -1,5 +1,5 @@
-"""schedule_pod: percentageOfNodesToScore and the round-robin walk (SPEC F11), selectHost
-(SPEC F21), and the FitError message (upstream TestFitError_Error)."""
+"""schedule_pod: percentageOfNodesToScore and the round-robin walk, selectHost, and the FitError
+message (upstream TestFitError_Error)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def pod(name: str = "p") -> Pod:
     return make_pod(name).uid(name).obj()
 
 
-# ------------------------------------------------------------------ F11: percentage
+# ------------------------------------------------------------------ percentage
 @pytest.mark.parametrize(
     ("configured", "nodes", "expected"),
     [
@@ -207,7 +207,7 @@ def test_nominated_pods_hold_their_room_against_lower_priority_pods():
     assert schedule_pod(fw, CycleState(), high, cluster.nodes).suggested_host == "n1"
 
 
-# ---------------------------------------------------------------- F21: selectHost
+# ---------------------------------------------------------------- selectHost
 def test_select_host_takes_the_highest_without_drawing():
     rng = np.random.default_rng(7)
     before = rng.bit_generator.state

@@ -16,7 +16,7 @@ import msgpack
 
 from cli.run import pipeline
 from cli.servers import DevServers
-from shared.messages import Outcome, PodEvent, ScheduleBatch, ScheduleRequest
+from shared.messages import Outcome, ScheduleBatch, ScheduleRequest
 from shared.models import Manifests, Pod
 from shared.proposals import Proposal, Victim
 from tests.builders import make_node, make_pod
@@ -105,7 +105,6 @@ async def test_malformed_and_forged_messages_take_nothing_down(dev_servers: DevS
             topics.outcomes: Outcome(
                 "default", pending.key, uid, 99, "scheduled", node_name="n0"
             ).encode(),
-            topics.pod_events: PodEvent.of("add", pending).encode(),
         }
         sent = 0
         for topic, message in valid.items():

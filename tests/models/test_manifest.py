@@ -1180,7 +1180,8 @@ def test_two_global_defaults():
     ],
 )
 def test_a_present_spec_priority_is_trusted(docs: list[Any], priority: int, warning: str):
-    """Existing pods keep the priority they were admitted with (seed 001); a disagreement
+    """Existing pods keep the priority they were admitted with (Kubernetes Pod Priority docs); a
+    disagreement
     with today's classes is a warning, never an error (kube-scheduler reads spec.priority)."""
     m = load_docs(*docs)
     warnings = resolve_priorities(m)

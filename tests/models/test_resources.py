@@ -1,4 +1,4 @@
-"""pod_requests / non_zero_requests: SPEC F1, F2 and upstream PodRequests cases (sidecars)."""
+"""pod_requests / non_zero_requests: worked examples and upstream PodRequests cases (sidecars)."""
 
 import pytest
 
@@ -17,7 +17,7 @@ G = 10**9
 
 
 def test_f1_init_containers_take_the_max():
-    # SPEC F1: IC1 {2, 1G}, IC2 {2, 3G}; C1 {2, 1G}, C2 {1, 1G} -> {3, 3G}.
+    # IC1 {2, 1G}, IC2 {2, 3G}; C1 {2, 1G}, C2 {1, 1G} -> {3, 3G}.
     pod = (
         make_pod("f1")
         .init_req(cpu="2", memory="1G")
@@ -62,7 +62,7 @@ spec:
 
 
 def test_f2_overhead_with_limits_only_from_manifest():
-    # SPEC F2: requests default to limits (API defaulting): 2000m/200Mi + overhead.
+    # Requests default to limits (API defaulting): 2000m/200Mi + overhead.
     pod = load_manifest_text(F2_MANIFEST).pods[0]
     assert pod.spec.containers[0].resources.requests == {"cpu": 500, "memory": 100 * Mi}
     assert pod_requests(pod) == {"cpu": 2250, "memory": 320 * Mi}

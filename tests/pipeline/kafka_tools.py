@@ -13,7 +13,7 @@ from shared.messages import ScheduleBatch, ScheduleRequest
 from shared.models import Pod, encode, priority_of
 
 FAST_GROUP = {"session_timeout_ms": 1500, "heartbeat_interval_ms": 300}
-"""Consumer options for tests: group failover in ~2 s (INFRA.md)."""
+"""Consumer options for tests: group failover in ~2 s (~1.5 x session_timeout_ms)."""
 
 T = TypeVar("T")
 

@@ -1,4 +1,4 @@
-"""SPEC D6, D9, D13-D16 and F19: priority and preemption as the seeds describe them."""
+"""Priority and preemption as the Kubernetes "Pod Priority and Preemption" docs describe them."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def victims_of(result: PostFilterResult | None) -> list[str]:
 TWO_CPU = {"cpu": "2"}
 
 
-# ------------------------------------------------------------------------- F19, D16
+# ------------------------------------------------------------------ priorities
 @pytest.mark.parametrize(
     ("preemptor_priority", "victim_priority", "preempts"),
     [
@@ -101,7 +101,7 @@ def test_f19_unresolved_priority_counts_as_zero() -> None:
     assert result == PostFilterResult(nominated_node="")
 
 
-# ---------------------------------------------------------------------------------- D6
+# ------------------------------------------------------------------ preemptionPolicy
 def test_d6_preemption_policy_never_cannot_preempt() -> None:
     preemptor = make_pod("p").uid("p").priority(100).preemption_policy("Never").req(CPU2).obj()
     pods = [running("v", 1, "n1", "2")]
@@ -121,7 +121,7 @@ def test_d6_a_never_pod_can_itself_be_preempted() -> None:
     assert victims_of(result) == ["v"]
 
 
-# ---------------------------------------------------------------------------------- D13
+# ------------------------------------------------------------------ affinity to victims
 def test_d13_affinity_to_a_lower_priority_pod_skips_the_node() -> None:
     # P needs a pod labelled "db" on its node; the only one is a low-priority victim.
     preemptor = make_pod("p").uid("p").priority(100).req(CPU2).obj()
@@ -142,7 +142,7 @@ def test_d13_affinity_to_an_equal_priority_pod_keeps_the_node() -> None:
     assert victims_of(result) == ["filler"]
 
 
-# ---------------------------------------------------------------------------------- D14
+# ------------------------------------------------------------------ no cross-node preemption
 def test_d14_no_cross_node_preemption() -> None:
     # P has zone anti-affinity to Q, which runs on n2 in the same zone; n1 is full of
     # low-priority pods. Evicting Q would help, but only pods on the node itself are victims.
@@ -164,7 +164,7 @@ def test_d14_no_cross_node_preemption() -> None:
     )
 
 
-# ---------------------------------------------------------------------------------- D15
+# ------------------------------------------------------------------ choosing the node
 def test_d15_prefers_lowest_priority_victims() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
     nodes = [node("n1", CPU1), node("n2", CPU1)]
@@ -212,7 +212,7 @@ def test_minimal_victim_set_reprieves_the_most_important_first() -> None:
     assert victims_of(result) == ["a"]
 
 
-# ------------------------------------------------------------------------------ D9
+# ------------------------------------------------------------------ nominated node
 def test_d9_nominated_node_is_set_and_victims_returned() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
     result, status = preempt(preemptor, [node("n1", CPU1)], [running("v", 1, "n1")], [FitFilter()])

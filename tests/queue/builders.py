@@ -5,7 +5,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from shared.messages import Outcome, OutcomeResult, PodRecord, ScheduleRequest
+from services.queue.records import PodRecord
+from shared.messages import Outcome, OutcomeResult, ScheduleRequest
 from shared.models import (
     Affinity,
     Container,

@@ -9,7 +9,7 @@ from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
 from services.queue.store import QueueStore
 
-# SPEC F12/F13 timings: initial backoff 1 s, max 10 s, 60 s in unschedulablePods.
+# Timings: initial backoff 1 s, max 10 s, 60 s in unschedulablePods.
 T0 = 1_700_000_000.0
 
 

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from shared.kafka import make_producer
 from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest, decode_message
 
-# Fast group failover for tests (INFRA.md).
+# Fast group failover for tests (~1.5 x session_timeout_ms).
 CONSUMER_OPTIONS = {"session_timeout_ms": 1500, "heartbeat_interval_ms": 300}
 
 

@@ -7,20 +7,18 @@ import dataclasses
 import msgpack
 import pytest
 
+from services.queue.records import PodRecord
 from shared.messages import (
     DeadLetter,
     MessageError,
-    NodeEvent,
     Outcome,
-    PodEvent,
-    PodGroupEvent,
-    PodRecord,
     ScheduleBatch,
     ScheduleRequest,
     decode_message,
     pod_fingerprint,
 )
-from shared.models import Node, NodeStatus, ObjectMeta, PodGroup
+from shared.models import Node, NodeStatus, ObjectMeta
+from shared.models.codec import encode
 from tests.queue.builders import make_pod
 
 POD = make_pod("web", "team-a", priority=7, gates=["g1"], labels={"app": "web"}, rv=3)
@@ -44,13 +42,6 @@ REQUEST = ScheduleRequest(
 @pytest.mark.parametrize(
     "message",
     [
-        pytest.param(PodEvent.of("add", POD), id="pod-add"),
-        pytest.param(PodEvent.of("update", POD, old=make_pod("web", "team-a")), id="pod-update"),
-        pytest.param(NodeEvent.of("update", NODE, old=NODE), id="node-update"),
-        pytest.param(
-            PodGroupEvent.of("add", PodGroup(metadata=ObjectMeta(name="g", namespace="ns"))),
-            id="podgroup",
-        ),
         pytest.param(ScheduleBatch((REQUEST, dataclasses.replace(REQUEST, attempt=3))), id="batch"),
         pytest.param(
             Outcome(
@@ -133,14 +124,10 @@ def _packed(body: object) -> bytes:
         pytest.param(_packed({"v": 1}), "missing message type", id="no-type"),
         pytest.param(_packed({"v": 1, "t": "nope"}), "unknown message type 'nope'", id="type"),
         pytest.param(
-            _packed({"v": 1, "t": "pod", "op": "patch", "pod": {}}),
-            "field 'op': 'patch' is not one of add, update, delete",
-            id="bad-op",
-        ),
-        pytest.param(
-            _packed({"v": 1, "t": "pod", "op": "add", "pod": {"ns": "a", "uid": "u"}}),
-            "missing field 'name'",
-            id="missing-name",
+            # Pod events are no longer messages: the queue reads pods from the change stream.
+            _packed({"v": 1, "t": "pod", "op": "add", "pod": {"ns": "a", "name": "b"}}),
+            "unknown message type 'pod'",
+            id="pod-events-are-not-messages",
         ),
         pytest.param(
             _packed(
@@ -158,40 +145,6 @@ def _packed(body: object) -> bytes:
             id="wrong-type",
         ),
         pytest.param(
-            _packed({"v": 1, "t": "pod", "op": "add", "pod": {"ns": "a", "name": "", "uid": "u"}}),
-            "field 'name': empty",
-            id="empty-name",
-        ),
-        pytest.param(
-            _packed(
-                {
-                    "v": 1,
-                    "t": "pod",
-                    "op": "add",
-                    "pod": {"ns": "a", "name": "b", "uid": "u", "labels": {"k": 1}},
-                }
-            ),
-            "field 'labels': expected a map of strings",
-            id="label-value-not-a-string",
-        ),
-        pytest.param(
-            _packed(
-                {
-                    "v": 1,
-                    "t": "pod",
-                    "op": "add",
-                    "pod": {"ns": "a", "name": "b", "uid": "u", "gates": [1]},
-                }
-            ),
-            "field 'gates': expected a list of strings",
-            id="gate-not-a-string",
-        ),
-        pytest.param(
-            _packed({"v": 1, "t": "pod", "op": "add", "pod": {"ns": "a", "name": "b", "uid": 7}}),
-            "field 'uid': expected str",
-            id="uid-not-a-string",
-        ),
-        pytest.param(
             _packed({"v": 1, "t": "schedule", "requests": [{"tenant": "t"}]}),
             "requests[0]: missing field 'key'",
             id="batch-item",
@@ -205,6 +158,6 @@ def test_bad_payloads_raise_message_error(data: bytes, error: str) -> None:
 
 
 def test_pod_record_with_a_non_pod_body_is_an_error() -> None:
-    rec = PodRecord(namespace="a", name="b", uid="u", body=NodeEvent.of("add", NODE).node)
+    rec = PodRecord(namespace="a", name="b", uid="u", body=encode(NODE))
     with pytest.raises(MessageError, match="body is a Node"):
         rec.pod()

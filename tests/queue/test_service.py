@@ -1,5 +1,6 @@
-"""The queue service against real Kafka (Tansu) and Redis: events in, schedule batches out,
-dead letters, restarts, racing replicas, leases, tenants."""
+"""The queue service against real Kafka (Tansu) and Redis: objects written to the store (its
+change stream tailed by the queue's informer) and outcomes in, schedule batches out, dead
+letters, restarts, racing replicas, leases, tenants."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import pytest
 
 from services.queue.clock import Clock, ManualClock
 from services.queue.config import QueueConfig
-from services.queue.service import QueueService
+from services.queue.service import STREAM_TOPIC, QueueService
 from services.queue.store import QueueStore
 from shared.kafka import Topics, ensure_topics
-from shared.messages import NodeEvent, Outcome, PodEvent
-from shared.models import Node, ObjectMeta
+from shared.messages import Outcome, ScheduleBatch
+from shared.models import Node, ObjectMeta, Pod
+from shared.store import ClusterStore
 from tests.queue.builders import make_pod, outcome
 from tests.queue.kafka_helpers import CONSUMER_OPTIONS, TopicReader, produce
 
@@ -38,17 +40,28 @@ def service_config(redis_prefix: str, topics: Topics, group_id: str) -> QueueCon
 
 
 @pytest.fixture
+def cluster(redis_client, redis_prefix: str) -> ClusterStore:
+    """The store the queue's informer follows (keys under the test's prefix)."""
+    return ClusterStore(redis_client, cluster="c", prefix=redis_prefix + "store:")
+
+
+@pytest.fixture
 async def make_service(
-    redis_url: str, kafka_bootstrap: str, topics: Topics, redis_client
+    redis_url: str, kafka_bootstrap: str, topics: Topics, redis_client, cluster: ClusterStore
 ) -> Callable[..., contextlib.AbstractAsyncContextManager[QueueService]]:
     await ensure_topics(kafka_bootstrap, topics.all(), partitions=4)
 
     @contextlib.asynccontextmanager
     async def running(
-        config: QueueConfig, clock: Clock | None = None
+        config: QueueConfig, clock: Clock | None = None, store: ClusterStore | None = None
     ) -> AsyncIterator[QueueService]:
         service = QueueService(
-            redis_url, kafka_bootstrap, config, clock=clock, consumer_options=CONSUMER_OPTIONS
+            redis_url,
+            kafka_bootstrap,
+            config,
+            clock=clock,
+            consumer_options=CONSUMER_OPTIONS,
+            cluster_store=store or cluster,
         )
         await service.start()
         try:
@@ -59,9 +72,8 @@ async def make_service(
     return running
 
 
-def pod_event(name: str, namespace: str = "default", **kwargs: object) -> tuple[bytes, bytes]:
-    event = PodEvent.of("add", make_pod(name, namespace, **kwargs))  # type: ignore[arg-type]
-    return event.pod.uid.encode(), event.encode()
+def pods(*names: str, namespace: str = "default", **kwargs: object) -> list[Pod]:
+    return [make_pod(name, namespace, **kwargs) for name in names]  # type: ignore[arg-type]
 
 
 async def wait_for(condition: Callable[[], bool], within: float = 20.0) -> None:
@@ -72,23 +84,18 @@ async def wait_for(condition: Callable[[], bool], within: float = 20.0) -> None:
 
 
 async def test_pods_flow_to_the_schedule_topic_in_queue_order(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
-    # One partition, so the four events arrive in the order they were produced (F14).
-    config = replace(service_config, topic_partitions=1)
-    topics_one = replace(topics, pod_events=topics.pod_events + "-single")
-    config = replace(config, topics=topics_one)
-    await ensure_topics(kafka_bootstrap, [topics_one.pod_events], partitions=1)
-    await produce(
-        kafka_bootstrap,
-        topics_one.pod_events,
+    # The change stream keeps the order the pods were written in.
+    await cluster.apply(
         [
-            pod_event("d"),
-            pod_event("b", priority=10),
-            pod_event("a", priority=10),
-            pod_event("c", priority=100),
-        ],
+            make_pod("d"),
+            make_pod("b", priority=10),
+            make_pod("a", priority=10),
+            make_pod("c", priority=100),
+        ]
     )
+    config = service_config
     async with make_service(config), TopicReader(kafka_bootstrap, topics.schedule) as reader:
         await reader.wait_until(lambda: len(reader.requests()) == 4)
     keys = [r.pod_key for r in reader.requests()]
@@ -97,10 +104,10 @@ async def test_pods_flow_to_the_schedule_topic_in_queue_order(
 
 
 async def test_failure_then_node_add_redispatches(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
     clock = ManualClock(time.time())
-    await produce(kafka_bootstrap, topics.pod_events, [pod_event("p")])
+    await cluster.apply(pods("p"))
     async with (
         make_service(service_config, clock) as service,
         TopicReader(kafka_bootstrap, topics.schedule) as reader,
@@ -111,10 +118,7 @@ async def test_failure_then_node_add_redispatches(
         await produce(kafka_bootstrap, topics.outcomes, [(first.uid.encode(), failure.encode())])
         await wait_for(lambda: service.metrics["outcome_unschedulable"] == 1)
         clock.advance(5)
-        node = Node(metadata=ObjectMeta(name="n1", namespace=""))
-        await produce(
-            kafka_bootstrap, topics.node_events, [(b"n1", NodeEvent.of("add", node).encode())]
-        )
+        await cluster.apply([Node(metadata=ObjectMeta(name="n1", namespace=""))])
         await reader.wait_until(lambda: len(reader.requests()) == 2)
         second = reader.requests()[1]
         assert (second.pod_key, second.attempt) == ("default/p", 2)
@@ -125,22 +129,23 @@ async def test_failure_then_node_add_redispatches(
 
 
 async def test_bad_input_goes_to_the_dlq_and_the_service_keeps_going(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
-    schedule = Outcome("default", "default/x", "u", 1, "scheduled").encode()
+    request = ScheduleBatch(()).encode()
     await produce(
         kafka_bootstrap,
-        topics.pod_events,
+        topics.outcomes,
         [
             (b"k1", b"\x00not msgpack"),
-            (b"k2", schedule),  # a valid message on the wrong topic
-            pod_event("bad", "team{x}"),  # a namespace that cannot be a tenant key
+            (b"k2", request),  # a valid message on the wrong topic
         ],
     )
+    # A stored pod whose namespace cannot be a tenant key: dead-lettered, nothing else stops.
+    [bad] = await cluster.apply(pods("bad", namespace="team{x}"))
     # A tenant no Redis key can carry: refused when decoded, then dead-lettered.
     poison = Outcome("bad{x}", "bad/x", "u", 1, "scheduled").encode()
     await produce(kafka_bootstrap, topics.outcomes, [(b"k4", poison)])
-    await produce(kafka_bootstrap, topics.pod_events, [pod_event("good")])
+    await cluster.apply(pods("good"))
     async with (
         make_service(service_config) as service,
         TopicReader(kafka_bootstrap, topics.dlq) as dlq,
@@ -152,24 +157,28 @@ async def test_bad_input_goes_to_the_dlq_and_the_service_keeps_going(
     letters = {d.key: d for d in dlq.dead_letters()}
     assert "undecodable msgpack" in letters[b"k1"].error
     assert letters[b"k1"].payload == b"\x00not msgpack"
-    assert "unexpected Outcome on topic" in letters[b"k2"].error
+    assert "unexpected ScheduleBatch on topic" in letters[b"k2"].error
     assert letters[b"k4"].error == "field 'tenant': invalid tenant 'bad{x}'"
     assert letters[b"k4"].topic == topics.outcomes
-    [bad_tenant] = [d for key, d in letters.items() if key not in (b"k1", b"k2", b"k4")]
+    bad_tenant = letters[bad.uid.encode()]
+    assert bad_tenant.topic == STREAM_TOPIC
+    assert bad_tenant.offset == bad.resource_version
+    assert "pod team{x}/bad" in bad_tenant.error
     assert "invalid tenant name 'team{x}'" in bad_tenant.error
     assert schedule_reader.requests()[0].pod_key == "default/good"
 
 
 async def test_restart_mid_stream_loses_and_duplicates_nothing(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
     n = 3000
-    await produce(kafka_bootstrap, topics.pod_events, [pod_event(f"p{i:04d}") for i in range(n)])
+    await cluster.apply(pods(*(f"p{i:04d}" for i in range(n))))
     config = replace(service_config, dispatch_batch=50)
     async with TopicReader(kafka_bootstrap, topics.schedule) as reader:
         async with make_service(config) as first:
             await wait_for(lambda: first.metrics["dispatched"] >= 200)
-        # The first replica is gone mid-stream; its state is in Redis, its offsets in Kafka.
+        # The first replica is gone mid-stream; its state and its informer's cursor are in
+        # Redis.
         async with make_service(config) as second:
             await reader.wait_until(lambda: len(reader.requests()) >= n)
             await asyncio.sleep(0.3)
@@ -181,13 +190,18 @@ async def test_restart_mid_stream_loses_and_duplicates_nothing(
 
 
 async def test_stopping_mid_stream_publishes_every_pod_it_leased(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, redis_client
+    make_service,
+    service_config: QueueConfig,
+    kafka_bootstrap: str,
+    topics: Topics,
+    redis_client,
+    cluster,
 ) -> None:
     # Rounds are popped ahead of publishing: a stop must not strand a popped round (one
     # message per pod keeps the dispatcher publishing most of the time).
     n = 3000
     config = replace(service_config, dispatch_batch=100, message_batch=1, lease_seconds=600)
-    await produce(kafka_bootstrap, topics.pod_events, [pod_event(f"p{i:04d}") for i in range(n)])
+    await cluster.apply(pods(*(f"p{i:04d}" for i in range(n))))
     async with TopicReader(kafka_bootstrap, topics.schedule) as reader:
         async with make_service(config) as service:
             await wait_for(lambda: service.metrics["dispatched"] >= 300)
@@ -201,7 +215,7 @@ async def test_stopping_mid_stream_publishes_every_pod_it_leased(
 
 
 async def test_two_replicas_racing_dispatch_each_pod_once(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
     n = 3000
     config = replace(service_config, dispatch_batch=40)
@@ -210,22 +224,24 @@ async def test_two_replicas_racing_dispatch_each_pod_once(
         make_service(config) as a,
         make_service(config) as b,
     ):
-        await produce(
-            kafka_bootstrap, topics.pod_events, [pod_event(f"p{i:04d}") for i in range(n)]
-        )
+        await cluster.apply(pods(*(f"p{i:04d}" for i in range(n))))
         await reader.wait_until(lambda: len(reader.requests()) >= n)
         await asyncio.sleep(0.3)
         await reader.poll()
         total = a.metrics["dispatched"] + b.metrics["dispatched"]
+        # One informer tails the stream; the other stands by.
+        assert a.informer is not None
+        assert b.informer is not None
+        assert sorted([a.informer.leading, b.informer.leading]) == [False, True]
     counts = Counter(r.pod_key for r in reader.requests())
     assert (len(counts), max(counts.values()), total) == (n, 1, n)
 
 
 async def test_lease_expiry_redispatches_through_the_service(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
     config = replace(service_config, lease_seconds=0.3)
-    await produce(kafka_bootstrap, topics.pod_events, [pod_event("p")])
+    await cluster.apply(pods("p"))
     async with (
         make_service(config) as service,
         TopicReader(kafka_bootstrap, topics.schedule) as reader,
@@ -242,7 +258,7 @@ async def test_lease_expiry_redispatches_through_the_service(
 
 
 async def test_tenants_weighted_round_robin_and_inflight_cap(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
     config = replace(
         service_config,
@@ -251,10 +267,12 @@ async def test_tenants_weighted_round_robin_and_inflight_cap(
         message_batch=1,
         tenant_weights={"big": 3},
     )
-    events = [pod_event(f"b{i}", "big") for i in range(10)] + [
-        pod_event(f"s{i}", "small") for i in range(10)
-    ]
-    await produce(kafka_bootstrap, topics.pod_events, events)
+    await cluster.apply(
+        [
+            *pods(*(f"b{i}" for i in range(10)), namespace="big"),
+            *pods(*(f"s{i}" for i in range(10)), namespace="small"),
+        ]
+    )
     async with (
         make_service(config) as service,
         TopicReader(kafka_bootstrap, topics.schedule) as reader,
@@ -272,52 +290,88 @@ async def test_tenants_weighted_round_robin_and_inflight_cap(
 
 
 async def test_bound_pod_leaves_the_queue_and_other_schedulers_pods_are_ignored(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, cluster
 ) -> None:
-    pending = make_pod("p", uid="u-p", rv=1)
-    bound = make_pod("p", uid="u-p", rv=2, node_name="n1")
-    foreign = make_pod("f", scheduler="other-scheduler")
-    await produce(
-        kafka_bootstrap,
-        topics.pod_events,
-        [
-            (b"u-p", PodEvent.of("add", make_pod("gate", gates=["g"])).encode()),
-            (b"u-f", PodEvent.of("add", foreign).encode()),
-        ],
-    )
+    await cluster.apply([make_pod("gate", gates=["g"]), make_pod("f", scheduler="other")])
     async with make_service(service_config) as service:
-        await produce(
-            kafka_bootstrap, topics.pod_events, [(b"u-p", PodEvent.of("add", pending).encode())]
-        )
+        await cluster.apply([make_pod("p")])
         await wait_for(lambda: service.metrics["dispatched"] == 1)
-        await produce(
-            kafka_bootstrap,
-            topics.pod_events,
-            [(b"u-p", PodEvent.of("update", bound, old=pending).encode())],
-        )
-        await wait_for(lambda: service.metrics["consumed"] == 4)
+        await cluster.apply([Node(metadata=ObjectMeta(name="n1", namespace=""))])
+        await cluster.apply([make_pod("p", node_name="n1")])  # the binding
+        await wait_for(lambda: service.metrics["store_events"] == 5)
         view = await service.store.pending()
         assert [(p.key, p.queue) for p in view.pods] == [("default/gate", "gated")]
 
 
 async def test_a_pod_whose_tenant_label_changes_moves_between_tenant_queues(
-    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics
+    make_service, service_config: QueueConfig, cluster
 ) -> None:
     config = replace(service_config, tenant_label="team", max_inflight_per_tenant=0)
-    before = make_pod("p", gates=["wait"], labels={"team": "red"}, uid="u", rv=1)
-    after = make_pod("p", gates=["wait"], labels={"team": "blue"}, uid="u", rv=2)
     async with make_service(config) as service:
-        await produce(
-            kafka_bootstrap,
-            topics.pod_events,
-            [
-                (b"u", PodEvent.of("add", before).encode()),
-                (b"u", PodEvent.of("update", after, old=before).encode()),
-            ],
-        )
-        await wait_for(lambda: service.metrics["consumed"] == 2)
+        await cluster.apply([make_pod("p", gates=["wait"], labels={"team": "red"})])
+        await cluster.apply([make_pod("p", gates=["wait"], labels={"team": "blue"})])
+        await wait_for(lambda: service.metrics["store_events"] == 2)
         view = await service.store.pending()
     assert [(p.tenant, p.key, p.queue) for p in view.pods] == [("blue", "default/p", "gated")]
+
+
+async def test_a_deleted_pod_leaves_the_queue(make_service, service_config: QueueConfig, cluster):
+    [gated] = await cluster.apply([make_pod("p", gates=["wait"])])
+    async with make_service(service_config) as service:
+        await wait_for(lambda: service.metrics["store_events"] == 1)
+        await cluster.delete("Pod", "default", "p", uid=gated.uid)
+        await wait_for(lambda: service.metrics["store_events"] == 2)
+        assert (await service.store.pending()).pods == []
+
+
+async def test_a_trimmed_stream_is_relisted(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
+) -> None:
+    """The stream lost changes the queue never read: the informer relists (stored pods
+    queued once, a queued pod the store no longer has deleted) and follows from there."""
+    short = ClusterStore(cluster.redis, cluster="c", prefix=cluster.keys.prefix, stream_maxlen=5)
+    async with make_service(service_config) as service:
+        await wait_for(lambda: service.informer is not None and service.informer.leading)
+    # Queued while a replica watched, deleted while none did (the stream then trimmed).
+    [gone] = await short.apply([make_pod("gone", gates=["g"])])
+    async with make_service(service_config) as service:
+        await wait_for(lambda: service.metrics["store_events"] >= 1)
+    await short.delete("Pod", "default", "gone", uid=gone.uid)
+    # Trimming is approximate (whole stream nodes of 100 entries): enough changes to trim.
+    await short.apply(pods(*(f"p{i:03d}" for i in range(300))))
+    async with (
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+        make_service(service_config) as service,
+    ):
+        await reader.wait_until(lambda: len(reader.requests()) >= 300)
+        assert service.informer is not None
+        assert service.informer.relists == 1
+        view = await service.store.pending()
+        assert "default/gone" not in {p.key for p in view.pods}
+        await short.apply(pods("late"))  # followed after the relist
+        await reader.wait_until(lambda: len(reader.requests()) == 301)
+    assert Counter(r.pod_key for r in reader.requests()).most_common(1)[0][1] == 1
+
+
+async def test_a_standby_replica_takes_over_the_stream(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
+) -> None:
+    async with (
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+        make_service(service_config) as standby,
+    ):
+        async with make_service(service_config) as leader:
+            await wait_for(lambda: standby.informer is not None and standby.informer.leading)
+            assert leader.informer is not None
+            assert not leader.informer.leading
+        await cluster.apply(pods("a"))
+        await reader.wait_until(lambda: len(reader.requests()) == 1)
+        # The leader stopped: its lease is released and the standby takes the stream.
+        async with make_service(service_config):
+            pass
+        await cluster.apply(pods("b"))
+        await reader.wait_until(lambda: len(reader.requests()) == 2)
+    assert [r.pod_key for r in reader.requests()] == ["default/a", "default/b"]
 
 
 def test_queue_imports_no_numpy_or_scheduler_code() -> None:

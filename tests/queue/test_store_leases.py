@@ -1,4 +1,4 @@
-"""Leases, attempt-numbered outcomes, assigned-pod events (SPEC A26/A27), replicas racing and
+"""Leases, attempt-numbered outcomes, assigned-pod events, replicas racing and
 the 100,000-pod wake, on real Redis."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import pytest
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD
+from services.queue.records import PodRecord
 from services.queue.store import QueueStore
-from shared.messages import Outcome, PodRecord, ScheduleRequest
+from shared.messages import Outcome, ScheduleRequest
 from shared.redisconn import connect
 from tests.queue.builders import make_pod, outcome, record
 

@@ -1,5 +1,5 @@
-"""PriorityQueue rules on real Redis: Add, Pop, cycles, routing of failures, moves, flushes
-(SPEC A9-A14, A20-A23, A28-A33 with the worked examples F12-F14). The clock is driven."""
+"""PriorityQueue rules on real Redis: Add, Pop, cycles, routing of failures, moves, flushes,
+backoff, with worked examples. The clock is driven."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ async def test_f13_fresh_queue_cycles(store: QueueStore) -> None:
     assert await store.scheduling_cycle(T) == 0
     assert await store.move_request_cycle(T) == -1
     await store.add([record("a"), record("b")])
-    assert await store.scheduling_cycle(T) == 0  # A14: Add is not a cycle
+    assert await store.scheduling_cycle(T) == 0  # Add is not a cycle
     request = await pop_one(store)
     assert (request.scheduling_cycle, request.attempt) == (1, 1)
     assert await store.scheduling_cycle(T) == 1

@@ -1,5 +1,5 @@
-"""Update, Delete, Activate, gating, the nominator and duplicate events (SPEC A10, A15-A19,
-A35, A41) on real Redis."""
+"""Update, Delete, Activate, gating, the nominator and duplicate events on real
+Redis."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD
+from services.queue.records import PodRecord
 from services.queue.store import QueueStore
-from shared.messages import Outcome, PodRecord, ScheduleRequest
+from shared.messages import Outcome, ScheduleRequest
 from tests.queue.builders import outcome, record
 
 T = "default"
@@ -38,7 +39,7 @@ def updated(rec: PodRecord, rv: int, **changes: object) -> PodRecord:
     return record(rec.name, rec.namespace, **fields)
 
 
-# ---------------------------------------------------------------------- gating (A10)
+# ---------------------------------------------------------------------- gating
 
 
 async def test_a10_gated_pod_waits_until_its_last_gate_goes(store: QueueStore) -> None:
@@ -68,7 +69,7 @@ async def test_a10_gated_pods_ignore_leftover_and_backoff_flushes(
     assert await store.location(T, KEY) == "gated"
 
 
-# ---------------------------------------------------------------------- Update (A15-A17)
+# ---------------------------------------------------------------------- Update
 
 
 async def test_a15_update_in_active_is_in_place_and_resorts(
@@ -177,7 +178,7 @@ async def test_add_and_update_of_one_pod_in_one_batch_apply_in_order(store: Queu
     assert request.priority == 7
 
 
-# ---------------------------------------------------------------------- Delete (A18)
+# ---------------------------------------------------------------------- Delete
 
 
 @pytest.mark.parametrize(
@@ -205,7 +206,7 @@ async def test_delete_of_an_older_incarnation_keeps_the_new_pod(store: QueueStor
     assert await store.location(T, KEY) == "active"
 
 
-# ---------------------------------------------------------------------- Activate (A19)
+# ---------------------------------------------------------------------- Activate
 
 
 @pytest.mark.parametrize(
@@ -240,7 +241,7 @@ async def test_a19_pods_to_activate_travel_with_an_outcome(store: QueueStore) ->
     assert await store.location(T, "default/sibling") == "active"
 
 
-# ---------------------------------------------------------------------- nominator (A41)
+# ---------------------------------------------------------------------- nominator
 
 
 async def test_nominator(store: QueueStore) -> None:
@@ -275,7 +276,7 @@ async def test_nomination_cleared_by_outcome(store: QueueStore) -> None:
     assert await store.nominated_pods() == {}
 
 
-# ---------------------------------------------------------------------- pending view (A35)
+# ---------------------------------------------------------------------- pending view
 
 
 async def test_a35_pending_view(store: QueueStore, clock: ManualClock) -> None:

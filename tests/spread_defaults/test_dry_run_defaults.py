@@ -1,4 +1,4 @@
-"""PodTopologySpread cluster default constraints in `berth schedule` (SPEC C49, C50).
+"""PodTopologySpread cluster default constraints in `berth schedule`.
 
 Defaults (the system hostname/3 and zone/5 ScheduleAnyway constraints, or a List) apply only
 to pods without constraints of their own that a Service in their namespace selects or that a
@@ -226,7 +226,7 @@ def test_list_defaulting_uses_its_constraints_with_the_derived_selector() -> Non
 
 
 def test_own_constraints_replace_the_defaults() -> None:
-    """A pod with constraints of its own never gets the defaults (SPEC C49)."""
+    """A pod with constraints of its own never gets the defaults."""
     pending = pod("web-3", owners=[RS_OWNER])
     pending["spec"]["topologySpreadConstraints"] = [
         {

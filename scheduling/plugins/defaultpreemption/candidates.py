@@ -51,11 +51,6 @@ def more_important_pod(a: Pod, b: Pod, now: float) -> bool:
     return pod_start_time(a, now) < pod_start_time(b, now)
 
 
-def importance_key(now: float) -> Callable[[Pod], tuple[int, float]]:
-    """Sort key putting the most important pod first (stable for equal pods)."""
-    return lambda p: (-priority_of(p), pod_start_time(p, now))
-
-
 @dataclass(slots=True)
 class CandidateTable:
     """Candidates as arrays: victims of candidate i are victim_* [offsets[i]:offsets[i+1]],

@@ -632,9 +632,10 @@ def test_score(
 
 
 def test_spec_f16_node_y_wins() -> None:
-    # SPEC F16: preferred label-1=key-1 (weight 1) and label-2=key-2 (weight 50); NodeX has
-    # label-1, NodeY label-2. The seed quotes the raw sums (X=1, Y=50); upstream's NormalizeScore
-    # scales by the max, so after normalization X=2 and Y=100. NodeY wins either way.
+    # The node-affinity docs' example: preferred label-1=key-1 (weight 1) and label-2=key-2
+    # (weight 50); NodeX has label-1, NodeY label-2. The docs quote the raw sums (X=1, Y=50);
+    # upstream's NormalizeScore scales by the max, so after normalization X=2 and Y=100. NodeY
+    # wins either way.
     the_pod = pod(
         prefer=preferred(
             (1, term(("label-1", "In", ["key-1"]))), (50, term(("label-2", "In", ["key-2"])))

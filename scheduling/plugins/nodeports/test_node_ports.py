@@ -1,4 +1,4 @@
-"""NodePorts: upstream node_ports_test.go (facts only), SPEC C3 / F21, sidecar ports."""
+"""NodePorts: upstream node_ports_test.go (facts only), status codes, sidecar ports."""
 
 from __future__ import annotations
 

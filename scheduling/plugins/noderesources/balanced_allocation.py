@@ -6,8 +6,9 @@ are close to each other: score = (1 - std) * 100, truncated. With cpu and memory
 useRequested=true), not the 100m / 200Mi non-zero defaults the Fit strategies use.
 
 Differences from older versions:
-- Upstream before v1.22 (genericScheduler's BalancedResourceAllocation) scored (1 - |cpuFraction - memFraction|) * 100 and gave 0
-  when a fraction reached 1; the std-dev form halves the difference and caps fractions instead.
+- Upstream before v1.22 (genericScheduler's BalancedResourceAllocation) scored
+  (1 - |cpuFraction - memFraction|) * 100 and gave 0 when a fraction reached 1; the std-dev
+  form halves the difference and caps fractions instead.
 - A pod requesting none of the resources (best effort) is skipped at PreScore
   (kubernetes#129138), so it gets no score from this plugin.
 - Upstream master after v1.35 (kubernetes#135573) scores the change of balance instead:

@@ -1,8 +1,8 @@
-"""NodeResourcesBalancedAllocation: SPEC F5 and upstream balanced_allocation_test.go (facts only).
+"""NodeResourcesBalancedAllocation: upstream balanced_allocation_test.go (facts only).
 
 Upstream (v1.22+) scores (1 - std) * 100 over the capped fractions; with cpu and memory that
-is (1 - |cpuFraction - memFraction| / 2) * 100. The seed [004] describes the older
-(1 - |cpuFraction - memFraction|) * 100 with 0 once a fraction reaches 1, so F5's printed
+is (1 - |cpuFraction - memFraction| / 2) * 100. Older docs (genericScheduler) describe
+(1 - |cpuFraction - memFraction|) * 100 with 0 once a fraction reaches 1, so their printed
 values (90/90/80/70, log 93/97) become 95/95/90/85 and 96/98 here, as the ids say.
 
 The upstream table below is the one whose comments print "score (before -> after)": the

@@ -1,4 +1,4 @@
-"""NodeResourcesFit PreFilter and Filter: SPEC F1/F2 and upstream fit_test.go (facts only).
+"""NodeResourcesFit PreFilter and Filter: upstream fit_test.go (facts only) and worked examples.
 
 Upstream's TestEnoughRequests node: allocatable cpu 10m, memory 20, pods 32, example.com/aaa 5,
 ephemeral-storage 20, hugepages-2Mi 5; one existing pod holds the "used" amounts. Current
@@ -112,7 +112,7 @@ def existing(**requests: QuantityInput) -> Pod:
     return make_pod("existing").node("n1").req(requests).obj()
 
 
-# ------------------------------------------------------------------- F1, F2: the request
+# ------------------------------------------------------------------- the request
 @pytest.mark.parametrize(
     ("pod", "want"),
     [

@@ -1,4 +1,4 @@
-"""NodeResourcesFit Score: SPEC F3 and F4, and upstream least_allocated_test.go,
+"""NodeResourcesFit Score: worked examples, and upstream least_allocated_test.go,
 most_allocated_test.go, requested_to_capacity_ratio_test.go and TestFitScore (facts only).
 
 Upstream's builders give "cpu": "4000" as 4000 cores and "memory": "10000" as 10000 bytes; a
@@ -220,7 +220,8 @@ def test_least_allocated(
     ],
 )
 def test_f4_least_allocated_from_the_log(requested: tuple[int, int], want: int) -> None:
-    """[004]: cpu (47800-7850)*100/47800 = 83, memory 89, (83+89)/2 = 86; node B 85, 88 -> 86."""
+    """From an old scheduler log: cpu (47800-7850)*100/47800 = 83, memory 89, (83+89)/2 = 86;
+    node B 85, 88 -> 86."""
     nodes = NodeColumns([node("n", cpu="47800m", memory=66054406144)])
     pod = pod_req({"cpu": f"{requested[0]}m", "memory": requested[1]})
     assert scores(plugin(LEAST_ALLOCATED), pod, nodes) == [want]
@@ -474,16 +475,16 @@ def test_bin_packing_multiple_extended(
 
 
 def test_f3_requested_to_capacity_ratio_worked_example() -> None:
-    """SPEC F3: weights foo 5, memory 1, cpu 3; shape {0: 0, 100: 10}.
+    """The bin-packing docs' example: weights foo 5, memory 1, cpu 3; shape {0: 0, 100: 10}.
 
-    The seed scores each resource floor(utilization / 10) on 0..10 and gets 49/9 -> 5 and
-    62/9 -> 7 (printed "7", the rounding the SPEC's conflict note asks about). Upstream scores
+    The docs score each resource floor(utilization / 10) on 0..10 and gets 49/9 -> 5 and
+    62/9 -> 7 (printed "7", which implies rounding, not integer division). Upstream scores
     each resource on 0..100 (shape x10, utilization = requested * 100 / capacity with integer
     division) and rounds the weighted mean with math.Round:
     node 1: foo 75, memory 50, cpu 3000*100/8000 = 37 -> (375 + 50 + 111) / 9 = 59.6 -> 60;
     node 2: foo 50, memory 75, cpu 100 -> (250 + 75 + 300) / 9 = 69.4 -> 69.
     So upstream rounds (not truncates) and node 2 is 69 on the 0..100 scale, i.e. 6.9 -> "7" on
-    the seed's 0..10 scale; node 1 is 60 (the seed's 5 comes from flooring each resource first).
+    the docs' 0..10 scale; node 1 is 60 (the docs' 5 comes from flooring each resource first).
     """
     nodes = [
         make_node("node1").capacity({FOO: 4, "memory": "1024Mi", "cpu": 8, "pods": 110}).obj(),

@@ -1,4 +1,5 @@
-"""PodTopologySpread PreFilter/Filter: SPEC F7, F8, F9, F21 and upstream filtering_test.go."""
+"""PodTopologySpread PreFilter/Filter: the topology spread docs' examples and upstream
+filtering_test.go."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def ok_nodes(got: dict[str, Status | None]) -> set[str]:
     return {name for name, status in got.items() if status is None}
 
 
-# ------------------------------------------------------------------ SPEC F7
+# ------------------------------------------------------------------ documentation examples
 DOC = [
     node("node1", {"zone": "zoneA", "node": "node1"}),
     node("node2", {"zone": "zoneA", "node": "node2"}),
@@ -228,7 +229,7 @@ def test_f7_missing_zone_label_is_unresolvable() -> None:
     assert got["node1"] == SKEW
 
 
-# ------------------------------------------------------------------ SPEC F8 / upstream
+# ------------------------------------------- upstream "normal case with two spreadConstraints"
 F8_PODS = pods_on({"node-a": 2, "node-b": 1, "node-y": 4})
 TWO_CONSTRAINTS = incoming((1, "zone", DNS, FOO), (1, "node", DNS, FOO)).obj()
 
@@ -327,7 +328,7 @@ def test_min_domains(
     assert ok_nodes(feasible(pod, FOUR, pods_on(spread))) == want
 
 
-# ------------------------------------------------------------------ SPEC F9
+# ------------------------------------------------------------------ criticalPaths.update
 def test_f9_critical_paths_update_sequence() -> None:
     paths = CriticalPaths()
     assert paths.as_pairs() == [("", MAX_INT32), ("", MAX_INT32)]
@@ -362,7 +363,7 @@ def test_f9_update(
     assert paths.update(value, num).as_pairs() == want
 
 
-# ------------------------------------------------------------------ SPEC F21
+# ------------------------------------------------------------------ status codes
 def test_f21_status_codes() -> None:
     nodes = [*FOUR, node("node-z", {"node": "node-z"})]
     got = feasible(incoming((1, "zone", DNS, FOO)).obj(), nodes, F8_PODS)
@@ -861,7 +862,7 @@ def test_match_label_keys_filter() -> None:
     assert ok_nodes(got) == {"node-a", "node-x", "node-y"}
 
 
-# upstream TestPreFilterStateAddPod / RemovePod (facts re-derived on the F8 layout)
+# upstream TestPreFilterStateAddPod / RemovePod (facts re-derived on the F8_PODS layout)
 @pytest.mark.parametrize(
     ("delta", "other", "row_node", "want_zone", "want_node", "want_paths"),
     [

@@ -1,4 +1,5 @@
-"""PodTopologySpread PreScore/Score/NormalizeScore: SPEC F10 and upstream scoring_test.go."""
+"""PodTopologySpread PreScore/Score/NormalizeScore: upstream scoring_test.go and worked
+NormalizeScore cases."""
 
 from __future__ import annotations
 
@@ -84,7 +85,7 @@ def scores(
     return by_name(columns, rows, normalized)
 
 
-# ------------------------------------------------------------------ SPEC F10
+# ------------------------------------------------------------------ NormalizeScore
 @pytest.mark.parametrize(
     ("raw", "ignored", "want"),
     [

@@ -25,7 +25,7 @@ def info(priority: int | None, timestamp: float = 0.0, name: str = "p") -> Queue
         pytest.param(info(HIGH), info(LOW), True, id="p1-higher-priority"),
         pytest.param(info(HIGH, T1), info(HIGH, T2), True, id="equal-priority-p1-earlier"),
         pytest.param(info(HIGH, T2), info(HIGH, T1), False, id="equal-priority-p2-earlier"),
-        # SPEC A38: nil priority is 0; equal keys are not less
+        # nil priority is 0; equal keys are not less
         pytest.param(info(None, T1), info(0, T2), True, id="nil-priority-is-zero"),
         pytest.param(info(-1, T1), info(None, T2), False, id="negative-below-nil"),
         pytest.param(info(HIGH, T1), info(HIGH, T1), False, id="identical-not-less"),
@@ -39,7 +39,7 @@ def test_less(p1: QueuedPodInfo, p2: QueuedPodInfo, want: bool) -> None:
 
 
 def test_spec_f14_pop_order() -> None:
-    # SPEC F14: {A: 10 at t=2, B: 10 at t=1, C: 100 at t=3, D: nil at t=0} -> C, B, A, D.
+    # {A: 10 at t=2, B: 10 at t=1, C: 100 at t=3, D: nil at t=0} -> C, B, A, D.
     pods = [info(10, 2, "A"), info(10, 1, "B"), info(100, 3, "C"), info(None, 0, "D")]
     sort = new(None, None)  # type: ignore[arg-type]
 

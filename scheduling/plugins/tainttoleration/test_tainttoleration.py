@@ -110,7 +110,7 @@ def rejected(key: str, value: str) -> Status:
             None,
             id="wildcard-toleration",
         ),
-        # SPEC F15: node1 has key1=value1:NoSchedule, key1=value1:NoExecute and
+        # The taints docs' example: node1 has key1=value1:NoSchedule, key1=value1:NoExecute and
         # key2=value2:NoSchedule; the pod tolerates only the two key1 taints -> not schedulable.
         pytest.param(
             pod(("key1", "Equal", "value1", NS), ("key1", "Equal", "value1", NE)),
@@ -127,7 +127,8 @@ def test_filter(the_pod: Pod, the_node: Node, want: Status | None) -> None:
 
 
 def test_spec_f15_running_pod_keeps_running() -> None:
-    # SPEC F15: the only untolerated taint is NoSchedule, so nothing would evict a running pod.
+    # The taints docs' example: the only untolerated taint is NoSchedule, so nothing would
+    # evict a running pod.
     tolerations = [
         Toleration(key="key1", operator="Equal", value="value1", effect=NS),
         Toleration(key="key1", operator="Equal", value="value1", effect=NE),
