@@ -119,8 +119,9 @@ def in_decision_order(runs: Iterable[Sequence[Arrival]]) -> Iterator[Arrival]:
 
 
 class KafkaEmitter:
-    """Outcomes to berth.outcomes (key pod uid), pod events to berth.pod-events; each send
-    waits for the broker's acknowledgement (the proposal is committed after it)."""
+    """Outcomes to berth.outcomes (key pod uid), refusals to berth.dlq; each send waits for
+    the broker's acknowledgement (the proposal is committed after it). Bindings and evictions
+    are facts in the store: the queue reads them from the change stream."""
 
     def __init__(self, producer: AIOKafkaProducer, config: BinderConfig) -> None:
         self._producer = producer

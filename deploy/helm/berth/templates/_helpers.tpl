@@ -84,7 +84,7 @@ Kafka. Topic names are fixed in berth (shared.kafka.Topics); kafka.topicSuffix i
 (dict "root" $ "topic" "schedule") -> berth.schedule[.<suffix>]
 */}}
 {{- define "berth.topicName" -}}
-{{- $names := dict "podEvents" "berth.pod-events" "nodeEvents" "berth.node-events" "schedule" "berth.schedule" "proposals" "berth.proposals" "outcomes" "berth.outcomes" "dlq" "berth.dlq" }}
+{{- $names := dict "schedule" "berth.schedule" "proposals" "berth.proposals" "outcomes" "berth.outcomes" "dlq" "berth.dlq" }}
 {{- $name := get $names .topic }}
 {{- if not $name }}
 {{- fail (printf "unknown topic %q: one of %s" .topic (keys $names | sortAlpha | join ", ")) }}
