@@ -1,7 +1,10 @@
 """A placement validator over the final state of a cluster: does every binding still hold?
 
 Written independently of the scheduler's plugins (plain loops over objects, no NodeColumns), so
-that a test using it checks the plugins and the binder rather than repeating them.
+that a test using it checks the plugins and the binder rather than repeating them. It shares
+only the plain definitions in shared.models with them (a pod's requests and host ports, label
+selectors, whether an affinity term matches a pod), which the plugins' fast forms are tested
+against.
 
     violations = validate_placement(nodes, pods, namespaces=namespaces,
                                     checked={"default/web-1", ...}, bindings=history)
@@ -34,7 +37,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from shared.models import (
-    CONTAINER_RESTART_ALWAYS,
+    HostPort,
     LabelSelector,
     LabelSelectorRequirement,
     Namespace,
@@ -43,7 +46,10 @@ from shared.models import (
     PodAffinityTerm,
     Taint,
     TopologySpreadConstraint,
+    affinity_term_matches,
+    host_ports,
     pod_requests,
+    required_terms,
     selector_matches,
     tolerates_taint,
 )
@@ -61,7 +67,6 @@ BOUND_TWICE = "bound-twice"
 
 UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSchedule")
 _FILTERED_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
-_ALL_IPS = "0.0.0.0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,29 +194,21 @@ def _overcommit(node: Node, pods: list[Pod]) -> list[Violation]:
         out.append(
             Violation(OVERCOMMIT, "", name, f"pods: {len(pods)} > {allocatable.get('pods', 0)}")
         )
-    seen: list[tuple[str, int, str, str]] = []
+    seen: list[tuple[HostPort, str]] = []
     for pod in pods:
-        for protocol, port, ip in _host_ports(pod):
-            for other_protocol, other_port, other_ip, owner in seen:
-                same_ip = _ALL_IPS in (ip, other_ip) or ip == other_ip
-                if (protocol, port) == (other_protocol, other_port) and same_ip:
+        for port in host_ports(pod):
+            for other, owner in seen:
+                if port.conflicts(other):
                     out.append(
                         Violation(
-                            HOST_PORT, pod.key, name, f"{protocol}/{port} also used by {owner}"
+                            HOST_PORT,
+                            pod.key,
+                            name,
+                            f"{port.protocol}/{port.port} also used by {owner}",
                         )
                     )
-            seen.append((protocol, port, ip, pod.key))
+            seen.append((port, pod.key))
     return out
-
-
-def _host_ports(pod: Pod) -> list[tuple[str, int, str]]:
-    sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
-    return [
-        (port.protocol or "TCP", port.host_port, port.host_ip or _ALL_IPS)
-        for container in (*sidecars, *pod.spec.containers)
-        for port in container.ports
-        if port.host_port > 0
-    ]
 
 
 def _node_local(pod: Pod, node: Node) -> list[Violation]:
@@ -247,47 +244,15 @@ def _node_matches_pod(pod: Pod, node: Node) -> bool:
 
 
 # ------------------------------------------------------------------------- inter-pod
-def _term_selector(term: PodAffinityTerm, owner: Pod) -> LabelSelector | None:
-    """The term's selector with matchLabelKeys / mismatchLabelKeys merged in (owner's values)."""
-    if term.label_selector is None:
-        return None
-    extra = [
-        LabelSelectorRequirement(key=key, operator="In", values=[owner.metadata.labels[key]])
-        for key in term.match_label_keys
-        if key in owner.metadata.labels
-    ] + [
-        LabelSelectorRequirement(key=key, operator="NotIn", values=[owner.metadata.labels[key]])
-        for key in term.mismatch_label_keys
-        if key in owner.metadata.labels
-    ]
-    if not extra:
-        return term.label_selector
-    return LabelSelector(
-        match_labels=dict(term.label_selector.match_labels),
-        match_expressions=[*term.label_selector.match_expressions, *extra],
-    )
-
-
 def _term_matches(term: PodAffinityTerm, owner: Pod, other: Pod, cluster: _Cluster) -> bool:
-    """Upstream AffinityTerm.Matches: namespaces (list or selector) and labels."""
     namespace = other.metadata.namespace
-    if not term.namespaces and term.namespace_selector is None:
-        in_namespace = namespace == owner.metadata.namespace
-    else:
-        in_namespace = namespace in term.namespaces or selector_matches(
-            term.namespace_selector, cluster.namespace_labels.get(namespace, {})
-        )
-    return in_namespace and selector_matches(_term_selector(term, owner), other.metadata.labels)
-
-
-def _required_terms(pod: Pod, anti: bool) -> list[PodAffinityTerm]:
-    affinity = pod.spec.affinity
-    if affinity is None:
-        return []
-    part = affinity.pod_anti_affinity if anti else affinity.pod_affinity
-    if part is None:
-        return []
-    return list(part.required_during_scheduling_ignored_during_execution)
+    return affinity_term_matches(
+        term,
+        owner,
+        namespace,
+        other.metadata.labels,
+        cluster.namespace_labels.get(namespace, {}),
+    )
 
 
 def _anti_affinity(cluster: _Cluster, checked: set[str]) -> list[Violation]:
@@ -295,7 +260,7 @@ def _anti_affinity(cluster: _Cluster, checked: set[str]) -> list[Violation]:
     when either side was placed by berth (so checked from both pods' sides)."""
     out: list[Violation] = []
     for owner in cluster.bound:
-        terms = _required_terms(owner, anti=True)
+        terms = required_terms(owner, anti=True)
         owner_node = cluster.nodes.get(owner.spec.node_name)
         if not terms or owner_node is None:
             continue
@@ -323,7 +288,7 @@ def _anti_affinity(cluster: _Cluster, checked: set[str]) -> list[Violation]:
 
 def _affinity(pod: Pod, node: Node, cluster: _Cluster) -> list[Violation]:
     out: list[Violation] = []
-    for term in _required_terms(pod, anti=False):
+    for term in required_terms(pod):
         key = term.topology_key
         value = node.metadata.labels.get(key)
         if value is None:

@@ -39,11 +39,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduling.cache.local import LocalCluster
 from scheduling.framework.cluster_objects import StaticClusterObjects
 from scheduling.framework.cycle import binding_cycle, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.extender import build_extenders
-from scheduling.framework.handle import LocalCluster
 from scheduling.framework.interfaces import Diagnosis, PluginFactory, QueuedPodInfo
 from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.framework.schedule import NodeScores
@@ -279,6 +279,7 @@ class _DryRun:
         self, cluster: LocalCluster, frameworks: dict[str, Framework], explain: bool
     ) -> None:
         self.cluster = cluster
+        self.cache = cluster.for_attempt()
         self.frameworks = frameworks
         self.explain = explain
         self.by_uid: dict[str, _Pending] = {}
@@ -330,7 +331,7 @@ class _DryRun:
             state = CycleState()
             nodes = self.cluster.nodes
             outcome = scheduling_cycle(
-                item.framework, state, item.pod, nodes, self.cluster, explain=self.explain
+                item.framework, state, item.pod, nodes, self.cache, explain=self.explain
             )
             result = item.result
             if outcome.nominating:
@@ -346,7 +347,7 @@ class _DryRun:
                 result.filtered = self._filtered(outcome.result.diagnosis)
                 result.scores = _scores(outcome.result.scores, self.cluster)
                 task = asyncio.create_task(
-                    binding_cycle(item.framework, state, outcome.pod, host, self.cluster, nodes)
+                    binding_cycle(item.framework, state, outcome.pod, host, self.cache, nodes)
                 )
                 if outcome.status.code == Code.WAIT:
                     waiting.append((item, state, outcome.pod, host, task))

@@ -96,7 +96,7 @@ def test_every_module_keeps_to_its_walls() -> None:
         pytest.param("shared.store.store", "shared.models", True, id="shared-within-shared"),
         pytest.param("shared.messages", "services.binder.service", False, id="shared-to-service"),
         pytest.param("shared.env", "cli.servers", False, id="shared-to-cli"),
-        pytest.param("scheduling.cache.view", "services.binder", False, id="library-to-service"),
+        pytest.param("scheduling.cache.cache", "services.binder", False, id="library-to-service"),
         pytest.param(
             "scheduling.framework.runtime",
             "scheduling.plugins.defaultpreemption",

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from cli.bench.workloads import WORKLOADS
+from scheduling.cache.local import LocalCluster
 from scheduling.framework.cycle import binding_cycle, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
-from scheduling.framework.handle import LocalCluster
 from scheduling.framework.runtime import build_frameworks
 from scheduling.framework.status import Code
 from scheduling.plugins.registry import in_tree_registry
@@ -73,11 +73,11 @@ async def _run_in_process(
         for pod in workload.pending:
             t0 = time.perf_counter()
             state = CycleState()
-            outcome = scheduling_cycle(framework, state, pod, cluster.nodes, cluster)
+            outcome = scheduling_cycle(framework, state, pod, cluster.nodes, cluster.for_attempt())
             if outcome.status.code == Code.SUCCESS and outcome.result is not None:
                 host = outcome.result.suggested_host
                 status = await binding_cycle(
-                    framework, state, outcome.pod, host, cluster, cluster.nodes
+                    framework, state, outcome.pod, host, cluster.for_attempt(), cluster.nodes
                 )
                 scheduled += status.is_success()
             else:

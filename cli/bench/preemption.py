@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from cli.bench.workloads import preemption
+from scheduling.cache.local import LocalCluster
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.errors import FitError
-from scheduling.framework.handle import LocalCluster
 from scheduling.framework.runtime import build_frameworks
 from scheduling.framework.schedule import schedule_pod
 from scheduling.plugins import names

@@ -1,56 +1,127 @@
-"""Keeps a ClusterView fresh: load a snapshot, then follow the store's change stream (a new
-snapshot when the stream was trimmed past the view's position)."""
+"""CacheSync: keeps a ClusterCache fresh from the store, for a worker or a binder.
+
+Load a snapshot (every object and the stream position, read atomically), then follow the
+store's change stream from that position. A new snapshot replaces the cache's contents when
+the stream was trimmed past its position, and when the owner asks (`reload(reason)`: a
+conflict showed the cache counting short of the store). Redis trouble pauses the loop
+(backoff, logged) and it resumes from where the cache is.
+
+`lock` (optional) is held while a batch is applied, for owners that run cycles in a thread
+while the event loop goes on; `on_advance` is called after every batch and reload.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable
 
-from scheduling.cache.view import ClusterView
+from scheduling.cache.cache import ClusterCache
 from shared.store import ClusterStore, StreamGapError
 from shared.tasks import finish
 
 log = logging.getLogger(__name__)
 
+ERROR_BACKOFF_SECONDS = (0.1, 0.5, 2.0, 5.0)
+"""Pauses after consecutive failures to follow the stream (the last one repeats)."""
 
-class ViewSync:
+
+class CacheSync:
+    """See the module docstring."""
+
     def __init__(
-        self, store: ClusterStore, view: ClusterView, *, block_ms: int = 500, count: int = 2000
+        self,
+        store: ClusterStore,
+        cache: ClusterCache,
+        *,
+        block_ms: int = 500,
+        count: int = 2000,
+        lock: asyncio.Lock | None = None,
+        on_advance: Callable[[], None] | None = None,
+        name: str = "cache-sync",
     ) -> None:
         self.store = store
-        self.view = view
+        self.cache = cache
         self._block_ms = block_ms
         self._count = count
-        self._stop = asyncio.Event()
+        self._lock = lock if lock is not None else asyncio.Lock()
+        self._on_advance = on_advance or (lambda: None)
+        self._name = name
+        self._stopping = asyncio.Event()
+        self._interrupt = asyncio.Event()
+        """Ends the follower's current pass: on stop, and to reload."""
+        self._reload_reason = ""
         self._task: asyncio.Task[None] | None = None
+        self.reloads = 0
+        """Snapshots loaded after the first (trimmed stream, or asked for)."""
 
     async def start(self) -> None:
-        """Load the snapshot (returns once the view has it), then follow in the background."""
-        self.view.load(await self.store.load_snapshot())
-        self._stop.clear()
-        self._task = asyncio.create_task(self._follow(), name="binder-view-sync")
+        """Load the snapshot (returns once the cache has it), then follow in the background."""
+        self.cache.load(await self.store.load_snapshot())
+        self._on_advance()
+        self._stopping.clear()
+        self._interrupt.clear()
+        self._task = asyncio.create_task(self._follow(), name=self._name)
 
-    async def _follow(self) -> None:
-        while not self._stop.is_set():
-            try:
-                async for batch in self.store.follow_batches(
-                    self.view.resource_version,
-                    block_ms=self._block_ms,
-                    count=self._count,
-                    stop=self._stop,
-                    previous=self.view.previous,
-                ):
-                    self.view.apply(batch)
-            except StreamGapError as exc:
-                log.warning("%s: reloading the snapshot", exc)
-                self.view.load(await self.store.load_snapshot())
-            except Exception:  # Redis went away for a moment: retry from where the view is
-                log.exception("following the change stream failed")
-                await asyncio.sleep(0.5)
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        return self._task
+
+    def reload(self, reason: str) -> bool:
+        """Ask for a new snapshot (False when one is already asked for)."""
+        if self._reload_reason:
+            return False
+        self._reload_reason = reason
+        self._interrupt.set()
+        return True
 
     async def stop(self) -> None:
         """Stop following (within about one XREAD block)."""
-        self._stop.set()
+        self._stopping.set()
+        self._interrupt.set()
         if self._task is not None:
             await finish(self._task, self._block_ms / 1000 + 2.0)
             self._task = None
+
+    async def _follow(self) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                async for changes in self.store.follow_batches(
+                    self.cache.resource_version,
+                    block_ms=self._block_ms,
+                    count=self._count,
+                    stop=self._interrupt,
+                    previous=self.cache.previous,
+                ):
+                    async with self._lock:
+                        self.cache.apply(changes)
+                    self._on_advance()
+                    failures = 0
+                if self._reload_reason and not self._stopping.is_set():
+                    log.warning("%s: reloading the snapshot (%s)", self._name, self._reload_reason)
+                    await self._reload()
+            except StreamGapError as exc:
+                log.warning("%s: %s: reloading the snapshot", self._name, exc)
+                await self._reload()
+            except Exception:  # Redis went away for a moment: retry from where the cache is
+                pause = ERROR_BACKOFF_SECONDS[min(failures, len(ERROR_BACKOFF_SECONDS) - 1)]
+                failures += 1
+                log.exception(
+                    "%s: following the change stream failed; retrying in %.1fs", self._name, pause
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), pause)
+
+    async def _reload(self) -> None:
+        # In place: the frameworks keep their handle, and the pods this scheduler assumed
+        # and that are not bound yet stay assumed (ClusterCache.load keeps them).
+        snapshot = await self.store.load_snapshot()
+        async with self._lock:
+            self.cache.load(snapshot)
+        self.reloads += 1
+        self._reload_reason = ""
+        if not self._stopping.is_set():
+            self._interrupt.clear()
+        self._on_advance()

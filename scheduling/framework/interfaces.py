@@ -13,17 +13,22 @@ wraps them (a Python loop per node: fine for small clusters, slow for large ones
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduling.framework.cluster_objects import ClusterObjects
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.status import Status
-from shared.models import Node, Pod
+from shared.models import Node, Pod, PodDisruptionBudget
+
+if TYPE_CHECKING:
+    from scheduling.framework.extender import HTTPExtender
+    from scheduling.framework.runtime import Framework
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -279,14 +284,53 @@ class Binder(Protocol):
     async def bind(self, pod: Pod, node_name: str) -> None: ...
 
 
-class Handle(Protocol):
-    """What plugins may use from the framework that built them."""
+class ClusterHandle(Protocol):
+    """What a cluster gives the frameworks built on it: the dry run's LocalCluster, a
+    worker's or a binder's ClusterCache (scheduling/cache). Every member is required, so a
+    cluster that forgets one (extenders, say) is a type error, not a silent default."""
 
     @property
     def nodes(self) -> NodeColumns: ...
 
     @property
     def binder(self) -> Binder: ...
+
+    @property
+    def cluster_objects(self) -> ClusterObjects:
+        """Namespaces, Services and controllers (the inter-pod plugins' listers)."""
+        ...
+
+    @property
+    def nominated_pods(self) -> Mapping[str, Sequence[Pod]]:
+        """Node name -> pods nominated there and not bound (nor counted) yet."""
+        ...
+
+    @property
+    def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]: ...
+
+    @property
+    def extenders(self) -> Sequence[HTTPExtender]:
+        """The scheduler's extenders (KubeSchedulerConfiguration.extenders), built once."""
+        ...
+
+
+class Handle(ClusterHandle, Protocol):
+    """What plugins get from the framework that built them: the cluster's handle, plus the
+    framework itself (plugins such as preemption run other extension points through it)."""
+
+    @property
+    def framework(self) -> Framework: ...
+
+    @property
+    def filter_plugins(self) -> Sequence[FilterPlugin]: ...
+
+    @property
+    def pre_filter_plugins(self) -> Sequence[PreFilterPlugin]: ...
+
+    @property
+    def seed(self) -> int:
+        """The seed of this scheduler's randomness (0 when unseeded)."""
+        ...
 
 
 PluginFactory = Callable[[object | None, Handle], object]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,10 +35,10 @@ from scheduling.framework.interfaces import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     BindPlugin,
+    ClusterHandle,
     Diagnosis,
     FilterPlugin,
     FilterResult,
-    Handle,
     NormalizeScorePlugin,
     PermitPlugin,
     PluginFactory,
@@ -147,7 +147,7 @@ class Framework:
         self,
         profile: Profile,
         registry: Mapping[str, PluginFactory],
-        handle: Handle,
+        handle: ClusterHandle,
         *,
         context: SchedulingContext | None = None,
     ) -> None:
@@ -333,21 +333,14 @@ class Framework:
         return FilterOutcome(remaining, rejections)
 
     def nominated_pods(self) -> Mapping[str, Sequence[Pod]]:
-        """Node name -> pods nominated there and not bound yet, from the cluster's handle
-        (`nominated_pods`, an attribute or a zero-argument method; none when absent)."""
-        value = getattr(self.handle.base, "nominated_pods", None)
-        if callable(value):
-            value = value()
-        return cast(Mapping[str, Sequence[Pod]], value or {})
+        """Node name -> pods nominated there and not bound yet, from the cluster's handle."""
+        return self.handle.nominated_pods
 
     def extenders(self) -> Sequence[HTTPExtender]:
         """The scheduler's extenders (KubeSchedulerConfiguration.extenders), from the cluster's
-        handle (`extenders`; none when absent). Upstream keeps them on the Scheduler and
-        hands them to every profile's framework."""
-        value = getattr(self.handle.base, "extenders", None)
-        if callable(value):
-            value = value()
-        return cast(Sequence[HTTPExtender], value or ())
+        handle. Upstream keeps them on the Scheduler and hands them to every profile's
+        framework."""
+        return self.handle.extenders
 
     def run_filter_plugins_with_nominated_pods(
         self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows = ALL_ROWS
@@ -631,7 +624,7 @@ def plugins_needed(plugins: Plugins) -> list[str]:
 def build_frameworks(
     config: SchedulerConfiguration,
     registry: Mapping[str, PluginFactory],
-    handle: Handle,
+    handle: ClusterHandle,
     *,
     seed: int | None = None,
     context: SchedulingContext | None = None,

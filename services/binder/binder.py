@@ -36,7 +36,7 @@ from typing import Protocol
 import msgpack
 from opentelemetry.trace import Span
 
-from scheduling.cache.view import ClusterView
+from scheduling.cache.cache import ClusterCache
 from scheduling.framework.status import Status
 from scheduling.framework.waiting_pods import go_duration
 from scheduling.plugins import names
@@ -169,7 +169,7 @@ class Binder:
     def __init__(
         self,
         store: ClusterStore,
-        view: ClusterView,
+        view: ClusterCache,
         emitter: Emitter,
         config: BinderConfig | None = None,
         *,

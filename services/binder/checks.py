@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from scheduling.cache.view import ClusterView
+from scheduling.cache.cache import ClusterCache
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
@@ -85,7 +85,7 @@ def _row_status(result: FilterResult, plugin: str) -> Status:
 class ProfileChecks:
     """The checks of one profile."""
 
-    def __init__(self, profile: Profile, view: ClusterView) -> None:
+    def __init__(self, profile: Profile, view: ClusterCache) -> None:
         plugins = profile.plugins
         self.scheduler_name = profile.scheduler_name
         self._view = view
@@ -149,7 +149,7 @@ class ProfileChecks:
 class Checks:
     """ProfileChecks by schedulerName."""
 
-    def __init__(self, config: SchedulerConfiguration | None, view: ClusterView) -> None:
+    def __init__(self, config: SchedulerConfiguration | None, view: ClusterCache) -> None:
         config = config if config is not None else default_config()
         self._profiles = {p.scheduler_name: ProfileChecks(p, view) for p in config.profiles}
         self._first = next(iter(self._profiles.values()))

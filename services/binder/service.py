@@ -27,8 +27,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import CommitFailedError, KafkaError
 from redis.asyncio import Redis
 
-from scheduling.cache.sync import ViewSync
-from scheduling.cache.view import ClusterView
+from scheduling.cache.cache import ClusterCache
+from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consumer, make_producer
@@ -176,8 +176,8 @@ class BinderService:
         self.bootstrap = bootstrap
         self.clock = clock
         self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
-        self.view = ClusterView(holder=f"{self.config.service_name}-{uuid.uuid4().hex[:12]}")
-        self.sync = ViewSync(self.store, self.view)
+        self.view = ClusterCache(holder=f"{self.config.service_name}-{uuid.uuid4().hex[:12]}")
+        self.sync = CacheSync(self.store, self.view, name="binder-view-sync")
         self.tracker = OffsetTracker()
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None

@@ -39,7 +39,7 @@ from services.queue.scripts import QueueScripts
 from services.queue.state import PodState
 from services.queue.wire import EncodedBatch, PoppedPods, request_blob, split_blobs
 from shared.messages import MessageError, Outcome, ScheduleRequest
-from shared.models import Pod, PodAffinityTerm, selector_matches
+from shared.models import affinity_term_matches, required_terms
 from shared.queue_keys import LOCATIONS, QueueKeys, body_field, check_tenant
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
@@ -224,30 +224,6 @@ def _lease_expiries(
         else:
             out[key] = None
     return out
-
-
-def affinity_term_matches(
-    term: PodAffinityTerm,
-    owner_namespace: str,
-    pod_namespace: str,
-    pod_labels: Mapping[str, str],
-    namespace_labels: Mapping[str, str],
-) -> bool:
-    """upstream AffinityTerm.Matches: namespace (list or selector), then the label selector."""
-    namespaces = set(term.namespaces)
-    if not namespaces and term.namespace_selector is None:
-        namespaces = {owner_namespace}
-    in_scope = pod_namespace in namespaces or selector_matches(
-        term.namespace_selector, namespace_labels
-    )
-    return in_scope and selector_matches(term.label_selector, pod_labels)
-
-
-def required_affinity_terms(pod: Pod) -> list[PodAffinityTerm]:
-    affinity = pod.spec.affinity
-    if affinity is None or affinity.pod_affinity is None:
-        return []
-    return list(affinity.pod_affinity.required_during_scheduling_ignored_during_execution)
 
 
 @dataclass(slots=True)
@@ -727,14 +703,10 @@ class QueueStore:
             parked = PodRecord(namespace="", name=key, uid="", body=body).pod()
         except MessageError:
             return True  # cannot tell: waking costs one attempt, never a lost pod
-        terms = required_affinity_terms(parked)
+        terms = required_terms(parked)
         return any(
             affinity_term_matches(
-                term,
-                parked.metadata.namespace,
-                pod.namespace,
-                pod.labels,
-                labels_of.get(pod.namespace, {}),
+                term, parked, pod.namespace, pod.labels, labels_of.get(pod.namespace, {})
             )
             for pod in assigned
             for term in terms

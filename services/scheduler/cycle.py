@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from scheduling.cache.scheduler_view import WorkerView
+from scheduling.cache.cache import ClusterCache
 from scheduling.framework.cycle import SchedulingOutcome, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.runtime import Framework
@@ -27,23 +27,6 @@ from shared.proposals import Proposal, Victim
 class Decision:
     proposal: Proposal | None = None
     outcome: Outcome | None = None
-
-
-class _Cache:
-    """The cycle's PodCache: assume/forget in the worker's view for one attempt."""
-
-    __slots__ = ("attempt", "now", "view")
-
-    def __init__(self, view: WorkerView, attempt: int, now: float) -> None:
-        self.view = view
-        self.attempt = attempt
-        self.now = now
-
-    def assume(self, pod: Pod, node_name: str) -> Pod:
-        return self.view.assume(pod, node_name, self.attempt, self.now)
-
-    def forget(self, pod: Pod) -> None:
-        self.view.forget(pod.metadata.uid, self.attempt)
 
 
 def _outcome(request: ScheduleRequest, result: OutcomeResult, **fields: object) -> Outcome:
@@ -62,7 +45,7 @@ def failed_decision(request: ScheduleRequest, error: Exception) -> Decision:
     return Decision(outcome=_outcome(request, "error", message=f"scheduling failed: {error!r}"))
 
 
-def request_pod(request: ScheduleRequest, view: WorkerView) -> Pod:
+def request_pod(request: ScheduleRequest, view: ClusterCache) -> Pod:
     """The pod to schedule: the queue's copy, with its latest known nomination."""
     pod = request.decode_pod()
     nominated = request.nominated_node_name or pod.status.nominated_node_name
@@ -73,7 +56,7 @@ def request_pod(request: ScheduleRequest, view: WorkerView) -> Pod:
 
 def decide(
     frameworks: dict[str, Framework],
-    view: WorkerView,
+    view: ClusterCache,
     request: ScheduleRequest,
     now: float,
 ) -> Decision:
@@ -83,7 +66,7 @@ def decide(
         pod = request_pod(request, view)
     except MessageError as err:
         return Decision(outcome=_outcome(request, "error", message=f"undecodable pod: {err}"))
-    bound_to = view.bound.get(request.uid)
+    bound_to = view.bound_node(request.pod_key, request.uid)
     if bound_to:
         # Dispatched again after its binding (a lost outcome): tell the queue it is done.
         return Decision(outcome=_outcome(request, "scheduled", node_name=bound_to))
@@ -93,7 +76,7 @@ def decide(
         return Decision(outcome=_outcome(request, "error", message=message))
 
     outcome = scheduling_cycle(
-        framework, CycleState(), pod, view.nodes, _Cache(view, request.attempt, now)
+        framework, CycleState(), pod, view.nodes, view.for_attempt(request.attempt, now)
     )
     code = outcome.status.code
     if code in (Code.SUCCESS, Code.WAIT):
@@ -139,7 +122,7 @@ def decide(
 
 
 def _bind_proposal(
-    framework: Framework, view: WorkerView, request: ScheduleRequest, outcome: SchedulingOutcome
+    framework: Framework, view: ClusterCache, request: ScheduleRequest, outcome: SchedulingOutcome
 ) -> Proposal:
     node = outcome.node or ""
     seen = view.node(node)

@@ -41,7 +41,8 @@ from aiokafka.errors import CommitFailedError, KafkaError
 from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
-from scheduling.cache.scheduler_view import WorkerView
+from scheduling.cache.cache import WORKER_HOLDER, ClusterCache
+from scheduling.cache.sync import CacheSync
 from scheduling.framework.extender import build_extenders
 from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.plugins.registry import in_tree_registry
@@ -66,7 +67,7 @@ from shared.messages import (
 )
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
-from shared.store import ClusterStore, HostPort, NodeUsage, Snapshot, StreamGapError
+from shared.store import ClusterStore, HostPort, NodeUsage
 from shared.tasks import finish
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
 
@@ -136,7 +137,9 @@ class SchedulerWorker:
         self.bootstrap = bootstrap
         self.clock = clock
         self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
-        self.view = WorkerView(build_extenders(self.config.profiles().extenders))
+        self.view = ClusterCache(
+            WORKER_HOLDER, extenders=build_extenders(self.config.profiles().extenders)
+        )
         self._view_lock = asyncio.Lock()
         """Held while a cycle runs in a thread (extenders' HTTP calls must not block the event
         loop): the follower, the outcome listener and housekeeping change the view only
@@ -154,10 +157,17 @@ class SchedulerWorker:
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
         self._sequence = 0
-        self._interrupt = asyncio.Event()
-        """Stops the stream follower's current pass: on stop, and to reload the view."""
-        self._reload_reason = ""
-        """Set when a conflict's facts show the view counting short: the follower reloads."""
+        self.sync = CacheSync(
+            self.store,
+            self.view,
+            block_ms=FOLLOW_BLOCK_MS,
+            count=5000,
+            lock=self._view_lock,
+            on_advance=self._signal_advanced,
+            name="worker-follow",
+        )
+        """Keeps the view fresh from the change stream (and reloads it when a conflict's
+        facts show it counting short)."""
         self._preempting: dict[str, tuple[int, asyncio.Event]] = {}
         """Preemptor uid -> (attempt, set when the binder's outcome for it arrives)."""
         self.failed = asyncio.Event()
@@ -166,7 +176,7 @@ class SchedulerWorker:
     async def start(self) -> None:
         topics = self.config.topics
         await ensure_topics(self.bootstrap, topics.all())
-        self.view.load(await self.store.load_snapshot())
+        await self.sync.start()
         self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
         await self._producer.start()
         await self._start_outcome_listener()
@@ -177,14 +187,14 @@ class SchedulerWorker:
         await self._consumer.start()
         self._tasks = [
             asyncio.create_task(self._consume(), name="worker-consume"),
-            asyncio.create_task(self._follow(), name="worker-follow"),
             asyncio.create_task(self._listen_outcomes(), name="worker-outcomes"),
             asyncio.create_task(self._housekeeping(), name="worker-housekeeping"),
             asyncio.create_task(
                 report_consumer_lag(self._consumer, self.metrics), name="worker-lag"
             ),
         ]
-        for task in self._tasks:
+        assert self.sync.task is not None
+        for task in [*self._tasks, self.sync.task]:
             task.add_done_callback(self._task_done)
         await self._heartbeat()
 
@@ -215,15 +225,15 @@ class SchedulerWorker:
         task blocked in a redis-py command (the stream follower's XREAD) can leave it hanging
         in the client's disconnect path (shared.tasks)."""
         self._stopping.set()
-        self._interrupt.set()
         self._signal_advanced()
+        await self.sync.stop()
         if self._tasks:
             by_name = {task.get_name(): task for task in self._tasks}
             consume = by_name.pop("worker-consume", None)
             if consume is not None:
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(asyncio.shield(consume), 10.0)
-            for name in ("worker-follow", "worker-housekeeping"):
+            for name in ("worker-housekeeping",):
                 task = by_name.pop(name, None)
                 if task is not None:
                     await finish(task, FOLLOW_BLOCK_MS / 1000 + 2.0)
@@ -376,7 +386,7 @@ class SchedulerWorker:
             self._preempting.pop(proposal.uid, None)
 
     def _victims_gone(self, proposal: Proposal) -> bool:
-        pods = self.view.view.pods
+        pods = self.view.pods
         for victim in proposal.victims:
             held = pods.get(victim.pod_key)
             if held is not None and held.metadata.uid == victim.uid:
@@ -431,38 +441,6 @@ class SchedulerWorker:
         return delivery
 
     # --------------------------------------------------------------- the view
-    async def _follow(self) -> None:
-        while not self._stopping.is_set():
-            try:
-                # `_interrupt`: set on stop, and when the view must be corrected (below).
-                async for changes in self.store.follow_batches(
-                    self.view.resource_version,
-                    block_ms=FOLLOW_BLOCK_MS,
-                    count=5000,
-                    stop=self._interrupt,
-                    previous=self.view.view.previous,
-                ):
-                    async with self._view_lock:
-                        self.view.apply(changes)
-                    self._signal_advanced()
-                if self._reload_reason and not self._stopping.is_set():
-                    await self._reload(await self.store.load_snapshot())
-                    self._reload_reason = ""
-                    self._interrupt.clear()
-            except StreamGapError as exc:
-                log.warning("%s: reloading the snapshot", exc)
-                await self._reload(await self.store.load_snapshot())
-            except Exception:  # Redis went away for a moment: retry from where the view is
-                log.exception("following the change stream failed")
-                await self._pause(0.5)
-
-    async def _reload(self, snapshot: Snapshot) -> None:
-        # In place: the frameworks keep their handle, and the pods this worker proposed and
-        # that are not bound yet stay assumed (ClusterView.load keeps them).
-        async with self._view_lock:
-            self.view.load(snapshot)
-        self._signal_advanced()
-
     async def _pause(self, seconds: float) -> None:
         """Sleep `seconds`, or less when the worker stops."""
         with contextlib.suppress(TimeoutError):
@@ -512,13 +490,11 @@ class SchedulerWorker:
             requested=dict(facts.requested),
             host_ports={HostPort(p, port, ip): count for p, port, ip, count in facts.host_ports},
         )
-        short = self.view.view.undercounts(facts.node, facts.resource_version, usage)
-        if short and not self._reload_reason:
-            at = facts.resource_version
-            self._reload_reason = f"node {facts.node} at resourceVersion {at}: {short}"
-            log.warning("the view counts short of the store (%s): reloading", self._reload_reason)
-            self.stats.corrections += 1
-            self._interrupt.set()
+        short = self.view.undercounts(facts.node, facts.resource_version, usage)
+        if short:
+            reason = f"node {facts.node} at resourceVersion {facts.resource_version}: {short}"
+            if self.sync.reload(f"the view counts short of the store: {reason}"):
+                self.stats.corrections += 1
 
     async def _housekeeping(self) -> None:
         while not self._stopping.is_set():

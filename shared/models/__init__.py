@@ -4,6 +4,7 @@ Resource lists are ``dict[str, int]``: "cpu" in millicores, everything else in i
 units (bytes for memory), rounded up like Quantity.Value().
 """
 
+from shared.models.affinity import affinity_term_matches, required_terms
 from shared.models.codec import (
     SCHEMA_VERSION,
     CodecError,
@@ -67,7 +68,9 @@ from shared.models.quantity import (
 from shared.models.resources import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
+    HostPort,
     container_requests,
+    host_ports,
     non_zero_requests,
     pod_requests,
 )
@@ -107,6 +110,7 @@ __all__ = [
     "Container",
     "ContainerImage",
     "ContainerPort",
+    "HostPort",
     "KubeObject",
     "LabelSelector",
     "LabelSelectorRequirement",
@@ -153,6 +157,7 @@ __all__ = [
     "Toleration",
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
+    "affinity_term_matches",
     "cluster_meta",
     "container_requests",
     "decode",
@@ -160,6 +165,7 @@ __all__ = [
     "decode_object",
     "encode",
     "format_resource",
+    "host_ports",
     "int_value",
     "load_manifest_text",
     "load_manifests",
@@ -169,6 +175,7 @@ __all__ = [
     "parse_quantity",
     "pod_requests",
     "priority_of",
+    "required_terms",
     "resolve_priorities",
     "resource_list",
     "resource_value",

@@ -13,6 +13,7 @@ A container's requests default to its limits where a request is absent (API defa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from shared.models.meta import ResourceList
 from shared.models.pod import CONTAINER_RESTART_ALWAYS, Container, Pod
@@ -128,3 +129,42 @@ def pod_host_ports(pod: Pod) -> list[tuple[PortKey, str]]:
         for port in container.ports
         if port.host_port > 0
     ]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class HostPort:
+    """A host port a pod uses, sanitized like upstream (empty protocol TCP, empty IP 0.0.0.0).
+
+    The one record of a used port: NodePorts' PreFilter state, the binder's charge and the
+    store's usage hash (`field`), and the placement audit all use it.
+    """
+
+    protocol: str
+    port: int
+    host_ip: str
+
+    def field(self) -> str:
+        """The store's usage-hash field counting this port (shared/store/keys.py; the Lua
+        prelude's add_usage builds the same text, tests/store/test_lua_keys.py checks it)."""
+        return f"hp:{self.protocol}:{self.port}:{self.host_ip}"
+
+    @staticmethod
+    def parse_field(name: str) -> HostPort | None:
+        """The port a usage-hash field counts; None for the other fields ("pods", "r:...")."""
+        if not name.startswith("hp:"):
+            return None
+        # The IP goes last: an IPv6 address has colons of its own.
+        protocol, port, host_ip = name[3:].split(":", 2)
+        return HostPort(protocol, int(port), host_ip)
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Upstream HostPortInfo.CheckConflict for one pair: same protocol and port, and the
+        same IP or either one 0.0.0.0."""
+        if (self.protocol, self.port) != (other.protocol, other.port):
+            return False
+        return BIND_ALL_HOST_IP in (self.host_ip, other.host_ip) or self.host_ip == other.host_ip
+
+
+def host_ports(pod: Pod) -> tuple[HostPort, ...]:
+    """`pod_host_ports` as HostPort records, in the same order (sidecars first)."""
+    return tuple(HostPort(protocol, port, ip) for (protocol, port), ip in pod_host_ports(pod))

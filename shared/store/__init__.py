@@ -2,6 +2,8 @@
 
 See `shared.store.store` (objects, snapshot, follow) and `shared.store.bindings` (the binder's
 reservations, bindings, nominations and gangs); key layout in `shared.store.keys`.
+`HostPort` (defined in shared.models.resources) is re-exported here as the key type of
+`NodeUsage.host_ports`.
 """
 
 from shared.store.bindings import (
@@ -23,7 +25,7 @@ from shared.store.errors import (
     StreamGapError,
 )
 from shared.store.keys import KINDS, InvalidNameError, StoreKeys, object_key
-from shared.store.records import HostPort, NodeUsage, PodCharge, host_ports, pod_group_key
+from shared.store.records import HostPort, NodeUsage, PodCharge, pod_group_key
 from shared.store.store import (
     RESERVATION,
     Applied,
@@ -63,7 +65,6 @@ __all__ = [
     "StoreKeys",
     "StreamGapError",
     "decorate",
-    "host_ports",
     "object_key",
     "pod_group_key",
     "restamp",

@@ -16,14 +16,15 @@ import msgpack
 
 from shared.models import (
     POD_GROUP_LABEL,
+    HostPort,
     Node,
     Pod,
     Toleration,
+    host_ports,
     pod_requests,
     priority_of,
 )
 from shared.models.quantity import bounded_amount
-from shared.models.resources import BIND_ALL_HOST_IP, pod_host_ports
 
 # TaintToleration's Filter only looks at these effects (PreferNoSchedule only scores).
 FILTERED_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -35,37 +36,6 @@ def pack(value: Any) -> bytes:
 
 def unpack(data: bytes) -> Any:
     return msgpack.unpackb(data, raw=False, strict_map_key=False)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class HostPort:
-    """A used host port, sanitized like upstream (empty protocol TCP, empty IP 0.0.0.0)."""
-
-    protocol: str
-    port: int
-    host_ip: str
-
-    def field(self) -> str:
-        """The usage-hash field counting this port."""
-        return f"hp:{self.protocol}:{self.port}:{self.host_ip}"
-
-    @staticmethod
-    def parse_field(name: str) -> HostPort | None:
-        if not name.startswith("hp:"):
-            return None
-        protocol, port, host_ip = name[3:].split(":", 2)
-        return HostPort(protocol, int(port), host_ip)
-
-    def conflicts(self, other: HostPort) -> bool:
-        """Upstream HostPortInfo.CheckConflict for one pair."""
-        if (self.protocol, self.port) != (other.protocol, other.port):
-            return False
-        return BIND_ALL_HOST_IP in (self.host_ip, other.host_ip) or self.host_ip == other.host_ip
-
-
-def host_ports(pod: Pod) -> tuple[HostPort, ...]:
-    """The pod's host ports (shared.models.resources.pod_host_ports, the one definition)."""
-    return tuple(HostPort(protocol, port, ip) for (protocol, port), ip in pod_host_ports(pod))
 
 
 @dataclass(frozen=True, slots=True)

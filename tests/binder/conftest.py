@@ -13,8 +13,8 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from scheduling.cache.sync import ViewSync
-from scheduling.cache.view import ClusterView
+from scheduling.cache.cache import ClusterCache
+from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from shared.kafka import Headers
@@ -62,8 +62,8 @@ class Recorder:
 @dataclass
 class Harness:
     store: ClusterStore
-    view: ClusterView
-    sync: ViewSync
+    view: ClusterCache
+    sync: CacheSync
     binder: Binder
     recorder: Recorder
 
@@ -91,8 +91,8 @@ async def make_harness(
     **overrides: Any,
 ) -> Harness:
     store = ClusterStore(redis_client, cluster="c1", prefix=redis_prefix)
-    view = ClusterView(holder=f"binder-{uuid.uuid4().hex[:8]}")  # counts others' reservations
-    sync = ViewSync(store, view, block_ms=50)
+    view = ClusterCache(holder=f"binder-{uuid.uuid4().hex[:8]}")  # counts others' reservations
+    sync = CacheSync(store, view, block_ms=50)
     await sync.start()
     recorder = Recorder()
     config = make_config(redis_prefix, **overrides)

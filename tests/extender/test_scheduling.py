@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from cli.main import main
+from scheduling.cache.local import LocalCluster
 from scheduling.dryrun import SCHEDULED, UNSCHEDULABLE, run_dry
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.errors import CycleError, FitError
 from scheduling.framework.extender import HTTPExtender
-from scheduling.framework.handle import LocalCluster
 from scheduling.framework.schedule import EXTENDER_NAME, schedule_pod
 from scheduling.framework.status import Code, Status
 from shared.config import default_config

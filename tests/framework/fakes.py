@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduling.cache.local import LocalCluster
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
-from scheduling.framework.handle import LocalCluster
 from scheduling.framework.interfaces import (
     Diagnosis,
     FilterResult,

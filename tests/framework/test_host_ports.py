@@ -1,18 +1,19 @@
-"""One definition of a pod's host ports (`pod_host_ports`), shared by NodeColumns, preemption's
-scratch copy and NodePorts (upstream schedutil.GetHostPorts)."""
+"""One definition of a pod's host ports (`pod_host_ports`, and `host_ports` as HostPort records),
+shared by NodeColumns, preemption's scratch copy, NodePorts, the binder's charge and the audit
+(upstream schedutil.GetHostPorts)."""
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 
 import pytest
 
+from scheduling.cache.cache import on_node as with_node_name
 from scheduling.framework.columns import NodeColumns, PortKey, UsedPorts, pod_host_ports
-from scheduling.framework.handle import with_node_name
 from scheduling.plugins.defaultpreemption import Scratch
-from scheduling.plugins.nodeports import HostPort, host_ports
 from scheduling.plugins.nodeports.node_ports import conflicting_rows
-from shared.models import Container, ContainerPort, Pod
+from shared.models import Container, ContainerPort, HostPort, Pod, host_ports
 from tests.builders import make_node, make_pod
 
 
@@ -55,7 +56,7 @@ CASES = [
 @pytest.mark.parametrize(("pod", "expected"), CASES)
 def test_pod_host_ports(pod: Pod, expected: list[tuple[PortKey, str]]) -> None:
     assert pod_host_ports(pod) == expected
-    assert host_ports(pod) == [HostPort(p, port, ip) for (p, port), ip in expected]
+    assert host_ports(pod) == tuple(HostPort(p, port, ip) for (p, port), ip in expected)
 
 
 @pytest.mark.parametrize(("pod", "expected"), CASES)
@@ -98,3 +99,31 @@ def test_a_port_two_pods_share_stays_used_until_both_leave() -> None:
     columns.remove_pod(second)
     assert columns.used_ports == {}
     assert conflicting_rows(columns, wanted).tolist() == []
+
+
+def test_the_columnar_check_agrees_with_host_port_conflicts() -> None:
+    """NodePorts' columnar lookup (NodeColumns.used_ports) and HostPort.conflicts, the check
+    the audit and the store's usage use, give the same rows over random ports and IPs."""
+    rng = random.Random(7)
+    protocols, ports, ips = ["TCP", "UDP", ""], [80, 81], ["", "0.0.0.0", "10.0.0.1", "10.0.0.2"]
+    for _ in range(200):
+        nodes = [make_node(f"n{i}").capacity(pods=50).obj() for i in range(4)]
+        pods = []
+        for i in range(rng.randint(0, 6)):
+            pod = make_pod(f"p{i}").uid(f"p{i}").node(f"n{rng.randrange(4)}")
+            for _ in range(rng.randint(1, 2)):
+                pod.host_port(rng.choice(ports), rng.choice(protocols), rng.choice(ips))
+            pods.append(pod.obj())
+        columns = NodeColumns(nodes, pods)
+        wanted = host_ports(
+            make_pod("w").host_port(rng.choice(ports), rng.choice(protocols), rng.choice(ips)).obj()
+        )[0]
+        expected = sorted(
+            {
+                columns.index[pod.spec.node_name]
+                for pod in pods
+                for used in host_ports(pod)
+                if wanted.conflicts(used)
+            }
+        )
+        assert sorted(conflicting_rows(columns, wanted).tolist()) == expected

@@ -81,7 +81,7 @@ def test_scheduling_cycle_reports_a_cleared_nomination(
         },
         cluster,
     )
-    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster.for_attempt())
     assert outcome.status.code == Code.UNSCHEDULABLE
     assert outcome.nominating is nominating
     assert (outcome.nominated_node if outcome.nominating else None) == nominated

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduling.framework.handle import LocalCluster
+from scheduling.cache.local import LocalCluster
 from scheduling.framework.interfaces import Handle
 from scheduling.framework.registry import (
     DuplicatePluginError,
@@ -82,7 +82,10 @@ def test_in_tree_registry_has_every_default_plugin_and_merges_out_of_tree():
 
 
 def in_tree(name: str) -> object:
-    return IN_TREE_FACTORIES[name](None, LocalCluster())
+    framework = next(
+        iter(build_frameworks(default_config(), in_tree_registry(), LocalCluster()).values())
+    )
+    return IN_TREE_FACTORIES[name](None, framework.handle)
 
 
 @pytest.mark.parametrize(

@@ -261,7 +261,7 @@ def test_post_filter_message_joins_the_fit_error():
     fw = fakes.framework(
         {"filter": [fakes.Filter("F", reject={"n1"})], "post_filter": [post]}, cluster
     )
-    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster.for_attempt())
     assert outcome.status.code == Code.UNSCHEDULABLE
     assert outcome.message == "0/1 nodes are available: 1 F rejects. preemption: not helpful."
     assert not outcome.nominating
@@ -356,7 +356,7 @@ def test_reserve_failure_unreserves_every_reserve_plugin_in_reverse():
     permit = fakes.Permit("Permit", log)
     cluster = fakes.cluster_of(["n1"])
     fw = fakes.framework({"reserve": [r1, r2, r3], "permit": [permit]}, cluster, log=log)
-    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster.for_attempt())
     assert log == [
         "R1.reserve",
         "R2.reserve",
@@ -373,7 +373,7 @@ def test_reserve_failure_unreserves_every_reserve_plugin_in_reverse():
 def test_reserve_error_is_wrapped():
     cluster = fakes.cluster_of(["n1"])
     fw = fakes.framework({"reserve": [fakes.Reserve("R", status=Status.error("disk"))]}, cluster)
-    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster.for_attempt())
     assert outcome.status.code == Code.ERROR
     assert outcome.message == 'running Reserve plugin "R": disk'
 
@@ -384,7 +384,7 @@ def test_permit_waits_for_the_shortest_timeout():
     fast = fakes.Permit("Fast", status=Status.wait(), timeout=5)
     fw = fakes.framework({"permit": [slow, fast]}, cluster)
     p = pod()
-    outcome = scheduling_cycle(fw, CycleState(), p, cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, CycleState(), p, cluster.nodes, cluster.for_attempt())
     assert outcome.status.code == Code.WAIT
     assert outcome.message == 'one or more plugins asked to wait and no plugin rejected pod "p"'
     waiting = fw.get_waiting_pod(p.metadata.uid)
@@ -404,7 +404,7 @@ def test_permit_rejection_stops_the_rest_and_unreserves():
     after = fakes.Permit("After", log)
     cluster = fakes.cluster_of(["n1"])
     fw = fakes.framework({"reserve": [reserve], "permit": [deny, after]}, cluster, log=log)
-    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, CycleState(), pod(), cluster.nodes, cluster.for_attempt())
     assert log == ["R.reserve", "Deny.permit", "R.unreserve"]
     assert (outcome.status.code, outcome.status.plugin) == (Code.UNSCHEDULABLE, "Deny")
     assert outcome.message == "0/1 nodes are available: 1 denied."
@@ -417,8 +417,10 @@ async def test_wait_on_permit_allowed_by_every_waiting_plugin():
     b = fakes.Permit("B", status=Status.wait(), timeout=30)
     fw = fakes.framework({"permit": [a, b]}, cluster)
     state, p = CycleState(), pod()
-    outcome = scheduling_cycle(fw, state, p, cluster.nodes, cluster)
-    task = asyncio.create_task(binding_cycle(fw, state, outcome.pod, "n1", cluster, cluster.nodes))
+    outcome = scheduling_cycle(fw, state, p, cluster.nodes, cluster.for_attempt())
+    task = asyncio.create_task(
+        binding_cycle(fw, state, outcome.pod, "n1", cluster.for_attempt(), cluster.nodes)
+    )
     waiting = fw.get_waiting_pod(p.metadata.uid)
     assert waiting is not None
     waiting.allow("A")
@@ -437,9 +439,11 @@ async def test_wait_on_permit_rejected_unreserves_and_forgets():
     gang = fakes.Permit("Gang", log, Status.wait(), timeout=30)
     fw = fakes.framework({"reserve": [reserve], "permit": [gang]}, cluster, log=log)
     state, p = CycleState(), pod()
-    outcome = scheduling_cycle(fw, state, p, cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, state, p, cluster.nodes, cluster.for_attempt())
     assert cluster.nodes.pods_by_node[0] != []  # assumed: later cycles see it
-    task = asyncio.create_task(binding_cycle(fw, state, outcome.pod, "n1", cluster, cluster.nodes))
+    task = asyncio.create_task(
+        binding_cycle(fw, state, outcome.pod, "n1", cluster.for_attempt(), cluster.nodes)
+    )
     assert fw.reject_waiting_pod(p.metadata.uid)
     status = await task
     assert (status.code, status.plugin) == (Code.UNSCHEDULABLE, "")
@@ -454,9 +458,9 @@ async def test_wait_on_permit_times_out():
         {"permit": [fakes.Permit("Gang", status=Status.wait(), timeout=0.02)]}, cluster
     )
     state = CycleState()
-    outcome = scheduling_cycle(fw, state, pod(), cluster.nodes, cluster)
+    outcome = scheduling_cycle(fw, state, pod(), cluster.nodes, cluster.for_attempt())
     status = await asyncio.wait_for(
-        binding_cycle(fw, state, outcome.pod, "n1", cluster, cluster.nodes), 5
+        binding_cycle(fw, state, outcome.pod, "n1", cluster.for_attempt(), cluster.nodes), 5
     )
     assert status.plugin == "Gang"
     assert status.message() == (
@@ -521,8 +525,8 @@ async def test_binding_cycle_all_skip_fails_and_unreserves():
         {"reserve": [reserve], "bind": [fakes.Bind("Skipper", log, SKIP)]}, cluster, log=log
     )
     state = CycleState()
-    outcome = scheduling_cycle(fw, state, pod(), cluster.nodes, cluster)
-    status = await binding_cycle(fw, state, outcome.pod, "n1", cluster, cluster.nodes)
+    outcome = scheduling_cycle(fw, state, pod(), cluster.nodes, cluster.for_attempt())
+    status = await binding_cycle(fw, state, outcome.pod, "n1", cluster.for_attempt(), cluster.nodes)
     assert not status.is_success()
     assert log == ["R.reserve", "Skipper.bind", "R.unreserve"]
     assert cluster.nodes.pods_by_node[0] == []
@@ -541,8 +545,10 @@ async def test_binding_cycle_runs_pre_bind_bind_post_bind():
         log=log,
     )
     state, p = CycleState(), pod()
-    outcome = scheduling_cycle(fw, state, p, cluster.nodes, cluster)
-    assert (await binding_cycle(fw, state, outcome.pod, "n1", cluster, cluster.nodes)).is_success()
+    outcome = scheduling_cycle(fw, state, p, cluster.nodes, cluster.for_attempt())
+    assert (
+        await binding_cycle(fw, state, outcome.pod, "n1", cluster.for_attempt(), cluster.nodes)
+    ).is_success()
     assert log == ["Pre.pre_bind", "B.bind", "Post.post_bind"]
     assert cluster.bound[p.metadata.uid].spec.node_name == "n1"
     assert int(cluster.nodes.requested[0, cluster.nodes.resource_index["pods"]]) == 1
@@ -557,8 +563,8 @@ async def test_pre_bind_rejection_stops_binding():
         log=log,
     )
     state = CycleState()
-    outcome = scheduling_cycle(fw, state, pod(), cluster.nodes, cluster)
-    status = await binding_cycle(fw, state, outcome.pod, "n1", cluster, cluster.nodes)
+    outcome = scheduling_cycle(fw, state, pod(), cluster.nodes, cluster.for_attempt())
+    status = await binding_cycle(fw, state, outcome.pod, "n1", cluster.for_attempt(), cluster.nodes)
     assert (status.code, status.plugin) == (Code.UNSCHEDULABLE, "Pre")
     assert "Bind.bind" not in log
 

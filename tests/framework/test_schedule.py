@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scheduling.cache.local import LocalCluster
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.errors import (
     NO_NODES_AVAILABLE_MSG,
@@ -13,7 +14,6 @@ from scheduling.framework.errors import (
     NoNodesAvailableError,
     fit_error_message,
 )
-from scheduling.framework.handle import LocalCluster
 from scheduling.framework.interfaces import Diagnosis
 from scheduling.framework.schedule import (
     num_feasible_nodes_to_find,

@@ -217,7 +217,9 @@ async def test_stop_ends_the_stream_follower_without_cancelling_it(rig: Rig) -> 
     """Cancelling a task blocked in redis-py's XREAD can hang it for good: the follower
     (and the heartbeat loop, which writes to Redis) are told to stop instead."""
     loops = {t.get_name(): t for t in rig.worker._tasks}
-    follower, housekeeping = loops["worker-follow"], loops["worker-housekeeping"]
+    follower, housekeeping = rig.worker.sync.task, loops["worker-housekeeping"]
+    assert follower is not None
+    assert follower.get_name() == "worker-follow"
     await asyncio.sleep(0.2)  # the follower is blocked in XREAD by now
     await asyncio.wait_for(rig.worker.stop(), 10)
     assert [follower.done(), housekeeping.done()] == [True, True]
@@ -231,7 +233,12 @@ async def test_a_reload_keeps_the_pods_the_worker_proposed(rig: Rig) -> None:
     first, second = make_pod("a").req(cpu="3").obj(), make_pod("b").req(cpu="3").obj()
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(first))
     await rig.proposals.until(lambda items: len(items) >= 1)
-    await rig.worker._reload(await rig.store.load_snapshot())
+    assert rig.worker.sync.reload("test")
+    for _ in range(200):
+        if rig.worker.sync.reloads == 1:
+            break
+        await asyncio.sleep(0.02)
+    assert rig.worker.sync.reloads == 1
     assert set(rig.worker.view.assumed) == {first.metadata.uid}
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(second))
     (outcome,) = await rig.outcomes.until(lambda items: len(items) >= 1)

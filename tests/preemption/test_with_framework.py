@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import pytest
 
 from cli.bench.preemption import run_preemption_bench
+from scheduling.cache.local import LocalCluster
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.errors import FitError
-from scheduling.framework.handle import LocalCluster
 from scheduling.framework.interfaces import PostFilterResult
 from scheduling.framework.runtime import build_frameworks
 from scheduling.framework.schedule import schedule_pod

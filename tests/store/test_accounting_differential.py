@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from scheduling.cache.view import ClusterView
+from scheduling.cache.cache import ClusterCache
 from scheduling.framework.columns import NodeColumns
 from scheduling.plugins.nodeports import NodePorts
 from scheduling.plugins.noderesources.fit import Fit
@@ -39,7 +39,7 @@ def _profile(name: str) -> ProfileChecks:
         + (f"    plugins:\n{plugins}" if plugins else "")
     )
     [profile] = load_config(text).profiles
-    return ProfileChecks(profile, ClusterView())
+    return ProfileChecks(profile, ClusterCache())
 
 
 def _random_pod(rng: random.Random, name: str) -> Pod:

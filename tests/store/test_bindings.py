@@ -8,10 +8,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from shared.models import Pod, Toleration
+from shared.models import HostPort, Pod, Toleration
 from shared.store import (
     ClusterStore,
-    HostPort,
     NodeUsage,
     PodCharge,
     ReserveRequest,

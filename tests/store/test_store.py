@@ -8,7 +8,7 @@ import contextlib
 import pytest
 import redis.asyncio as aioredis
 
-from shared.models import KubeObject, Node, Pod
+from shared.models import HostPort, KubeObject, Node, Pod
 from shared.store import (
     RESERVATION,
     ApplyRejectedError,
@@ -21,7 +21,6 @@ from shared.store import (
     ReserveStatus,
     StreamGapError,
 )
-from shared.store.records import HostPort
 from shared.store.store import APPLY_BATCH
 from tests.builders import (
     make_namespace,

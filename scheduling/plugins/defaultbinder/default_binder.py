@@ -6,19 +6,26 @@ Upstream posts a v1.Binding through the clientset; berth writes it through `hand
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from scheduling.framework.cycle_state import CycleState
-from scheduling.framework.interfaces import BindPlugin, Handle
+from scheduling.framework.interfaces import Binder, BindPlugin, Handle
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
 from shared.models import Pod
 
 
+class BindingHandle(Protocol):
+    """All DefaultBinder reads from its handle."""
+
+    @property
+    def binder(self) -> Binder: ...
+
+
 class DefaultBinder:
     name: ClassVar[str] = names.DEFAULT_BINDER
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: BindingHandle) -> None:
         self._handle = handle
 
     async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:

@@ -8,7 +8,7 @@ from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import Binder
 from scheduling.framework.status import Code
-from scheduling.plugins.defaultbinder import DefaultBinder, new
+from scheduling.plugins.defaultbinder import DefaultBinder
 from shared.models import Pod
 from tests.builders import make_pod
 
@@ -52,7 +52,7 @@ async def test_bind(already_bound: bool, want_code: Code, want_reasons: tuple[st
     pod = make_pod("p").obj()
     if already_bound:
         binder.bound[pod.key] = "other"
-    plugin = new(None, FakeHandle(binder))
+    plugin = DefaultBinder(FakeHandle(binder))
     status = await plugin.bind(CycleState(), pod, "n1")
     assert status.code == want_code
     assert status.reasons == want_reasons

@@ -21,14 +21,13 @@ order), `nominated_pods` (node name -> pods nominated there), `pod_disruption_bu
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import (
     Diagnosis,
-    FilterPlugin,
     Handle,
     PostFilterPlugin,
     PostFilterResult,
@@ -42,33 +41,26 @@ from scheduling.plugins.defaultpreemption.evaluator import (
     PreemptionExtender,
 )
 from shared.config import DefaultPreemptionArgs
-from shared.models import Pod, PodDisruptionBudget
+from shared.models import Pod
 
 PREFIX = "preemption: "
 
 EnvironmentSource = Callable[[NodeColumns], PreemptionEnvironment]
 
 
-def _read(handle: object, name: str) -> object:
-    value = getattr(handle, name, None)
-    if callable(value):
-        value = value()
-    return value
-
-
-def environment_from_handle(handle: object, nodes: NodeColumns) -> PreemptionEnvironment:
+def environment_from_handle(handle: Handle, nodes: NodeColumns) -> PreemptionEnvironment:
     """Build a decision's inputs from a framework handle (see the module docstring)."""
-    filters = _read(handle, "filter_plugins") or ()
-    pre_filters = _read(handle, "pre_filter_plugins") or ()
-    nominated = _read(handle, "nominated_pods") or {}
-    pdbs = _read(handle, "pod_disruption_budgets") or ()
-    extenders = _read(handle, "extenders") or ()
+    filters = handle.filter_plugins
+    pre_filters = handle.pre_filter_plugins
+    nominated = handle.nominated_pods
+    pdbs = handle.pod_disruption_budgets
+    extenders = handle.extenders
     return PreemptionEnvironment(
         nodes=nodes,
-        filter_plugins=cast(Sequence[FilterPlugin], filters),
-        pre_filter_plugins=cast(Sequence[object], pre_filters),
-        nominated=cast(Mapping[str, Sequence[Pod]], nominated),
-        pdbs=cast(Sequence[PodDisruptionBudget], pdbs),
+        filter_plugins=filters,
+        pre_filter_plugins=pre_filters,
+        nominated=nominated,
+        pdbs=pdbs,
         extenders=cast(Sequence[PreemptionExtender], extenders),
     )
 
@@ -79,7 +71,7 @@ class DefaultPreemption:
     def __init__(
         self,
         args: DefaultPreemptionArgs | None = None,
-        handle: object | None = None,
+        handle: Handle | None = None,
         *,
         seed: int = 0,
         offset: Callable[[int], int] | None = None,
@@ -105,6 +97,8 @@ class DefaultPreemption:
     def environment(self, nodes: NodeColumns) -> PreemptionEnvironment:
         if self._environment is not None:
             return self._environment(nodes)
+        if self.handle is None:
+            raise ValueError("DefaultPreemption needs a framework handle or an environment")
         return environment_from_handle(self.handle, nodes)
 
     def post_filter(
@@ -122,8 +116,7 @@ def new(args: object | None, handle: Handle) -> DefaultPreemption:
     """Registry factory: args are the profile's DefaultPreemptionArgs (or None)."""
     if args is not None and not isinstance(args, DefaultPreemptionArgs):
         raise TypeError(f"got args of type {type(args).__name__}, want DefaultPreemptionArgs")
-    seed = getattr(handle, "seed", 0)
-    return DefaultPreemption(args, handle, seed=seed if isinstance(seed, int) else 0)
+    return DefaultPreemption(args, handle, seed=handle.seed)
 
 
 if TYPE_CHECKING:

@@ -1,8 +1,9 @@
 """NodePorts (upstream pkg/scheduler/framework/plugins/nodeports).
 
-PreFilter collects the host ports the pod wants: every port with hostPort > 0 of the regular
-containers and of the restartable init containers (sidecars run for the pod's whole life;
-upstream schedutil.GetHostPorts). A pod without host ports skips the Filter.
+PreFilter collects the host ports the pod wants (shared.models.host_ports): every port with
+hostPort > 0 of the regular containers and of the restartable init containers (sidecars run for
+the pod's whole life; upstream schedutil.GetHostPorts). A pod without host ports skips the
+Filter.
 
 Filter, with upstream HostPortInfo.CheckConflict semantics (empty hostIP means 0.0.0.0, empty
 protocol TCP): a wanted 0.0.0.0 port conflicts with that (protocol, port) on any IP; a wanted
@@ -18,12 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from scheduling.framework.columns import (
-    BIND_ALL_HOST_IP,
-    NodeColumns,
-    Rows,
-    pod_host_ports,
-)
+from scheduling.framework.columns import BIND_ALL_HOST_IP, NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState, MissingStateError, StateKey
 from scheduling.framework.interfaces import (
     FilterPlugin,
@@ -34,19 +30,10 @@ from scheduling.framework.interfaces import (
 )
 from scheduling.framework.status import SKIP, SUCCESS, Status
 from scheduling.plugins import names
-from shared.models import Pod
+from shared.models import HostPort, Pod, host_ports
 
 ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 PRE_FILTER_STATE_KEY = "PreFilter" + names.NODE_PORTS
-
-
-@dataclass(frozen=True, slots=True)
-class HostPort:
-    """One wanted host port, sanitized like upstream (0.0.0.0 / TCP when empty)."""
-
-    protocol: str
-    port: int
-    host_ip: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +45,6 @@ class WantedPorts:
 
 _PRE_FILTER = StateKey[WantedPorts](PRE_FILTER_STATE_KEY)
 _NO_ROWS: NDArray[np.intp] = np.zeros(0, dtype=np.intp)
-
-
-def host_ports(pod: Pod) -> list[HostPort]:
-    """The pod's host ports: sidecars first, then containers (upstream GetHostPorts order)."""
-    return [HostPort(protocol, port, ip) for (protocol, port), ip in pod_host_ports(pod)]
 
 
 def conflicting_rows(nodes: NodeColumns, wanted: HostPort) -> NDArray[np.intp]:
@@ -87,7 +69,7 @@ class NodePorts:
         ports = host_ports(pod)
         if not ports:
             return None, SKIP
-        state.write(_PRE_FILTER, WantedPorts(tuple(ports)))
+        state.write(_PRE_FILTER, WantedPorts(ports))
         return None, SUCCESS
 
     def filter(

@@ -9,8 +9,8 @@ from scheduling.framework.columns import ALL_ROWS, NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterResult
 from scheduling.framework.status import Code, Status
-from scheduling.plugins.nodeports import ERR_REASON, HostPort, host_ports, new
-from shared.models import Container, ContainerPort, Pod
+from scheduling.plugins.nodeports import ERR_REASON, new
+from shared.models import Container, ContainerPort, HostPort, Pod, host_ports
 from tests.builders import make_node, make_pod
 
 CONFLICT = Status(Code.UNSCHEDULABLE, (ERR_REASON,), "NodePorts")
@@ -132,7 +132,7 @@ def test_host_ports_include_sidecars_not_plain_init_containers() -> None:
     pod.spec.containers.append(
         Container(name="no-host-port", ports=[ContainerPort(container_port=80)])
     )
-    assert host_ports(pod) == [HostPort("TCP", 9002, "0.0.0.0"), HostPort("TCP", 8001, "0.0.0.0")]
+    assert host_ports(pod) == (HostPort("TCP", 9002, "0.0.0.0"), HostPort("TCP", 8001, "0.0.0.0"))
 
 
 def test_sidecar_port_conflicts() -> None:

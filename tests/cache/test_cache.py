@@ -1,14 +1,14 @@
-"""ClusterView: snapshot + changes -> NodeColumns, assumed pods, orphans (no servers)."""
+"""ClusterCache: snapshot + changes -> NodeColumns, assumed pods, orphans (no servers)."""
 
 from __future__ import annotations
 
 import asyncio
 
-from scheduling.cache.view import WORKER_HOLDER, ClusterView
+from scheduling.cache.cache import WORKER_HOLDER, ClusterCache
 from scheduling.framework.pod_index import PodIndex as Victims
 from scheduling.plugins.podindex.index import PodIndex
-from shared.models import KubeObject, Node, Pod
-from shared.store import RESERVATION, Change, HeldReservation, HostPort, NodeUsage, Snapshot
+from shared.models import HostPort, KubeObject, Node, Pod
+from shared.store import RESERVATION, Change, HeldReservation, NodeUsage, Snapshot
 from tests.builders import make_namespace, make_node, make_pod, make_pod_group
 
 
@@ -23,7 +23,7 @@ def delete(rv: int, obj: KubeObject) -> Change:
     return Change(rv, "delete", type(obj).__name__, obj.key, obj.metadata.uid, obj)
 
 
-def counted(view: ClusterView) -> dict[str, list[str]]:
+def counted(view: ClusterCache) -> dict[str, list[str]]:
     return {
         name: sorted(p.metadata.name for p in view.columns.pods_by_node[row])
         for name, row in view.columns.index.items()
@@ -38,7 +38,7 @@ def snapshot(rv: int, *objects: KubeObject) -> Snapshot:
 
 
 def test_load_and_follow():
-    view = ClusterView()
+    view = ClusterCache()
     n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
     bound = make_pod("a").req(cpu="1").node("n1").obj()
     pending = make_pod("b").obj()
@@ -59,11 +59,13 @@ def test_load_and_follow():
 
 
 def test_assumed_pods_until_their_binding_arrives():
-    view = ClusterView()
+    view = ClusterCache()
     view.load(snapshot(1, make_node("n1").capacity(pods=10).obj()))
     pod = make_pod("p").obj()
-    assert view.assume(pod, "n1")
-    assert not view.assume(make_pod("q").obj(), "ghost")
+    assert view.assume(pod, "n1").spec.node_name == "n1"
+    ghost = make_pod("q").obj()
+    view.assume(ghost, "ghost")  # a node the cache does not have: nothing is assumed
+    assert not view.is_assumed(ghost.metadata.uid)
     assert counted(view) == {"n1": ["p"]}
     assert view.is_assumed(pod.metadata.uid)
     assert pod.spec.node_name == ""  # the caller's object is not touched
@@ -71,21 +73,23 @@ def test_assumed_pods_until_their_binding_arrives():
     view.apply([put(2, bound)])
     assert counted(view) == {"n1": ["p"]}  # replaced, not counted twice
     assert not view.is_assumed(pod.metadata.uid)
-    view.forget(pod.metadata.uid)  # a bound pod stays
+    assert not view.forget(pod.metadata.uid)  # a bound pod stays
     assert counted(view) == {"n1": ["p"]}
 
 
 def test_forget_drops_an_assumed_pod():
-    view = ClusterView()
+    view = ClusterCache()
     view.load(snapshot(1, make_node("n1").obj()))
     pod = make_pod("p").obj()
-    view.assume(pod, "n1")
-    view.forget(pod.metadata.uid)
+    view.assume(pod, "n1", attempt=3)
+    assert not view.forget(pod.metadata.uid, attempt=2)  # another attempt's: kept
+    assert counted(view) == {"n1": ["p"]}
+    assert view.forget(pod.metadata.uid, attempt=3)
     assert counted(view) == {"n1": []}
 
 
 def test_pods_of_unknown_nodes_wait_for_their_node():
-    view = ClusterView()
+    view = ClusterCache()
     orphan = make_pod("o").node("later").obj()
     view.load(snapshot(1, make_node("n1").obj(), orphan))
     assert counted(view) == {"n1": []}
@@ -99,7 +103,7 @@ def test_pods_of_unknown_nodes_wait_for_their_node():
 
 
 async def test_wait_for():
-    view = ClusterView()
+    view = ClusterCache()
     assert await view.wait_for(0, 0.01)
     assert not await view.wait_for(5, 0.01)
     waiter = asyncio.create_task(view.wait_for(2, 5))
@@ -117,7 +121,7 @@ def test_a_reload_does_not_carry_indexes_of_the_old_columns():
     on every call) and preemption's dirty-row listener would hear rows that are not its."""
     n1 = make_node("n1").capacity(pods=10).obj()
     bound = make_pod("a").label("app", "x").node("n1").obj()
-    view = ClusterView()
+    view = ClusterCache()
     view.load(snapshot(1, n1, bound))
     old = view.columns
     interpod = PodIndex.of(old)
@@ -151,7 +155,7 @@ def reservation(rv: int, pod: Pod, node: str, holder: str, op: str = "put") -> C
 
 
 def test_other_binders_reservations_are_counted_until_they_end():
-    view = ClusterView(holder="me")
+    view = ClusterCache(holder="me")
     n1, n2 = make_node("n1").capacity(pods=10).obj(), make_node("n2").capacity(pods=10).obj()
     theirs, mine, later = make_pod("theirs").obj(), make_pod("mine").obj(), make_pod("later").obj()
     view.load(snapshot(3, n1, n2, theirs, mine, later))
@@ -171,7 +175,7 @@ def test_other_binders_reservations_are_counted_until_they_end():
 
 
 def test_reservations_held_at_the_snapshot_are_counted():
-    view = ClusterView(holder="me")
+    view = ClusterCache(holder="me")
     n1 = make_node("n1").capacity(pods=10).obj()
     theirs, mine = make_pod("theirs").obj(), make_pod("mine").obj()
     snap = snapshot(3, n1, theirs, mine)
@@ -184,7 +188,7 @@ def test_reservations_held_at_the_snapshot_are_counted():
 
 
 def test_a_view_without_a_holder_ignores_reservations():
-    view = ClusterView()
+    view = ClusterCache()
     n1, pod = make_node("n1").capacity(pods=10).obj(), make_pod("p").obj()
     view.load(snapshot(1, n1, pod))
     view.apply([reservation(2, pod, "n1", "some-binder")])
@@ -196,7 +200,7 @@ def test_a_workers_view_counts_every_reservation_and_its_own_proposals_once():
     """The room another worker's proposal or a gang waiting at Permit holds is taken in a
     worker's eyes; its own assumption is not counted again when its reservation arrives,
     and counts as a reservation when the assumption is dropped while the reservation lives."""
-    view = ClusterView(WORKER_HOLDER)
+    view = ClusterCache(WORKER_HOLDER)
     n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
     gang, mine = make_pod("gang").req(cpu="2").obj(), make_pod("mine").req(cpu="1").obj()
     view.load(snapshot(1, n1, gang, mine))
@@ -221,7 +225,7 @@ def _usage(pods: int, cpu: int, ports: int = 0) -> NodeUsage:
 
 
 def test_undercounts_compares_only_what_the_view_can_compare():
-    view = ClusterView(WORKER_HOLDER)
+    view = ClusterCache(WORKER_HOLDER)
     n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
     a = make_pod("a").req(cpu="1").host_port(9100).node("n1").obj()
     view.load(snapshot(5, n1, a))
@@ -236,3 +240,57 @@ def test_undercounts_compares_only_what_the_view_can_compare():
     view.apply([put(8, b)])
     assert view.undercounts("n1", 7, _usage(3, 3000)) == ""  # the node changed since 7
     assert view.undercounts("n1", 8, _usage(3, 3000)) == "pods 3 > 2, cpu 3000 > 2000"
+
+
+# ------------------------------------------------------------------ nominations (PodNominator)
+def test_nominations_from_the_stream_and_from_this_scheduler():
+    cache = ClusterCache(WORKER_HOLDER)
+    n1 = make_node("n1").capacity(pods=10).obj()
+    streamed = make_pod("s").obj()
+    streamed.status.nominated_node_name = "n1"
+    cache.load(snapshot(1, n1, streamed))
+    assert {n: [p.metadata.name for p in ps] for n, ps in cache.nominated_pods.items()} == {
+        "n1": ["s"]
+    }
+    mine = make_pod("m").obj()
+    cache.nominate(mine, "n1")  # decided here, before the store says so
+    assert sorted(p.metadata.name for p in cache.nominated_pods["n1"]) == ["m", "s"]
+    assert mine.status.nominated_node_name == ""  # the caller's pod is not touched
+    # Counted on its node (assumed): not also counted as nominated.
+    cache.assume(mine, "n1", attempt=1)
+    assert [p.metadata.name for p in cache.nominated_pods["n1"]] == ["s"]
+    cache.forget(mine.metadata.uid)
+    assert sorted(p.metadata.name for p in cache.nominated_pods["n1"]) == ["m", "s"]
+    # The stream clears one (its nomination removed), this scheduler clears the other.
+    cleared = make_pod("s").uid(streamed.metadata.uid).obj()
+    cache.apply([put(2, cleared)])
+    cache.nominate(mine, "")
+    assert cache.nominated_pods == {}
+
+
+def test_expire_forgets_assumptions_older_than_the_ttl():
+    cache = ClusterCache(WORKER_HOLDER)
+    cache.load(snapshot(1, make_node("n1").capacity(pods=10).obj()))
+    old, new = make_pod("old").obj(), make_pod("new").obj()
+    cache.assume(old, "n1", attempt=1, now=100.0)
+    cache.assume(new, "n1", attempt=1, now=150.0)
+    assert cache.expire(now=170.0, ttl=60.0) == 1
+    assert set(cache.assumed) == {new.metadata.uid}
+    assert counted(cache) == {"n1": ["new"]}
+
+
+def test_a_reload_keeps_assumptions_whose_binding_has_not_arrived():
+    cache = ClusterCache(WORKER_HOLDER)
+    n1 = make_node("n1").capacity(pods=10).obj()
+    cache.load(snapshot(1, n1))
+    waiting, done = make_pod("waiting").obj(), make_pod("done").obj()
+    cache.assume(waiting, "n1", attempt=2, now=1.0)
+    cache.assume(done, "n1", attempt=1, now=1.0)
+    bound = make_pod("done").uid(done.metadata.uid).node("n1").obj()
+    cache.load(snapshot(5, n1, bound))
+    assert set(cache.assumed) == {waiting.metadata.uid}
+    assert cache.assumed[waiting.metadata.uid].attempt == 2
+    assert counted(cache) == {"n1": ["done", "waiting"]}
+    assert cache.bound_node("default/done", done.metadata.uid) == "n1"
+    assert cache.bound_node("default/done", "another-uid") == ""
+    assert cache.bound_node("default/waiting", waiting.metadata.uid) == ""

@@ -1,19 +1,26 @@
-"""The binder's own view of the cluster, for the cross-node checks.
+"""ClusterCache: the one cluster cache (upstream's internal/cache plus its PodNominator).
 
-Loaded from a store snapshot and kept fresh from the change stream: nodes and the pods bound to
-them as NodeColumns (what InterPodAffinity and PodTopologySpread read), plus namespaces, pod
-groups and PodDisruptionBudgets. Pods this binder reserved are *assumed* on their node until
-their binding arrives through the stream (or they are forgotten on Unreserve), so two
-proposals handled by one binder always see each other.
+Every scheduler berth runs sees the cluster through one of these: the dry run (LocalCluster,
+fed from manifests, binding in place), each scheduler worker and each binder (fed from a store
+snapshot and then the change stream, by scheduling/cache/sync.py). It holds:
 
-A view also counts the reservations other holders hold, which the store streams (kind
-RESERVATION). A binder's view (`holder` its id) skips its own, which it assumes: a cross-node
-check run `as_of` its own reservation's resourceVersion counts every reservation taken before
-it, in any binder, and none taken after. Two binders checking pods that exclude each other can
-then not both pass: the one that reserved second sees the first. A scheduler worker's view
-(`holder` WORKER_HOLDER, which no binder uses) counts every reservation, so the room a gang
-waiting at Permit or another worker's proposal holds is taken in its eyes too; its own
-proposals are counted once, as assumptions. `holder` None ignores reservations altogether.
+- nodes and the pods counted on them as NodeColumns (what every plugin reads), plus the other
+  objects (namespaces, controllers, pod groups, PodDisruptionBudgets) and every pod by key;
+- **assumptions**: a pod this scheduler placed counts on its node from Reserve on (upstream
+  cache.AssumePod), until its binding arrives, it is forgotten (the attempt failed, a newer
+  one started) or it expires; each remembers the queue's attempt number and when it was made;
+- **nominations** (upstream PodNominator): pending pods with a nominated node, read by
+  RunFilterPluginsWithNominatedPods and preemption; a pod counted on a node (assumed or
+  reserved) is not also counted as nominated;
+- **reservations** other holders hold, which the store streams (kind RESERVATION). A binder's
+  cache (`holder` its id) skips its own, which it assumes: a cross-node check run `as_of` its
+  own reservation's resourceVersion counts every reservation taken before it, in any binder,
+  and none taken after, so two binders checking pods that exclude each other cannot both pass.
+  A worker's cache (`holder` WORKER_HOLDER, which no binder uses) counts every reservation, so
+  the room a gang waiting at Permit or another worker's proposal holds is taken in its eyes
+  too. `holder` None ignores reservations altogether (the dry run).
+
+It is the frameworks' cluster handle (scheduling.framework.interfaces.ClusterHandle).
 """
 
 from __future__ import annotations
@@ -21,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
+from scheduling.framework.cluster_objects import ClusterObjects
 from scheduling.framework.columns import NodeColumns
+from scheduling.framework.interfaces import Binder
 from shared.models import (
     LabelSelector,
     Namespace,
@@ -38,6 +47,9 @@ from shared.models import (
     StatefulSet,
 )
 from shared.store import RESERVATION, Change, NodeUsage, Snapshot, object_key
+
+if TYPE_CHECKING:
+    from scheduling.framework.extender import HTTPExtender
 
 
 class ViewClusterObjects:
@@ -79,14 +91,42 @@ class ViewClusterObjects:
 
 
 WORKER_HOLDER = ""
-"""The holder of a scheduler worker's view: no binder's id, so every reservation counts."""
+"""The holder of a scheduler worker's cache: no binder's id, so every reservation counts."""
 
 
-class ClusterView:
-    def __init__(self, holder: str | None = None) -> None:
+class CannotBindError(RuntimeError):
+    """This cache has no binder: a worker proposes, the binder service binds (DefaultBinder
+    never runs in a worker)."""
+
+
+class _NoBinder:
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        raise CannotBindError(f"this scheduler does not bind ({pod.key} -> {node_name})")
+
+
+@dataclass(slots=True)
+class Assumption:
+    """A pod this scheduler placed, counted on its node until its binding arrives."""
+
+    attempt: int
+    """The queue's attempt number (0 in the dry run)."""
+    node: str
+    since: float
+
+
+class ClusterCache:
+    """See the module docstring."""
+
+    def __init__(
+        self, holder: str | None = None, *, extenders: Iterable[HTTPExtender] = ()
+    ) -> None:
         self.holder = holder
-        """The binder this view belongs to (its reservations are assumed, not streamed in);
+        """The binder this cache belongs to (its reservations are assumed, not streamed in);
         None: reservations are not counted."""
+        self.extenders: list[HTTPExtender] = list(extenders)
+        """The scheduler's extenders (KubeSchedulerConfiguration.extenders), built once."""
+        self.binder: Binder = _NoBinder()
+        """Where DefaultBinder binds (LocalCluster binds in place; a worker does not bind)."""
         self.columns = NodeColumns()
         self.resource_version = 0
         self.objects: dict[str, dict[str, Any]] = {}
@@ -94,10 +134,14 @@ class ClusterView:
         self.pods: dict[str, Pod] = {}
         """Every pod (bound or not) by "namespace/name", as the store last streamed it. Do
         not mutate: the same objects are counted in `columns`."""
-        self.cluster_objects = ViewClusterObjects(self.objects)
+        self.cluster_objects: ClusterObjects = ViewClusterObjects(self.objects)
         self._counted: dict[str, Pod] = {}
-        """uid -> the pod counted in `columns` (bound, or assumed by this binder)."""
-        self._assumed: set[str] = set()
+        """uid -> the pod counted in `columns` (bound, assumed, or reserved by a holder)."""
+        self.assumed: dict[str, Assumption] = {}
+        """uid -> the assumption of a pod this scheduler placed (counted, not bound yet)."""
+        self._nominated: dict[str, Pod] = {}
+        """uid -> pending pod with a nominated node (status.nominatedNodeName set)."""
+        self._by_node: dict[str, list[Pod]] | None = None
         self._reserved: dict[str, int] = {}
         """uid -> resourceVersion of the reservation entry, for pods counted because another
         binder reserved them (0: held at the snapshot)."""
@@ -124,7 +168,46 @@ class ClusterView:
     def pdbs(self) -> Mapping[str, PodDisruptionBudget]:
         return self.objects.get("PodDisruptionBudget", {})
 
+    # ------------------------------------------------------------------ handle
+    @property
+    def nodes(self) -> NodeColumns:
+        return self.columns
+
+    @property
+    def pod_disruption_budgets(self) -> list[PodDisruptionBudget]:
+        return list(self.pdbs.values())
+
+    @property
+    def nominated_pods(self) -> dict[str, list[Pod]]:
+        """Node name -> pods nominated there and not counted on a node yet."""
+        if self._by_node is None:
+            by_node: dict[str, list[Pod]] = {}
+            for uid, pod in self._nominated.items():
+                # A reserved or assumed preemptor is counted on its node already: its
+                # nomination must not count it a second time.
+                if uid not in self._counted:
+                    by_node.setdefault(pod.status.nominated_node_name, []).append(pod)
+            self._by_node = by_node
+        return self._by_node
+
+    def node(self, name: str) -> Node | None:
+        row = self.columns.index.get(name)
+        return None if row is None else self.columns.nodes[row]
+
+    def bound_node(self, key: str, uid: str) -> str:
+        """The node the pod `key` (that very pod: `uid`) is bound to ("" when not bound)."""
+        pod = self.pods.get(key)
+        if pod is None or pod.metadata.uid != uid:
+            return ""
+        return pod.spec.node_name
+
+    # ---------------------------------------------------------------- loading
     def load(self, snapshot: Snapshot) -> None:
+        """Everything from a snapshot. The pods this scheduler assumed and that are not
+        bound yet stay assumed. Nodes keep their creation order (resourceVersion), the node
+        tree order the dry run uses, not the snapshot's name order."""
+        nodes = sorted(snapshot.nodes, key=lambda n: n.metadata.resource_version)
+        snapshot.objects["Node"] = list(nodes)
         self.objects.clear()
         self.pods = {pod.key: pod for pod in snapshot.pods}
         for kind, items in snapshot.objects.items():
@@ -133,7 +216,7 @@ class ClusterView:
         nodes = snapshot.nodes
         names = {n.metadata.name for n in nodes}
         bound = [p for p in snapshot.pods if p.spec.node_name]
-        assumed = [self._counted[uid] for uid in self._assumed if uid in self._counted]
+        assumed = [self._counted[uid] for uid in self.assumed if uid in self._counted]
         self._orphans.clear()
         self._counted = {}
         placed: list[Pod] = []
@@ -147,7 +230,14 @@ class ClusterView:
         keep = [
             p for p in assumed if p.metadata.uid not in bound_uids and p.spec.node_name in names
         ]
-        self._assumed = {p.metadata.uid for p in keep}
+        kept = {p.metadata.uid for p in keep}
+        self.assumed = {uid: held for uid, held in self.assumed.items() if uid in kept}
+        self._nominated = {
+            p.metadata.uid: p
+            for p in snapshot.pods
+            if not p.spec.node_name and p.status.nominated_node_name
+        }
+        self._by_node = None
         for pod in keep:
             self._counted[pod.metadata.uid] = pod
         # New columns, new rows: indexes that listened to the old columns (the inter-pod
@@ -188,6 +278,18 @@ class ClusterView:
 
     def _apply_one(self, change: Change) -> None:
         obj = change.object
+        if change.kind in ("Pod", RESERVATION):
+            self._by_node = None  # a nomination may start, end, or stop counting
+        if change.kind == "Pod":
+            if (
+                change.op == "put"
+                and isinstance(obj, Pod)
+                and not obj.spec.node_name
+                and obj.status.nominated_node_name
+            ):
+                self._nominated[change.uid] = obj
+            else:
+                self._nominated.pop(change.uid, None)
         if change.kind == RESERVATION:
             if change.op == "delete":
                 self._live.pop(change.uid, None)
@@ -231,10 +333,10 @@ class ClusterView:
                 node = self._counted[uid].spec.node_name
                 self._uncount(uid)
                 self._count_reserved(pod, node, held)
-            elif uid not in self._assumed:
+            elif uid not in self.assumed:
                 self._uncount(uid)
             return
-        if same_body and uid in self._assumed and before is not None:
+        if same_body and uid in self.assumed and before is not None:
             counted = self._counted.get(uid)
             if (
                 counted is not None
@@ -244,7 +346,7 @@ class ClusterView:
                 # The binding of the pod assumed here, as it was assumed: it stays counted
                 # (its copy differs in resourceVersion and nomination only, which no
                 # Filter reads), saving the columns a removal and an addition.
-                self._assumed.discard(uid)
+                del self.assumed[uid]
                 return
         self._uncount(uid)
         self._count(pod)
@@ -273,7 +375,7 @@ class ClusterView:
     def _count_reserved(self, pod: Pod, node: str, rv: int) -> None:
         if node not in self.columns.index:
             return  # a node the view does not have (yet): nothing to check against there
-        reserved = _on_node(pod, node)
+        reserved = on_node(pod, node)
         self.columns.add_pod(reserved)
         self._counted[pod.metadata.uid] = reserved
         self._reserved[pod.metadata.uid] = rv
@@ -281,7 +383,7 @@ class ClusterView:
 
     def _uncount(self, uid: str) -> None:
         pod = self._counted.pop(uid, None)
-        self._assumed.discard(uid)
+        self.assumed.pop(uid, None)
         self._reserved.pop(uid, None)
         if pod is not None:
             self.columns.remove_pod(pod)
@@ -338,51 +440,79 @@ class ClusterView:
         for pod in list(self.columns.pods_by_node[row]):
             uid = pod.metadata.uid
             self._counted.pop(uid, None)
-            if uid in self._assumed or uid in self._reserved:
-                self._assumed.discard(uid)
+            if uid in self.assumed or uid in self._reserved:
+                self.assumed.pop(uid, None)
                 self._reserved.pop(uid, None)
             else:
                 self._orphans.setdefault(name, {})[uid] = pod
         self.columns.remove_node(name)
 
     # ---------------------------------------------------------------- assuming
-    def assume(self, pod: Pod, node: str) -> bool:
-        """Count `pod` on `node` until its binding arrives or it is forgotten. False when
-        the view does not have the node."""
-        if node not in self.columns.index:
-            return False
+    def assume(self, pod: Pod, node: str, attempt: int = 0, now: float = 0.0) -> Pod:
+        """Count `pod` on `node` until its binding arrives or it is forgotten (upstream
+        cache.AssumePod); returns the assumed copy (spec.nodeName set). A node the cache does
+        not have, or a pod already counted, changes nothing."""
+        assumed = pod if pod.spec.node_name == node else on_node(pod, node)
         uid = pod.metadata.uid
-        if uid in self._counted:
-            return True
-        # A pod already on `node` (the worker's own copy) is counted as it is: never mutated.
-        assumed = pod if pod.spec.node_name == node else _on_node(pod, node)
+        if node not in self.columns.index or uid in self._counted:
+            return assumed
         self.columns.add_pod(assumed)
         self._touch(node)
         self._counted[uid] = assumed
-        self._assumed.add(uid)
-        return True
+        self.assumed[uid] = Assumption(attempt, node, now)
+        self._by_node = None
+        return assumed
+
+    def for_attempt(self, attempt: int = 0, now: float = 0.0) -> AttemptCache:
+        """The cycle's PodCache (assume/forget) for one attempt of the queue's."""
+        return AttemptCache(self, attempt, now)
 
     def take_over(self, uid: str) -> int | None:
         """Stop counting a pod reserved by another binder (or assumed here), which this
         binder adopts and checks itself: a pod must not meet itself in its own check.
         Returns the resourceVersion of the reservation when the view had counted it."""
         taken_at = self._reserved.get(uid)
-        if taken_at is not None or uid in self._assumed:
+        if taken_at is not None or uid in self.assumed:
             self._uncount(uid)
         return taken_at
 
-    def forget(self, uid: str) -> None:
-        """Drop an assumed pod (Unreserve); a pod whose binding arrived stays. If a holder's
-        reservation of it is live (a worker's proposal, reserved, waiting at Permit), the
-        reservation counts from now on."""
-        if uid in self._assumed:
-            self._uncount(uid)
-            live = self._live.get(uid)
-            if live is not None:
-                key, node, rv = live
-                pod = self.pods.get(key)
-                if pod is not None and pod.metadata.uid == uid:
-                    self._count_reserved(pod, node, rv)
+    def forget(self, uid: str, attempt: int | None = None) -> bool:
+        """Drop an assumed pod (Unreserve; only the assumption of `attempt` when given); a
+        pod whose binding arrived stays. If a holder's reservation of it is live (a worker's
+        proposal, reserved, waiting at Permit), the reservation counts from now on."""
+        held = self.assumed.get(uid)
+        if held is None or (attempt is not None and held.attempt != attempt):
+            return False
+        self._uncount(uid)
+        self._by_node = None
+        live = self._live.get(uid)
+        if live is not None:
+            key, node, rv = live
+            pod = self.pods.get(key)
+            if pod is not None and pod.metadata.uid == uid:
+                self._count_reserved(pod, node, rv)
+        return True
+
+    def expire(self, now: float, ttl: float) -> int:
+        """Forget assumptions older than `ttl` (their binder died; the queue dispatches the
+        pod again); how many."""
+        stale = [uid for uid, held in self.assumed.items() if now - held.since > ttl]
+        for uid in stale:
+            self.forget(uid)
+        return len(stale)
+
+    # -------------------------------------------------------------- nominator
+    def nominate(self, pod: Pod, node: str) -> None:
+        """Record (or, with "", clear) the pod's nominated node, as this scheduler decided it
+        (upstream's nominator does so in process): the next cycles count the preemptor on its
+        node before the nomination comes back through the stream."""
+        uid = pod.metadata.uid
+        if node:
+            status = replace(pod.status, nominated_node_name=node)
+            self._nominated[uid] = replace(pod, status=status)
+        else:
+            self._nominated.pop(uid, None)
+        self._by_node = None
 
     @contextlib.contextmanager
     def as_of(self, rv: int) -> Iterator[None]:
@@ -404,7 +534,7 @@ class ClusterView:
         return self.pods.get(key) if kind == "Pod" else None
 
     def is_assumed(self, uid: str) -> bool:
-        return uid in self._assumed
+        return uid in self.assumed
 
     def is_counted(self, uid: str) -> bool:
         """Whether the pod is counted on a node (bound, assumed, or reserved by a holder)."""
@@ -434,10 +564,27 @@ class ClusterView:
         return True
 
 
-def _on_node(pod: Pod, node: str) -> Pod:
+def on_node(pod: Pod, node: str) -> Pod:
     """A shallow copy of the pod with spec.nodeName set (the stored pod is not touched)."""
     return replace(pod, spec=replace(pod.spec, node_name=node))
 
 
 def _key(kind: str, obj: Any) -> str:
     return object_key(kind, obj.metadata.namespace, obj.metadata.name)
+
+
+class AttemptCache:
+    """The scheduling cycle's PodCache over a ClusterCache, for one attempt."""
+
+    __slots__ = ("attempt", "cache", "now")
+
+    def __init__(self, cache: ClusterCache, attempt: int, now: float) -> None:
+        self.cache = cache
+        self.attempt = attempt
+        self.now = now
+
+    def assume(self, pod: Pod, node_name: str) -> Pod:
+        return self.cache.assume(pod, node_name, self.attempt, self.now)
+
+    def forget(self, pod: Pod) -> None:
+        self.cache.forget(pod.metadata.uid, self.attempt)
