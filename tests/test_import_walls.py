@@ -124,7 +124,6 @@ def test_modules_stay_small() -> None:
     along the seam named (a new entry needs a reason as concrete)."""
     reasons = {
         "scheduling/framework/runtime.py": "extension-point runners vs. Framework construction",
-        "scheduling/plugins/defaultpreemption/evaluator.py": "candidate search vs. victims",
         "services/binder/binder.py": "bind path vs. preemption and gang (Permit) handling",
         "services/queue/store.py": "writes (events, outcomes) vs. reads (pending view)",
     }

@@ -17,7 +17,7 @@ from scheduling.plugins.defaultpreemption import (
     more_important_pod,
     pick_one_node_for_preemption,
 )
-from scheduling.plugins.defaultpreemption.evaluator import rejection_codes
+from scheduling.plugins.defaultpreemption.environment import rejection_codes
 from shared.models import Pod, priority_of
 from tests.builders import make_pod
 from tests.preemption.fakes import (

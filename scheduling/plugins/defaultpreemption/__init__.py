@@ -21,12 +21,12 @@ from scheduling.plugins.defaultpreemption.default_preemption import (
     environment_from_handle,
     new,
 )
-from scheduling.plugins.defaultpreemption.evaluator import (
-    Evaluator,
+from scheduling.plugins.defaultpreemption.environment import (
     PreemptionEnvironment,
     fit_error_message,
     lower_priority_nominated_pods,
 )
+from scheduling.plugins.defaultpreemption.evaluator import Evaluator
 
 __all__ = [
     "Candidate",

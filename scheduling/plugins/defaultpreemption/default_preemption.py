@@ -34,12 +34,12 @@ from scheduling.framework.interfaces import (
 )
 from scheduling.framework.status import Status
 from scheduling.plugins import names
-from scheduling.plugins.defaultpreemption.evaluator import (
-    Evaluator,
+from scheduling.plugins.defaultpreemption.environment import (
     IsEligiblePod,
     PreemptionEnvironment,
     PreemptionExtender,
 )
+from scheduling.plugins.defaultpreemption.evaluator import Evaluator
 from shared.config import DefaultPreemptionArgs
 from shared.models import Pod
 

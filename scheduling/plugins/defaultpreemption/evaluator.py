@@ -29,9 +29,7 @@ Two ways to run the dry run, with the same answers (tests compare them with a pl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,10 +37,9 @@ from numpy.typing import NDArray
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.extender import Victims
-from scheduling.framework.interfaces import Diagnosis, FilterPlugin, PostFilterResult
+from scheduling.framework.interfaces import Diagnosis, PostFilterResult
 from scheduling.framework.nominated import (
     FilterContext,
-    FilterOutcome,
     PreFilterExtensions,
     extensions_of,
     run_filters_with_nominated_pods,
@@ -56,143 +53,25 @@ from scheduling.plugins.defaultpreemption.candidates import (
     num_candidates,
     pick_one,
 )
+from scheduling.plugins.defaultpreemption.chunks import Chunk, Collected
+from scheduling.plugins.defaultpreemption.environment import (
+    MIN_CHUNK,
+    MSG_NEVER,
+    MSG_NO_CANDIDATE,
+    MSG_TERMINATING,
+    NO_VICTIMS,
+    DryRun,
+    IsEligiblePod,
+    PreemptionEnvironment,
+    PreemptionExtender,
+    SlotCandidate,
+    aggregate_errors,
+    fit_error_message,
+    rejection_codes,
+    terminating_by_preemption,
+)
 from scheduling.plugins.defaultpreemption.pdb import pdb_violations
-from shared.models import PREEMPT_NEVER, Pod, PodDisruptionBudget, priority_of
-
-MSG_NEVER = "not eligible due to preemptionPolicy=Never."
-MSG_TERMINATING = "not eligible due to a terminating pod on the nominated node."
-MSG_NO_VICTIMS = "No preemption victims found for incoming pod"
-MSG_NOT_HELPFUL = "Preemption is not helpful for scheduling"
-MSG_NO_CANDIDATE = "no candidate node for preemption"
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
-DISRUPTION_TARGET = "DisruptionTarget"
-
-NO_VICTIMS = Status.unresolvable(MSG_NO_VICTIMS)
-MIN_CHUNK = 128
-"""Nodes evaluated together at least, when the dry run walks the nodes chunk by chunk."""
-
-
-class PreemptionExtender(Protocol):
-    """What preemption uses of an extender (scheduling.framework.extender.HTTPExtender)."""
-
-    @property
-    def name(self) -> str: ...
-
-    def is_ignorable(self) -> bool: ...
-
-    def supports_preemption(self) -> bool: ...
-
-    def is_interested(self, pod: Pod) -> bool: ...
-
-    def process_preemption(
-        self, pod: Pod, victims: Mapping[str, Victims], pods_on_node: Mapping[str, Sequence[Pod]]
-    ) -> dict[str, Victims]: ...
-
-
-@dataclass(slots=True)
-class PreemptionEnvironment:
-    """What one preemption decision reads from the framework that runs it."""
-
-    nodes: NodeColumns
-    filter_plugins: Sequence[FilterPlugin]
-    pre_filter_plugins: Sequence[object] = ()
-    nominated: Mapping[str, Sequence[Pod]] = field(default_factory=dict)
-    pdbs: Sequence[PodDisruptionBudget] = ()
-    extenders: Sequence[PreemptionExtender] = ()
-
-
-@dataclass(slots=True)
-class _SlotCandidate:
-    row: int
-    slots: NDArray[np.intp]
-    num_pdb_violations: int
-
-
-@dataclass(slots=True)
-class DryRun:
-    """Candidates (nodes without PDB violations first), and why other nodes are not."""
-
-    picked: list[_SlotCandidate]
-    statuses: dict[int, Status]
-    """Row -> why that node is not a candidate (nodes evaluated and rejected)."""
-    errors: list[str]
-    index: PodIndex
-    names: list[str]
-    table: CandidateTable | None = None
-    """The candidates' victims as arrays, for pick_one."""
-
-    def candidate(self, i: int) -> Candidate:
-        found = self.picked[i]
-        victims = [self.index.pod(s) for s in found.slots.tolist()]
-        return Candidate(self.names[found.row], victims, found.num_pdb_violations)
-
-    @property
-    def candidates(self) -> list[Candidate]:
-        return [self.candidate(i) for i in range(len(self.picked))]
-
-
-IsEligiblePod = Callable[[Pod, Pod, NodeColumns, int], bool]
-"""(victim, preemptor, nodes, row) -> may this victim be preempted (besides lower priority)."""
-
-
-def aggregate_errors(messages: Sequence[str]) -> str:
-    """Upstream utilerrors.NewAggregate(errs).Error(): one message, or "[a, b]" deduplicated."""
-    unique = list(dict.fromkeys(messages))
-    if len(unique) == 1:
-        return unique[0]
-    return "[" + ", ".join(unique) + "]"
-
-
-def fit_error_message(num_all_nodes: int, statuses: Mapping[int, Status]) -> str:
-    """FitError.Error(): "0/N nodes are available: <count reason, ...>." where nodes without a
-    status count as "Preemption is not helpful for scheduling"."""
-    reasons: dict[str, int] = {}
-    for status in statuses.values():
-        for reason in status.reasons:
-            reasons[reason] = reasons.get(reason, 0) + 1
-    absent = num_all_nodes - len(statuses)
-    if absent > 0:
-        reasons[MSG_NOT_HELPFUL] = reasons.get(MSG_NOT_HELPFUL, 0) + absent
-    message = f"0/{num_all_nodes} nodes are available:"
-    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    if parts:
-        message += " " + ", ".join(parts) + "."
-    return message
-
-
-def rejection_codes(diagnosis: Diagnosis, num_nodes: int) -> NDArray[np.int8]:
-    """Filter status code per row; rows the diagnosis does not mention are unresolvable."""
-    codes = np.full(num_nodes, int(Code.UNSCHEDULABLE_AND_UNRESOLVABLE), dtype=np.int8)
-    for status, rows in diagnosis.rejections:
-        # -1 marks a node that left the columns (framework.cycle): it is nowhere now.
-        codes[rows[(rows >= 0) & (rows < num_nodes)]] = int(status.code)
-    return codes
-
-
-def terminating_by_preemption(pod: Pod) -> bool:
-    """Upstream podTerminatingByPreemption. Pods without conditions in the model: any pod
-    being deleted counts (berth deletes victims itself)."""
-    if pod.metadata.deletion_timestamp is None:
-        return False
-    conditions = getattr(pod.status, "conditions", None)
-    if conditions is None:
-        return True
-    for condition in conditions:
-        if getattr(condition, "type", "") == DISRUPTION_TARGET:
-            return bool(
-                getattr(condition, "status", "") == "True"
-                and getattr(condition, "reason", "") == PREEMPTION_BY_SCHEDULER
-            )
-    return False
-
-
-def lower_priority_nominated_pods(
-    pod: Pod, node_name: str, nominated: Mapping[str, Sequence[Pod]]
-) -> list[Pod]:
-    """Pods nominated to `node_name` with lower priority than `pod`: after preempting there,
-    clear their nominatedNodeName so they look elsewhere (upstream prepareCandidate)."""
-    priority = priority_of(pod)
-    return [p for p in nominated.get(node_name, ()) if priority_of(p) < priority]
+from shared.models import PREEMPT_NEVER, Pod, priority_of
 
 
 class Evaluator:
@@ -371,8 +250,8 @@ class Evaluator:
         """The dry run over chunks of nodes in rotation order (each chunk evaluated at once),
         until the chunks so far hold enough candidates: the answer a sequential walk gives."""
         scratch = Scratch(env.nodes, self.index)
-        collected = _Collected(wanted)
-        evaluated: list[_Chunk] = []
+        collected = Collected(wanted)
+        evaluated: list[Chunk] = []
         begin, size = 0, max(2 * wanted, MIN_CHUNK)
         while begin < rotated.shape[0] and not collected.done:
             chunk = self._evaluate_chunk(
@@ -399,7 +278,7 @@ class Evaluator:
         scratch: Scratch,
         rows_in_order: NDArray[np.intp],
         eligible: NDArray[np.bool_],
-    ) -> _Chunk:
+    ) -> Chunk:
         """SelectVictimsOnNode for every node of the chunk at once."""
         index = self.index
         n = len(env.nodes)
@@ -442,7 +321,7 @@ class Evaluator:
         violations_per_row = np.bincount(
             victim_rows, weights=violating[chosen], minlength=n
         ).astype(np.int64)
-        return _Chunk(
+        return Chunk(
             rows_in_order,
             with_victims,
             first,
@@ -452,7 +331,7 @@ class Evaluator:
             violations_per_row,
         )
 
-    def _why_not(self, chunk: _Chunk, statuses: dict[int, Status], errors: list[str]) -> None:
+    def _why_not(self, chunk: Chunk, statuses: dict[int, Status], errors: list[str]) -> None:
         names = self.index_names()
         failed = chunk.first.statuses_by_row()
         has_victims = set(chunk.with_victims.tolist())
@@ -474,7 +353,7 @@ class Evaluator:
 
     def _result(
         self,
-        picked: list[_SlotCandidate],
+        picked: list[SlotCandidate],
         statuses: dict[int, Status],
         errors: list[str],
         now: float,
@@ -510,13 +389,13 @@ class Evaluator:
         scratch = Scratch(env.nodes, index)
         names = self.index_names()
         hopeless = self._hopeless(state, pod, ctx, extensions, scratch, rotated, eligible)
-        fine: list[_SlotCandidate] = []
-        violating: list[_SlotCandidate] = []
+        fine: list[SlotCandidate] = []
+        violating: list[SlotCandidate] = []
         statuses: dict[int, Status] = {}
         errors: list[str] = []
         skipped: list[int] = []
 
-        def visit(row: int) -> _SlotCandidate | None:
+        def visit(row: int) -> SlotCandidate | None:
             row_slots = [s for s in index.row_slots[row] if eligible[s]]
             if not row_slots:
                 statuses[row] = NO_VICTIMS
@@ -604,7 +483,7 @@ class Evaluator:
         row: int,
         row_slots: list[int],
         now: float,
-    ) -> tuple[_SlotCandidate | None, Status]:
+    ) -> tuple[SlotCandidate | None, Status]:
         """Upstream SelectVictimsOnNode on a state copy; leaves `scratch` as it found it."""
         index = self.index
         copy = state.clone()
@@ -659,7 +538,7 @@ class Evaluator:
                     if violating[np.flatnonzero(ordered == slot)[0]]:
                         num_violations += 1
             chosen = np.array([s for s in ordered.tolist() if s in victims], dtype=np.intp)
-            return _SlotCandidate(row, chosen, num_violations), SUCCESS
+            return SlotCandidate(row, chosen, num_violations), SUCCESS
         finally:
             if removed:
                 scratch.restore_slots(np.array(removed, dtype=np.intp))
@@ -667,57 +546,3 @@ class Evaluator:
 
 def _no_victim_error(node_name: str) -> Status:
     return Status.error(f'expected at least one victim pod on node "{node_name}"')
-
-
-@dataclass(slots=True)
-class _Chunk:
-    """Nodes evaluated together, and what SelectVictimsOnNode found on each."""
-
-    rows: NDArray[np.intp]
-    """The chunk's rows in rotation order."""
-    with_victims: NDArray[np.intp]
-    first: FilterOutcome
-    """Filter with every potential victim removed, over `with_victims`."""
-    victim_slots: NDArray[np.intp]
-    victim_rows: NDArray[np.intp]
-    victims_per_row: NDArray[np.int64]
-    violations_per_row: NDArray[np.int64]
-
-    def candidate(self, row: int) -> _SlotCandidate:
-        begin = int(np.searchsorted(self.victim_rows, row))
-        end = begin + int(self.victims_per_row[row])
-        return _SlotCandidate(row, self.victim_slots[begin:end], int(self.violations_per_row[row]))
-
-
-class _Collected:
-    """The candidate lists of upstream's dry run: each holds at most `wanted` candidates, and
-    the walk stops once one candidate violates no PDB and both lists hold `wanted`."""
-
-    def __init__(self, wanted: int) -> None:
-        self.wanted = wanted
-        self.fine: list[_SlotCandidate] = []
-        self.bad: list[_SlotCandidate] = []
-        self.seen_fine = 0
-        self.seen_bad = 0
-        self.done = False
-
-    def add(self, chunk: _Chunk) -> None:
-        rows = chunk.rows
-        is_candidate = chunk.victims_per_row[rows] > 0
-        fine = is_candidate & (chunk.violations_per_row[rows] == 0)
-        bad = is_candidate & ~fine
-        count_fine = self.seen_fine + np.cumsum(fine)
-        count_bad = self.seen_bad + np.cumsum(bad)
-        wanted = self.wanted
-        done = (count_fine > 0) & (
-            np.minimum(count_fine, wanted) + np.minimum(count_bad, wanted) >= wanted
-        )
-        self.done = bool(done.any())
-        stop = int(np.argmax(done)) + 1 if self.done else int(rows.shape[0])
-        head = rows[:stop]
-        for row in head[fine[:stop]][: wanted - len(self.fine)].tolist():
-            self.fine.append(chunk.candidate(int(row)))
-        for row in head[bad[:stop]][: wanted - len(self.bad)].tolist():
-            self.bad.append(chunk.candidate(int(row)))
-        self.seen_fine = int(count_fine[stop - 1]) if stop else self.seen_fine
-        self.seen_bad = int(count_bad[stop - 1]) if stop else self.seen_bad
