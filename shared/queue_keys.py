@@ -1,20 +1,43 @@
 """Redis key names of the queue, all in one place.
 
 Per tenant, every key carries the hash tag ``{<tenant>}`` so one script touches one slot
-(Redis Cluster). Layout (see services/queue/lua/prelude.lua):
+(Redis Cluster). The scripts get the tenant's keys as KEYS (`QueueKeys.tenant`: the base, then
+TENANT_KEYS in order) and build the per-level, per-bucket and per-pop names from the base;
+see services/queue/lua/prelude.lua. tests/queue/test_lua_keys.py checks the prelude, this
+layout and the Python names against each other.
 
-- ``a:<prio>``: active pods of one priority level (score = Timestamp); ``prios`` lists the
-  levels (score = -priority).
-- ``backoff`` (score = expiry), ``gated`` (score = Timestamp).
-- leases, one per pop: ``cyc`` (pod key -> the cycle its pop opened; present iff in flight),
-  ``lq:<first cycle>`` (the pop's pod keys), ``leases`` (member ``first:last``, score = lease
-  expiry), ``ext`` (pods whose lease an ``extend`` outcome renewed, score = their expiry).
-- ``u:<sig>|<prio>|<attempts>``: unschedulable pods by failed-plugin signature, priority and
-  attempts class (score = Timestamp), ``buckets`` the bucket names.
-- per pod hashes (field = pod key): ``st`` state, ``att`` Attempts, ``why`` last failure,
-  ``rq`` what a pop hands out (the body's field and the pre-encoded request fields, see
-  services/queue/wire.py); ``pod`` bodies (field = key#resourceVersion).
-- ``ctr`` (scycle, mrc) and ``stats`` counters; ``aff`` pods with required pod affinity.
+    <base> = <prefix>{<tenant>}:
+    <base>a:<prio>                     zset    active pods of one priority level, score =
+                                               Timestamp
+    <base>prios                        zset    the levels with active pods, score = -priority
+    <base>backoff                      zset    pods backing off, score = backoff expiry
+    <base>gated                        zset    gated pods, score = Timestamp
+    <base>u:<sig>|<prio>|<attempts>    zset    unschedulable pods by failed-plugin signature,
+                                               priority and attempts class, score = Timestamp
+    <base>buckets                      set     the names of the u: buckets
+    <base>cyc                          hash    pod key -> the cycle its pop opened (present
+                                               iff in flight)
+    <base>lq:<first cycle>             list    one pop's pod keys
+    <base>leases                       zset    "first:last" (one per pop), score = its lease
+                                               expiry
+    <base>ext                          zset    pods whose lease an `extend` outcome renewed,
+                                               score = their own expiry
+    <base>st                           hash    pod key -> state (msgpack, services/queue/
+                                               state.py FIELDS)
+    <base>att                          hash    pod key -> Attempts of the attempts that ended
+    <base>why                          hash    pod key -> last failure (plugins, message)
+    <base>rq                           hash    pod key -> what a pop hands out (the body's
+                                               field and the pre-encoded request fields,
+                                               services/queue/wire.py)
+    <base>pod                          hash    key#resourceVersion -> pod body
+    <base>ctr                          hash    scycle, mrc, revoked (counters)
+    <base>stats                        hash    event counters (added, dispatched, ...)
+    <base>aff                          set     pods with required pod affinity
+    <prefix>tenants                    set     every tenant that ever had a pod (no tenant
+                                               slot: only Python reads and writes it)
+    <prefix>{informer}:lease           string  the replica tailing the store's change stream
+                                               (services/queue/informer.py), with a TTL
+    <prefix>{informer}:cursor          string  the last resourceVersion the informer applied
 """
 
 from __future__ import annotations
@@ -93,3 +116,15 @@ class QueueKeys:
     def tenants(self) -> str:
         """SET of every tenant that ever had a pod (not in a tenant slot: read by Python)."""
         return f"{self.prefix}tenants"
+
+    # The informer's two keys share a slot of their own ({informer}); a tenant named
+    # "informer" shares it too, harmlessly: no tenant key is named "lease" or "cursor".
+    @property
+    def informer_lease(self) -> str:
+        """The informer's tailer lease: the holder's replica id, with a TTL."""
+        return f"{self.prefix}{{informer}}:lease"
+
+    @property
+    def informer_cursor(self) -> str:
+        """The last resourceVersion the informer applied (written only under the lease)."""
+        return f"{self.prefix}{{informer}}:cursor"

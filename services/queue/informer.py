@@ -45,6 +45,7 @@ from services.queue.hints import (
 )
 from services.queue.records import PodOp, PodRecord
 from shared.models import Node, Pod
+from shared.queue_keys import QueueKeys
 from shared.store import Change, ClusterStore, StreamGapError
 
 log = logging.getLogger(__name__)
@@ -116,8 +117,9 @@ class StoreInformer:
     ) -> None:
         self.redis = redis
         self.store = store
-        self.lease_key = f"{key_prefix}{{informer}}:lease"
-        self.cursor_key = f"{key_prefix}{{informer}}:cursor"
+        keys = QueueKeys(key_prefix)
+        self.lease_key = keys.informer_lease
+        self.cursor_key = keys.informer_cursor
         self.replica_id = replica_id
         self._handle = handle
         self._relist = relist

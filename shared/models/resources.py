@@ -118,9 +118,10 @@ def pod_host_ports(pod: Pod) -> list[tuple[PortKey, str]]:
     schedutil.GetHostPorts), sanitized as upstream (empty protocol TCP, empty hostIP 0.0.0.0).
 
     The one definition of a pod's host ports: NodeColumns records and counts them,
-    preemption's scratch copy adds and removes them, NodePorts checks them, and the binder's
-    charge (shared.store.records.PodCharge) hands them to the reserve script, which counts
-    them per node exactly as NodeColumns does.
+    preemption's scratch copy adds and removes them; as HostPort records (`host_ports`)
+    NodePorts checks them, the placement audit compares them, and the binder's charge
+    (shared.store.records.PodCharge) hands them to the reserve script, which counts them per
+    node exactly as NodeColumns does.
     """
     sidecars = [c for c in pod.spec.init_containers if c.restart_policy == CONTAINER_RESTART_ALWAYS]
     return [

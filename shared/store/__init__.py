@@ -6,6 +6,7 @@ reservations, bindings, nominations and gangs); key layout in `shared.store.keys
 `NodeUsage.host_ports`.
 """
 
+from shared.models.resources import HostPort
 from shared.store.bindings import (
     DEFAULT_RESERVATION_TTL,
     Bindings,
@@ -25,7 +26,7 @@ from shared.store.errors import (
     StreamGapError,
 )
 from shared.store.keys import KINDS, InvalidNameError, StoreKeys, object_key
-from shared.store.records import HostPort, NodeUsage, PodCharge, pod_group_key
+from shared.store.records import NodeUsage, PodCharge, pod_group_key
 from shared.store.store import (
     RESERVATION,
     Applied,

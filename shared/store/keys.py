@@ -22,6 +22,11 @@ on data only the script reads (the node a pod is bound to, the nodes with usage)
     <base>gang:<ns/group>      hash  gen, state ("w" waiting / "p" permitted), since
     <base>gangm:<ns/group>     set   pod keys holding a reservation in the current generation
     <base>gangbound            hash  ns/group -> bound members
+    <base>workers              hash  worker id -> heartbeat (written by the scheduler workers,
+                                     services/scheduler heartbeat_key; no script touches it)
+
+tests/store/test_lua_keys.py checks the Lua prelude, this layout and `StoreKeys` against each
+other, and the usage-hash fields against shared.models.HostPort.field and NodeUsage.
 """
 
 from __future__ import annotations
@@ -132,3 +137,9 @@ class StoreKeys:
     @property
     def gang_bound(self) -> str:
         return self.base + "gangbound"
+
+    @property
+    def workers(self) -> str:
+        """The scheduler workers' heartbeats (services/scheduler/service.py heartbeat_key
+        spells it too; tests/store/test_lua_keys.py pins the two together)."""
+        return self.base + "workers"

@@ -15,6 +15,7 @@ from services.queue.hints import NODE_ADD
 from services.queue.records import PodRecord
 from services.queue.store import QueueStore
 from shared.messages import Outcome, ScheduleRequest
+from shared.models import required_terms
 from shared.redisconn import connect
 from tests.queue.builders import make_pod, outcome, record
 
@@ -275,6 +276,22 @@ async def test_a26_affinity_in_another_namespace_needs_the_term_to_name_it(
     assert (await store.assigned_pod_added(elsewhere)).moved == 0
     here = PodRecord.from_pod(make_pod("db", "team-a", labels={"app": "db"}, node_name="n"))
     assert (await store.assigned_pod_added(here)).moved == 1
+
+
+async def test_a26_affinity_honours_match_label_keys(store: QueueStore, clock: ManualClock) -> None:
+    """The term's selector with matchLabelKeys merged (shared.models.affinity_term_matches, as
+    the scheduler matches it): a bound pod of another generation does not wake the fan."""
+    fan = make_pod("fan", labels={"gen": "1"}, affinity_to={"app": "db"})
+    [term] = required_terms(fan)
+    term.match_label_keys = ["gen"]
+    await store.add([PodRecord.from_pod(fan)])
+    [request] = await store.pop(T, 1)
+    await store.record_outcomes([outcome(request, plugins=("InterPodAffinity",))])
+    clock.advance(5)
+    older = make_pod("db-old", labels={"app": "db", "gen": "0"}, node_name="n1")
+    assert (await store.assigned_pod_added(PodRecord.from_pod(older))).moved == 0
+    same = make_pod("db-1", labels={"app": "db", "gen": "1"}, node_name="n1")
+    assert (await store.assigned_pod_added(PodRecord.from_pod(same))).moved == 1
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,11 @@
 A term matches a pod when the pod's namespace is in `namespaces` or its namespace's labels
 match `namespace_selector`, and the pod's labels match `selector` (AffinityTerm.Matches).
 
+The plain definition of that is shared.models.affinity (the queue and the audit use it); this
+is its parsed form, built once per pod so that matching is cheap: the namespaces and the
+merged label selector come from the shared helpers (term_namespaces, term_label_selector), and
+test_terms_agree.py checks that matching agrees with affinity_term_matches.
+
 Parsing (upstream GetAffinityTerms / getNamespacesFromPodAffinityTerm, plus the API server's
 admission step for matchLabelKeys/mismatchLabelKeys):
 - `namespaces` empty and `namespaceSelector` nil mean the owner pod's own namespace;
@@ -19,16 +24,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduling.plugins.podindex.selectors import (
-    IN,
-    NOT_IN,
     LabelQuery,
-    Requirement,
     SelectorError,
     parse_label_selector,
     query_matches,
-    requirement,
 )
 from shared.models import Pod, PodAffinityTerm, WeightedPodAffinityTerm
+from shared.models.affinity import term_label_selector, term_namespaces
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,28 +81,12 @@ class PodAffinityTerms:
 NO_TERMS = PodAffinityTerms()
 
 
-def _label_key_requirements(
-    keys: list[str], operator: str, labels: Mapping[str, str]
-) -> list[Requirement]:
-    return [requirement(key, operator, (labels[key],)) for key in keys if key in labels]
-
-
 def parse_term(pod: Pod, term: PodAffinityTerm) -> AffinityTerm:
     """Raises SelectorError when a selector does not parse."""
-    selector = parse_label_selector(term.label_selector)
-    if selector is not None and (term.match_label_keys or term.mismatch_label_keys):
-        labels = pod.metadata.labels
-        extra = _label_key_requirements(term.match_label_keys, IN, labels)
-        extra += _label_key_requirements(term.mismatch_label_keys, NOT_IN, labels)
-        selector = selector.with_requirements(extra)
-    if not term.namespaces and term.namespace_selector is None:
-        namespaces = frozenset((pod.metadata.namespace,))
-    else:
-        namespaces = frozenset(term.namespaces)
     return AffinityTerm(
-        namespaces=namespaces,
+        namespaces=term_namespaces(term, pod.metadata.namespace),
         namespace_selector=parse_label_selector(term.namespace_selector),
-        selector=selector,
+        selector=parse_label_selector(term_label_selector(term, pod.metadata.labels)),
         topology_key=term.topology_key,
     )
 

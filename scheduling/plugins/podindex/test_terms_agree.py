@@ -1,7 +1,7 @@
-"""The parsed affinity terms (podindex AffinityTerm, and InterPodAffinity's namespace-merged
-form) agree with the one plain definition, shared.models.affinity_term_matches (upstream
-AffinityTerm.Matches): a table of the upstream rules, then many seeded random terms, owners,
-pods and namespaces."""
+"""The parsed affinity terms (podindex AffinityTerm, InterPodAffinity's namespace-merged form
+and the PodIndex query built from it) agree with the one plain definition,
+shared.models.affinity_term_matches (upstream AffinityTerm.Matches): a table of the upstream
+rules, then many seeded random terms, owners, pods and namespaces."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from scheduling.plugins.interpodaffinity.filtering import merge_namespaces
+from scheduling.plugins.interpodaffinity.filtering import merge_namespaces, pod_query
 from scheduling.plugins.podindex import StaticClusterObjects, parse_term
 from shared.models import (
     LabelSelector,
@@ -42,7 +42,7 @@ def parsed_matches(term: PodAffinityTerm, owner: Pod, ns: str, labels: Mapping[s
     return parse_term(owner, term).matches(ns, labels, NAMESPACE_LABELS.get(ns, {}))
 
 
-OBJECTS = StaticClusterObjects([make_namespace(n, l) for n, l in NAMESPACE_LABELS.items()])
+OBJECTS = StaticClusterObjects([make_namespace(ns, lb) for ns, lb in NAMESPACE_LABELS.items()])
 
 
 def merged_matches(term: PodAffinityTerm, owner: Pod, ns: str, labels: Mapping[str, str]) -> bool:
@@ -51,11 +51,18 @@ def merged_matches(term: PodAffinityTerm, owner: Pod, ns: str, labels: Mapping[s
     return merge_namespaces(parse_term(owner, term), OBJECTS).matches(ns, labels, {})
 
 
+def query_matches(term: PodAffinityTerm, owner: Pod, ns: str, labels: Mapping[str, str]) -> bool:
+    """The merged term as the PodIndex query that counts matching bound pods."""
+    return pod_query(merge_namespaces(parse_term(owner, term), OBJECTS)).matches(ns, labels)
+
+
 MATCHERS = [
     pytest.param(shared_matches, id="shared"),
     pytest.param(parsed_matches, id="podindex"),
     pytest.param(merged_matches, id="interpodaffinity-merged"),
+    pytest.param(query_matches, id="podindex-query"),
 ]
+MERGED = (merged_matches, query_matches)
 
 OWNER = make_pod("owner").namespace("a").label("app", "1").label("tier", "2").obj()
 APP_1 = label_selector({"app": "1"})
@@ -129,7 +136,7 @@ def test_upstream_rules(
     labels: dict[str, str],
     want: bool,
 ) -> None:
-    if matches is merged_matches and namespace == UNKNOWN_NAMESPACE:
+    if matches in MERGED and namespace == UNKNOWN_NAMESPACE:
         pytest.skip("the merged form lists existing namespaces only, as upstream's")
     assert matches(the_term, OWNER, namespace, labels) is want
 
@@ -187,5 +194,6 @@ def test_random_terms_agree() -> None:
         assert parsed_matches(the_term, owner, namespace, labels) is want, case
         if namespace != UNKNOWN_NAMESPACE:
             assert merged_matches(the_term, owner, namespace, labels) is want, case
+            assert query_matches(the_term, owner, namespace, labels) is want, case
     # Both answers are well represented, or the comparison says little.
     assert min(outcomes.values()) > 400, outcomes

@@ -1,5 +1,6 @@
 -- berth queue: the key slots and helpers every script starts with (prepended when loading).
--- KEYS order: shared/queue_keys.py TENANT_KEYS. Times are integer microseconds.
+-- KEYS order: shared/queue_keys.py TENANT_KEYS (tests/queue/test_lua_keys.py checks the
+-- names below against it). Times are integer microseconds.
 --
 -- Where a pod waits is the one sorted set holding it, member = pod key, or `cyc` in flight:
 --   a:<prio>          active, one set per priority level, score = Timestamp (PrioritySort:

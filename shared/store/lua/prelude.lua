@@ -1,6 +1,7 @@
 -- Shared by every store script (Redis 6.2 Lua: scripts cannot share functions, so this text is
 -- prepended to each). KEYS[1] is <base>rv; the other keys derive from its prefix, see
--- shared/store/keys.py for the layout. All of them carry the cluster's hash tag.
+-- shared/store/keys.py for the layout (tests/store/test_lua_keys.py checks the names below
+-- against it). All of them carry the cluster's hash tag.
 local RV_KEY = KEYS[1]
 local BASE = string.sub(RV_KEY, 1, -3)
 local STREAM = BASE .. "stream"
