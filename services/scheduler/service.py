@@ -67,7 +67,7 @@ from shared.messages import (
 )
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
-from shared.store import ClusterStore, HostPort, NodeUsage
+from shared.store import ClusterStore, HostPort, NodeUsage, StoreKeys
 from shared.tasks import finish
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
 
@@ -95,7 +95,8 @@ def _record(span: Span, decision: Decision) -> None:
 
 
 def heartbeat_key(prefix: str, cluster: str) -> str:
-    return f"{prefix}{{{cluster}}}:workers"
+    """The hash of the workers' heartbeats (one field per worker): the store's `workers` key."""
+    return StoreKeys(prefix, cluster).workers
 
 
 @dataclass(slots=True)

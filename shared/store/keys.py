@@ -22,8 +22,8 @@ on data only the script reads (the node a pod is bound to, the nodes with usage)
     <base>gang:<ns/group>      hash  gen, state ("w" waiting / "p" permitted), since
     <base>gangm:<ns/group>     set   pod keys holding a reservation in the current generation
     <base>gangbound            hash  ns/group -> bound members
-    <base>workers              hash  worker id -> heartbeat (written by the scheduler workers,
-                                     services/scheduler heartbeat_key; no script touches it)
+    <base>workers              hash  worker id -> heartbeat (written by the scheduler workers;
+                                     no script touches it)
 
 tests/store/test_lua_keys.py checks the Lua prelude, this layout and `StoreKeys` against each
 other, and the usage-hash fields against shared.models.HostPort.field and NodeUsage.
@@ -140,6 +140,6 @@ class StoreKeys:
 
     @property
     def workers(self) -> str:
-        """The scheduler workers' heartbeats (services/scheduler/service.py heartbeat_key
-        spells it too; tests/store/test_lua_keys.py pins the two together)."""
+        """The scheduler workers' heartbeats (one field per worker, written by each worker,
+        read by `berth get queues` and `berth run`)."""
         return self.base + "workers"
