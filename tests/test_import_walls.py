@@ -125,7 +125,6 @@ def test_modules_stay_small() -> None:
     reasons = {
         "scheduling/framework/runtime.py": "extension-point runners vs. Framework construction",
         "services/binder/binder.py": "bind path vs. preemption and gang (Permit) handling",
-        "services/queue/store.py": "writes (events, outcomes) vs. reads (pending view)",
     }
     long = [
         f"{path.relative_to(ROOT)}: {count}"

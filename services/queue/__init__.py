@@ -21,14 +21,8 @@ from services.queue.hints import (
     Resource,
 )
 from services.queue.service import QueueService
-from services.queue.store import (
-    MoveResult,
-    NominatedPod,
-    PendingPod,
-    PendingView,
-    QueueCounts,
-    QueueStore,
-)
+from services.queue.store import MoveResult, QueueStore
+from services.queue.views import NominatedPod, PendingPod, PendingView, QueueCounts
 
 __all__ = [
     "ASSIGNED_POD_ADD",

@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from services.queue.config import QueueConfig
 from services.queue.service import QueueService
-from services.queue.store import QueueCounts, QueueStore
+from services.queue.store import QueueStore
+from services.queue.views import QueueCounts
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics, default_metrics

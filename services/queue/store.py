@@ -15,10 +15,9 @@ are passed into the scripts, so tests drive them.
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 import msgpack
@@ -37,7 +36,12 @@ from services.queue.hints import (
 from services.queue.records import PodOp, PodRecord
 from services.queue.scripts import QueueScripts
 from services.queue.state import PodState
-from services.queue.wire import EncodedBatch, PoppedPods, request_blob, split_blobs
+from services.queue.views import (
+    QueueReads,
+    integer,
+    text,
+)
+from services.queue.wire import EncodedBatch, PoppedPods, TenantPop, request_blob, split_blobs
 from shared.messages import MessageError, Outcome, ScheduleRequest
 from shared.models import affinity_term_matches, required_terms
 from shared.queue_keys import LOCATIONS, QueueKeys, body_field, check_tenant
@@ -73,88 +77,6 @@ class MoveResult:
         return self.to_active + self.to_backoff
 
 
-@dataclass(frozen=True, slots=True)
-class QueueCounts:
-    active: int = 0
-    backoff: int = 0
-    unschedulable: int = 0
-    gated: int = 0
-    inflight: int = 0
-
-    @property
-    def pending(self) -> int:
-        return self.active + self.backoff + self.unschedulable + self.gated + self.inflight
-
-    def __add__(self, other: QueueCounts) -> QueueCounts:
-        return QueueCounts(
-            self.active + other.active,
-            self.backoff + other.backoff,
-            self.unschedulable + other.unschedulable,
-            self.gated + other.gated,
-            self.inflight + other.inflight,
-        )
-
-    def summary(self) -> str:
-        """Upstream PendingPods() summary (gated pods live in unschedulablePods there)."""
-        return (
-            f"activeQ:{self.active}; backoffQ:{self.backoff}; "
-            f"unschedulablePods:{self.unschedulable + self.gated}; inFlight:{self.inflight}"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PendingPod:
-    """One pending pod as `berth get pods` shows it: where it is, and why."""
-
-    tenant: str
-    key: str
-    uid: str
-    queue: str
-    """active | backoff | unschedulable | gated | inflight"""
-    attempts: int
-    priority: int
-    timestamp: float
-    initial_attempt_timestamp: float
-    unschedulable_plugins: tuple[str, ...] = ()
-    pending_plugins: tuple[str, ...] = ()
-    message: str = ""
-    nominated_node_name: str = ""
-    backoff_expires_at: float | None = None
-    lease_expires_at: float | None = None
-    redispatches: int = 0
-    conflicts: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class PendingView:
-    counts: dict[str, QueueCounts]
-    """Per tenant."""
-    pods: list[PendingPod] = field(default_factory=list)
-
-    @property
-    def total(self) -> QueueCounts:
-        return sum(self.counts.values(), QueueCounts())
-
-
-@dataclass(frozen=True, slots=True)
-class NominatedPod:
-    tenant: str
-    key: str
-    node_name: str
-    priority: int
-    pod: bytes
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _int(value: Any, default: int = 0) -> int:
-    return default if value is None else int(value)
-
-
 def _why_blob(plugins: Iterable[str], pending: Iterable[str], message: str) -> bytes:
     return cast(
         bytes,
@@ -163,13 +85,6 @@ def _why_blob(plugins: Iterable[str], pending: Iterable[str], message: str) -> b
             use_bin_type=True,
         ),
     )
-
-
-def _read_why(blob: bytes | None) -> tuple[tuple[str, ...], tuple[str, ...], str]:
-    if not blob:
-        return (), (), ""
-    data = msgpack.unpackb(blob, raw=False)
-    return tuple(data.get("plugins", ())), tuple(data.get("pending", ())), data.get("msg", "")
 
 
 def _gated_why(gates: Sequence[str]) -> bytes:
@@ -195,67 +110,7 @@ def _split_unique(items: Sequence[Any], key: Callable[[Any], str]) -> list[list[
     return [run for run in runs if run]
 
 
-def _micros_or_none(value: float | None) -> float | None:
-    return None if value is None else from_micros(value)
-
-
-def _lease_expiries(
-    cycles: Mapping[bytes, bytes],
-    leases: Sequence[tuple[bytes, float]],
-    renewed: Sequence[tuple[bytes, float]],
-) -> dict[str, float | None]:
-    """Each in-flight pod's lease expiry (us): its renewal's, else its pop's (the lease whose
-    cycles first..last hold the pod's); None if neither is found (never expected)."""
-    spans = sorted(
-        (int(first), int(last), expiry)
-        for member, expiry in leases
-        for first, last in [_text(member).split(":")]
-    )
-    firsts = [first for first, _, _ in spans]
-    own = {_text(key): expiry for key, expiry in renewed}
-    out: dict[str, float | None] = {}
-    for raw_key, raw_cycle in cycles.items():
-        key, cycle = _text(raw_key), int(raw_cycle)
-        index = bisect.bisect_right(firsts, cycle) - 1
-        if key in own:
-            out[key] = own[key]
-        elif index >= 0 and cycle <= spans[index][1]:
-            out[key] = spans[index][2]
-        else:
-            out[key] = None
-    return out
-
-
-@dataclass(slots=True)
-class _Pop:
-    """One tenant's pop while `QueueStore.pop_raw` reads it: parallel lists, in pop order."""
-
-    tenant: str
-    revoked: int
-    keys: list[bytes]
-    cycles: list[int]
-    fields: list[bytes] = field(default_factory=list)
-    fragments: list[bytes] = field(default_factory=list)
-    bodies: list[bytes | None] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, tenant: str, reply: list[Any]) -> _Pop:
-        if not reply:
-            return cls(tenant, 0, [], [])
-        first_cycle, revoked, *keys = reply
-        return cls(tenant, revoked, keys, list(range(first_cycle, first_cycle + len(keys))))
-
-    def keep(self, indexes: Sequence[int]) -> None:
-        """Only these pods (the others are gone or no longer leased by this pop)."""
-        if len(indexes) == len(self.keys):
-            return
-        for name in ("keys", "cycles", "fields", "fragments", "bodies"):
-            values = getattr(self, name)
-            if values:
-                setattr(self, name, [values[i] for i in indexes])
-
-
-class QueueStore:
+class QueueStore(QueueReads):
     """kube-scheduler's PriorityQueue over Redis; see the module docstring."""
 
     def __init__(
@@ -266,13 +121,11 @@ class QueueStore:
         *,
         namespace_labels: NamespaceLabels | None = None,
     ) -> None:
-        self.redis = redis
         self.config = config or QueueConfig()
+        super().__init__(redis, QueueKeys(self.config.key_prefix))
         self.clock = clock or SystemClock()
-        self.keys = QueueKeys(self.config.key_prefix)
         self.scripts = QueueScripts.register(redis)
         self._namespace_labels = namespace_labels or _no_namespace_labels
-        self._known_tenants: set[str] = set()
         self._initial_us = to_micros(self.config.initial_backoff_seconds)
         self._max_us = to_micros(self.config.max_backoff_seconds)
 
@@ -297,12 +150,6 @@ class QueueStore:
         if new:
             await self.redis.sadd(self.keys.tenants, *new)
             self._known_tenants.update(new)
-
-    async def tenants(self) -> list[str]:
-        members = await self.redis.smembers(self.keys.tenants)
-        found = sorted(_text(m) for m in members)
-        self._known_tenants.update(found)
-        return found
 
     # ------------------------------------------------------------------ pod events
 
@@ -355,7 +202,7 @@ class QueueStore:
         gated: dict[str, dict[Any, Any]] = defaultdict(dict)
         for (tenant, run), reply in zip(calls, replies, strict=True):
             for i, loc in zip(run, reply, strict=True):
-                results[i] = LOCATIONS.get(_text(loc), "")
+                results[i] = LOCATIONS.get(text(loc), "")
                 pod = items[i][1]
                 if results[i] == "gated":
                     gated[tenant][pod.key] = _gated_why(pod.scheduling_gates)
@@ -453,7 +300,9 @@ class QueueStore:
                     keys=self._keys(tenant), args=[now, count, cap, lease_us], client=pipe
                 )
             replies = await pipe.execute()
-        pops = [_Pop.of(tenant, reply) for (tenant, _), reply in zip(wanted, replies, strict=True)]
+        pops = [
+            TenantPop.of(tenant, reply) for (tenant, _), reply in zip(wanted, replies, strict=True)
+        ]
         busy = [pop for pop in pops if pop.keys]
         async with self.redis.pipeline(transaction=False) as pipe:
             for pop in busy:
@@ -471,7 +320,7 @@ class QueueStore:
             read = await pipe.execute()
         for pop, bodies, revoked in zip(busy, read[::2], read[1::2], strict=True):
             pop.bodies = bodies
-            if _int(revoked) != pop.revoked:
+            if integer(revoked) != pop.revoked:
                 # A lease ended (expiry, delete) since the pop: the blobs read may be newer
                 # than this pop's leases. Keep the pods whose lease is still this pop's.
                 await self._drop_revoked(pop)
@@ -486,7 +335,7 @@ class QueueStore:
             for pop in pops
         ]
 
-    async def _drop_revoked(self, pop: _Pop) -> None:
+    async def _drop_revoked(self, pop: TenantPop) -> None:
         cycles = await self.redis.hmget(self.keys.key(pop.tenant, "cyc"), pop.keys)
         pop.keep(
             [
@@ -506,7 +355,7 @@ class QueueStore:
             if blob is None:
                 name = key.decode()
                 st = await self.state(tenant, name)
-                ended = _int(await self.redis.hget(self.keys.key(tenant, "att"), name))
+                ended = integer(await self.redis.hget(self.keys.key(tenant, "att"), name))
                 out[index] = None if st is None else request_blob(name, st, ended)
         return out
 
@@ -556,7 +405,7 @@ class QueueStore:
                     ]
                 reply = await self.scripts.outcome(keys=keys, args=args)
                 for i, effect in zip(run, reply, strict=True):
-                    results[i] = _text(effect)
+                    results[i] = text(effect)
             whys: dict[Any, Any] = {
                 outcomes[i].pod_key: _why_blob(
                     outcomes[i].unschedulable_plugins,
@@ -675,7 +524,7 @@ class QueueStore:
         return targets
 
     async def _affinity_keys(self, tenant: str) -> list[str]:
-        return sorted(_text(k) for k in await self.redis.smembers(self.keys.key(tenant, "aff")))
+        return sorted(text(k) for k in await self.redis.smembers(self.keys.key(tenant, "aff")))
 
     async def _states(self, tenant: str, keys: Sequence[str]) -> list[tuple[str, PodState]]:
         if not keys:
@@ -739,161 +588,3 @@ class QueueStore:
                 await script(keys=self._keys(tenant), args=args, client=pipe)
             replies = await pipe.execute()
         return sum(int(r) for r in replies)
-
-    # ------------------------------------------------------------------ reads
-
-    async def scheduling_cycle(self, tenant: str) -> int:
-        return _int(await self.redis.hget(self.keys.key(tenant, "ctr"), "scycle"), 0)
-
-    async def move_request_cycle(self, tenant: str) -> int:
-        return _int(await self.redis.hget(self.keys.key(tenant, "ctr"), "mrc"), -1)
-
-    async def stats(self, tenant: str) -> dict[str, int]:
-        raw = await self.redis.hgetall(self.keys.key(tenant, "stats"))
-        return {_text(k): int(v) for k, v in raw.items()}
-
-    async def _levels(self, tenant: str) -> tuple[list[str], list[str]]:
-        """The active priority levels and the unschedulable buckets of a tenant."""
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.zrange(self.keys.key(tenant, "prios"), 0, -1)
-            pipe.smembers(self.keys.key(tenant, "buckets"))
-            levels, buckets = await pipe.execute()
-        return [_text(p) for p in levels], sorted(_text(b) for b in buckets)
-
-    async def counts(self, tenants: Sequence[str] | None = None) -> dict[str, QueueCounts]:
-        names = await self.tenants() if tenants is None else list(tenants)
-        out: dict[str, QueueCounts] = {}
-        for tenant in names:
-            levels, buckets = await self._levels(tenant)
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for level in levels:
-                    pipe.zcard(self.keys.active(tenant, level))
-                for bucket in buckets:
-                    pipe.zcard(self.keys.bucket(tenant, bucket))
-                for name in ("backoff", "gated"):
-                    pipe.zcard(self.keys.key(tenant, name))
-                pipe.hlen(self.keys.key(tenant, "cyc"))  # in flight
-                sizes = [int(n) for n in await pipe.execute()]
-            active = sum(sizes[: len(levels)])
-            unschedulable = sum(sizes[len(levels) : len(levels) + len(buckets)])
-            backoff, gated, inflight = sizes[-3:]
-            out[tenant] = QueueCounts(active, backoff, unschedulable, gated, inflight)
-        return out
-
-    async def location(self, tenant: str, key: str) -> str | None:
-        """The queue a pod waits in (active, backoff, ...), None if the queue does not hold it."""
-        st = await self.state(tenant, key)
-        if st is None:
-            return None
-        candidates = {
-            "active": self.keys.active(tenant, st.priority),
-            "backoff": self.keys.key(tenant, "backoff"),
-            "gated": self.keys.key(tenant, "gated"),
-            "unschedulable": self.keys.bucket(tenant, st.bucket or "-"),
-        }
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hexists(self.keys.key(tenant, "cyc"), key)
-            for set_key in candidates.values():
-                pipe.zscore(set_key, key)
-            in_flight, *scores = await pipe.execute()
-        if in_flight:
-            return "inflight"
-        for queue, score in zip(candidates, scores, strict=True):
-            if score is not None:
-                return queue
-        return None
-
-    async def state(self, tenant: str, key: str) -> PodState | None:
-        blob = await self.redis.hget(self.keys.key(tenant, "st"), key)
-        return PodState.unpack(blob) if isinstance(blob, bytes) else None
-
-    async def attempts(self, tenant: str, key: str) -> int:
-        """QueuedPodInfo.Attempts (counting an attempt in flight)."""
-        ended = _int(await self.redis.hget(self.keys.key(tenant, "att"), key))
-        return ended + (await self.location(tenant, key) == "inflight")
-
-    async def pending(self, tenant: str | None = None) -> PendingView:
-        """PendingPods: counts per queue, and every pending pod with its reasons."""
-        names = await self.tenants() if tenant is None else [tenant]
-        counts = await self.counts(names)
-        pods: list[PendingPod] = []
-        for name in names:
-            pods.extend(await self._pending_pods(name))
-        order = {"active": 0, "backoff": 1, "unschedulable": 2, "gated": 3, "inflight": 4}
-        pods.sort(key=lambda p: (order.get(p.queue, 5), -p.priority, p.timestamp, p.key))
-        return PendingView(counts=counts, pods=pods)
-
-    async def _pending_pods(self, tenant: str) -> list[PendingPod]:
-        levels, buckets = await self._levels(tenant)
-        sets = [("active", self.keys.active(tenant, level)) for level in levels]
-        sets += [("unschedulable", self.keys.bucket(tenant, bucket)) for bucket in buckets]
-        sets += [
-            ("backoff", self.keys.key(tenant, "backoff")),
-            ("gated", self.keys.key(tenant, "gated")),
-        ]
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hgetall(self.keys.key(tenant, "st"))
-            pipe.hgetall(self.keys.key(tenant, "att"))
-            pipe.hgetall(self.keys.key(tenant, "why"))
-            pipe.hgetall(self.keys.key(tenant, "cyc"))
-            pipe.zrange(self.keys.key(tenant, "leases"), 0, -1, withscores=True)
-            pipe.zrange(self.keys.key(tenant, "ext"), 0, -1, withscores=True)
-            for _, set_key in sets:
-                pipe.zrange(set_key, 0, -1, withscores=True)
-            states, attempts, whys, cycles, leases, renewed, *members = await pipe.execute()
-        where: dict[str, tuple[str, float | None]] = {}
-        for (queue, _), entries in zip(sets, members, strict=True):
-            for member, score in entries:
-                where[_text(member)] = (queue, score)
-        for key, expiry in _lease_expiries(cycles, leases, renewed).items():
-            where[key] = ("inflight", expiry)
-        pods = []
-        for raw_key, blob in states.items():
-            key = _text(raw_key)
-            st = PodState.unpack(blob)
-            queue, score = where.get(key, ("unknown", None))
-            plugins, pending, message = _read_why(whys.get(raw_key))
-            pods.append(
-                PendingPod(
-                    tenant=tenant,
-                    key=key,
-                    uid=st.uid,
-                    queue=queue,
-                    # The attempt in flight is recorded when it ends.
-                    attempts=_int(attempts.get(raw_key)) + (queue == "inflight"),
-                    priority=st.priority,
-                    timestamp=from_micros(st.timestamp),
-                    initial_attempt_timestamp=from_micros(st.initial_attempt_timestamp),
-                    unschedulable_plugins=plugins,
-                    pending_plugins=pending,
-                    message=message,
-                    nominated_node_name=st.nominated_node_name,
-                    backoff_expires_at=_micros_or_none(score) if queue == "backoff" else None,
-                    lease_expires_at=_micros_or_none(score) if queue == "inflight" else None,
-                    redispatches=st.redispatches,
-                    conflicts=st.conflicts,
-                )
-            )
-        return pods
-
-    async def nominated_pods(self) -> dict[str, list[NominatedPod]]:
-        """The nominator: node name -> pods nominated to it (for the workers' fit checks)."""
-        by_node: dict[str, list[NominatedPod]] = defaultdict(list)
-        for tenant in await self.tenants():
-            states = await self.redis.hgetall(self.keys.key(tenant, "st"))
-            nominated = []
-            for raw_key, blob in states.items():
-                st = PodState.unpack(blob)
-                if st.nominated_node_name:
-                    nominated.append((_text(raw_key), st))
-            if not nominated:
-                continue
-            bodies = await self.redis.hmget(
-                self.keys.key(tenant, "pod"),
-                [body_field(key, st.resource_version) for key, st in nominated],
-            )
-            for (key, st), body in zip(nominated, bodies, strict=True):
-                node = st.nominated_node_name
-                pod = body if isinstance(body, bytes) else b""
-                by_node[node].append(NominatedPod(tenant, key, node, st.priority, pod))
-        return dict(by_node)

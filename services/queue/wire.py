@@ -21,7 +21,7 @@ import functools
 import itertools
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgpack
@@ -174,3 +174,32 @@ class PoppedPods:
             payload = ScheduleBatch.encode_raw(end - start, parts)
             out.append(EncodedBatch(self.tenant, payload, end - start, first_uid(fragments[start])))
         return out
+
+
+@dataclass(slots=True)
+class TenantPop:
+    """One tenant's pop while `QueueStore.pop_raw` reads it: parallel lists, in pop order."""
+
+    tenant: str
+    revoked: int
+    keys: list[bytes]
+    cycles: list[int]
+    fields: list[bytes] = field(default_factory=list)
+    fragments: list[bytes] = field(default_factory=list)
+    bodies: list[bytes | None] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, tenant: str, reply: list[Any]) -> TenantPop:
+        if not reply:
+            return cls(tenant, 0, [], [])
+        first_cycle, revoked, *keys = reply
+        return cls(tenant, revoked, keys, list(range(first_cycle, first_cycle + len(keys))))
+
+    def keep(self, indexes: Sequence[int]) -> None:
+        """Only these pods (the others are gone or no longer leased by this pop)."""
+        if len(indexes) == len(self.keys):
+            return
+        for name in ("keys", "cycles", "fields", "fragments", "bodies"):
+            values = getattr(self, name)
+            if values:
+                setattr(self, name, [values[i] for i in indexes])

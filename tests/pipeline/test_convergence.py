@@ -25,7 +25,7 @@ import pytest
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from scheduling.dryrun import run_dry_async, to_json
-from services.queue.store import PendingPod
+from services.queue.views import PendingPod
 from shared.models import (
     POD_GROUP_LABEL,
     Manifests,
