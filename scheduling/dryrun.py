@@ -23,9 +23,15 @@ Semantics:
 - Extenders (`config.extenders`) are built once and called by every cycle (filter and
   prioritize) and by preemption. Their HTTP calls block the event loop: nothing else runs
   in a dry run meanwhile.
+- Gangs (Coscheduling, on in berth's default profile): a member labelled
+  scheduling.x-k8s.io/pod-group waits at Permit, holding its node, until minMember members of
+  its PodGroup are placed; then the whole gang binds. PreFilter rejects members of a missing
+  PodGroup, or of one with fewer pods than minMember.
 - Another pass runs while the previous one bound or preempted anything. Pods still waiting
   at Permit when a pass ends are rejected as if their shortest timeout had passed (nothing
-  else can allow them within the pass).
+  else can allow them within the pass): a gang that cannot complete gives its room back, as
+  upstream's does at its Permit timeout. When the passes end, every member of a gang that did
+  not reach minMember is Unschedulable, its message naming Coscheduling and the PodGroup.
 - The report has one entry per pod without spec.nodeName, in input order.
 """
 
@@ -48,6 +54,7 @@ from scheduling.framework.interfaces import Diagnosis, PluginFactory, QueuedPodI
 from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.framework.schedule import NodeScores
 from scheduling.framework.status import Code, Status
+from scheduling.plugins import coscheduling, names
 from scheduling.plugins.defaultpreemption import lower_priority_nominated_pods
 from scheduling.plugins.registry import in_tree_registry
 from shared.config import SchedulerConfiguration, default_config
@@ -252,6 +259,8 @@ async def run_dry_async(
         StaticClusterObjects.from_manifests(manifests),
         manifests.pod_disruption_budgets,
         build_extenders(config.extenders),
+        pod_groups=manifests.pod_groups,
+        pending=[pod for pod in manifests.pods if not pod.spec.node_name],
     )
     frameworks = build_frameworks(
         config,
@@ -319,6 +328,7 @@ class _DryRun:
             if not await self._pass(queue):
                 break
             queue = [item for item in queue if not item.done]
+        self._report_incomplete_gangs()
         return DryRunReport(results, self.explain, passes)
 
     async def _pass(self, queue: list[_Pending]) -> bool:
@@ -376,6 +386,35 @@ class _DryRun:
         result.status, result.node = SCHEDULED, host
         result.message = f"Successfully assigned {item.pod.key} to {host}"
         return True
+
+    def _report_incomplete_gangs(self) -> None:
+        """Every member of a gang that did not reach minMember is Unschedulable, its message
+        naming Coscheduling and the PodGroup (upstream rejects the waiting members at the
+        Permit timeout; the others failed on their own, and the gang with them)."""
+        gangs: dict[str, list[_Pending]] = {}
+        for item in self.by_uid.values():
+            key = coscheduling.group_key(item.pod)
+            plugin = item.framework.plugins.get(names.COSCHEDULING)
+            if key and isinstance(plugin, coscheduling.Coscheduling) and plugin.runs_at_permit():
+                gangs.setdefault(key, []).append(item)
+        if not gangs:
+            return
+        placed: dict[str, int] = {}  # members on nodes: bound by this run or before it
+        for pod in self.cluster.nodes.pods():
+            key = coscheduling.group_key(pod)
+            placed[key] = placed.get(key, 0) + 1
+        for key, members in gangs.items():
+            group = self.cluster.pod_groups.get(key)
+            if group is None:
+                continue  # PreFilter said so: "PodGroup ... not found"
+            if placed.get(key, 0) >= group.spec.min_member:
+                continue
+            note = f"Coscheduling: PodGroup {key} did not reach minMember {group.spec.min_member}"
+            for item in members:
+                result = item.result
+                if result.status != SCHEDULED and note not in result.message:
+                    result.status, result.node = UNSCHEDULABLE, None
+                    result.message = f"{result.message} {note}".strip()
 
     def _nominate(self, item: _Pending, node_name: str) -> None:
         status = replace(item.pod.status, nominated_node_name=node_name)

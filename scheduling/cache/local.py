@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.cluster_objects import EMPTY_CLUSTER, ClusterObjects
-from shared.models import KubeObject, Node, Pod, PodDisruptionBudget
+from shared.models import KubeObject, Node, Pod, PodDisruptionBudget, PodGroup
 from shared.store import Snapshot
 
 if TYPE_CHECKING:
@@ -33,14 +33,22 @@ class LocalCluster(ClusterCache):
         cluster_objects: ClusterObjects = EMPTY_CLUSTER,
         pod_disruption_budgets: Iterable[PodDisruptionBudget] = (),
         extenders: Iterable[HTTPExtender] = (),
+        *,
+        pod_groups: Iterable[PodGroup] = (),
+        pending: Iterable[Pod] = (),
     ) -> None:
+        """`pods` are bound (spec.nodeName set); `pending` pods are known to the pod lister
+        (`pods`, which Coscheduling counts gangs by) but not scheduled, and not nominated."""
         super().__init__(holder=None, extenders=extenders)
         objects: dict[str, list[KubeObject]] = {
             "Node": list(nodes),
             "Pod": list(pods),
             "PodDisruptionBudget": list(pod_disruption_budgets),
+            "PodGroup": list(pod_groups),
         }
         self.load(Snapshot(0, objects))
+        for pod in pending:
+            self.pods.setdefault(pod.key, pod)
         self.cluster_objects = cluster_objects
         self.binder = self
         self.bound: dict[str, Pod] = {}

@@ -22,7 +22,7 @@ from scheduling.framework.interfaces import (
     FilterPlugin,
     PreFilterPlugin,
 )
-from shared.models import Pod, PodDisruptionBudget
+from shared.models import Pod, PodDisruptionBudget, PodGroup
 
 if TYPE_CHECKING:
     from scheduling.framework.runtime import Framework
@@ -61,6 +61,18 @@ class FrameworkHandle:
     @property
     def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]:
         return self._base.pod_disruption_budgets
+
+    @property
+    def pod_groups(self) -> Mapping[str, PodGroup]:
+        return self._base.pod_groups
+
+    @property
+    def pods(self) -> Mapping[str, Pod]:
+        return self._base.pods
+
+    @property
+    def resource_version(self) -> int:
+        return self._base.resource_version
 
     @property
     def extenders(self) -> Sequence[HTTPExtender]:

@@ -24,7 +24,7 @@ from scheduling.framework.cluster_objects import ClusterObjects
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.status import Status
-from shared.models import Node, Pod, PodDisruptionBudget
+from shared.models import Node, Pod, PodDisruptionBudget, PodGroup
 
 if TYPE_CHECKING:
     from scheduling.framework.extender import HTTPExtender
@@ -307,6 +307,22 @@ class ClusterHandle(Protocol):
 
     @property
     def pod_disruption_budgets(self) -> Sequence[PodDisruptionBudget]: ...
+
+    @property
+    def pod_groups(self) -> Mapping[str, PodGroup]:
+        """Coscheduling PodGroups by "namespace/name"."""
+        ...
+
+    @property
+    def pods(self) -> Mapping[str, Pod]:
+        """Every pod the cluster knows, pending or bound, by "namespace/name" (the pod
+        lister)."""
+        ...
+
+    @property
+    def resource_version(self) -> int:
+        """The version of the cluster state the handle shows (constant in the dry run)."""
+        ...
 
     @property
     def extenders(self) -> Sequence[HTTPExtender]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from scheduling.framework.interfaces import PluginFactory
 from scheduling.framework.registry import Registry
 from scheduling.plugins import (
+    coscheduling,
     defaultbinder,
     defaultpreemption,
     imagelocality,
@@ -40,6 +41,7 @@ IN_TREE_FACTORIES: dict[str, PluginFactory] = {
     names.NODE_RESOURCES_BALANCED_ALLOCATION: noderesources.new_balanced_allocation,
     names.IMAGE_LOCALITY: imagelocality.new,
     names.DEFAULT_BINDER: defaultbinder.new,
+    names.COSCHEDULING: coscheduling.new,
 }
 
 

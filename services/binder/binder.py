@@ -6,11 +6,14 @@ bind proposal:
      reserve in arrival order;
   2. re-check InterPodAffinity and PodTopologySpread against the binder's view (which has
      reached the reservation's resourceVersion), then assume the pod in the view;
-  3. WaitOnPermit: gangs wait until minMember are reserved or bound (the store counts them
-     across binders), or time out and unreserve the whole generation; a non-gang Wait from the
-     worker waits its timeout and fails;
+  3. WaitOnPermit: gangs (pods of a PodGroup, where the pod's profile runs Coscheduling at
+     Permit; timeout and minMember from the plugin's `gang_of` and the profile's args) wait
+     until minMember are reserved or bound (the store counts them across binders), or time
+     out and unreserve the whole generation; a non-gang Wait from the worker waits its
+     timeout and fails;
   4. PreBind (nothing in berth), Bind (binding, usage and change-stream entry in one script),
-     PostBind: the outcome "scheduled" and a pod event.
+     PostBind: the outcome "scheduled" (the binding itself reaches the queue on the change
+     stream).
   Unreserve on any failure after 1.
 preempt proposal: claim the attempt, evict the victims through `shared.eviction.evict`
   (PodDisruptionBudget bookkeeping), delete them, nominate the pod, report it unschedulable
@@ -39,7 +42,7 @@ from opentelemetry.trace import Span
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.status import Status
 from scheduling.framework.waiting_pods import go_duration
-from scheduling.plugins import names
+from scheduling.plugins import coscheduling, names
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
@@ -62,7 +65,6 @@ from shared.store import (
     ReserveRequest,
     ReserveResult,
     ReserveStatus,
-    pod_group_key,
 )
 from shared.store.bindings import AttemptState
 from shared.store.records import unpack
@@ -316,7 +318,9 @@ class Binder:
         gang, min_member, wait_seconds = "", 0, 0.0
         if p.permit == "wait":
             wait_seconds = p.permit_timeout_seconds
-        group_key = pod_group_key(pod)
+        # A gang only where the pod's profile runs Coscheduling at Permit; elsewhere a
+        # labelled pod is an ordinary pod (the reservation's gang "").
+        group_key = coscheduling.group_key(pod) if profile.coscheduling is not None else ""
         if group_key:
             group = await self._pod_group(group_key)
             if group is None:
@@ -324,9 +328,8 @@ class Binder:
                     p, "e", "unschedulable", f"PodGroup {group_key} not found", names.COSCHEDULING
                 )
                 return None
-            gang, min_member = group_key, group.spec.min_member
-            timeout = group.spec.schedule_timeout_seconds
-            wait_seconds = float(timeout) if timeout else self.config.permit_timeout_seconds
+            member = coscheduling.gang_of(pod, group, profile.coscheduling)
+            gang, min_member, wait_seconds = member.key, member.min_member, member.wait_seconds
         request = self._request(p, pod, profile, gang, min_member, wait_seconds)
         result: ReserveResult | None = None
         for _ in range(self.config.node_changed_retries + 1):
@@ -738,13 +741,13 @@ class Binder:
     async def _replay_permit_rejection(self, p: Proposal, pod: Pod | None) -> None:
         if pod is None:
             pod = self.view.pods.get(p.pod_key) or await self._stored_pod(p)
-        group_key = pod_group_key(pod) if pod is not None else ""
+        args = self.checks.for_pod(pod).coscheduling if pod is not None else None
+        group_key = coscheduling.group_key(pod) if pod is not None and args is not None else ""
         if not group_key:
             await self._permit_rejected(p, p.permit_timeout_seconds, p.permit_plugins)
             return
         group = await self._pod_group(group_key)
-        timeout = group.spec.schedule_timeout_seconds if group is not None else None
-        wait_seconds = float(timeout) if timeout else self.config.permit_timeout_seconds
+        wait_seconds = coscheduling.wait_seconds(group, args)
         await self._permit_rejected(p, wait_seconds, (names.COSCHEDULING,))
 
     async def _fail(self, p: Proposal, exc: BaseException) -> None:

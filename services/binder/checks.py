@@ -4,6 +4,7 @@
   whole view (every node and bound or assumed pod), Filter on the chosen node's row only.
 - NodeAffinity, when the node changed since the worker saw it: PreFilter + Filter on a one-node
   NodeColumns of the current node.
+- Coscheduling at Permit: whether gang pods wait for their PodGroup, with the profile's args.
 
 Which plugins run, and with which args, follows the pod's profile (schedulerName) in the
 KubeSchedulerConfiguration, as in the worker.
@@ -27,6 +28,8 @@ from scheduling.plugins.nodeaffinity.node_affinity import NodeAffinity
 from scheduling.plugins.noderesources.fit import compute_pod_resource_request
 from scheduling.plugins.podtopologyspread.plugin import PodTopologySpread
 from shared.config import (
+    CoschedulingArgs,
+    ExtensionPoint,
     InterPodAffinityArgs,
     NodeAffinityArgs,
     NodeResourcesFitArgs,
@@ -39,14 +42,19 @@ from shared.config import (
 from shared.models import Node, Pod
 
 
-def filter_enabled(plugins: Plugins, name: str) -> bool:
-    """Whether `name` runs at Filter: enabled there, or by MultiPoint and not disabled there."""
-    point = plugins.filter
-    if any(p.name == name for p in point.enabled):
+def enabled_at(plugins: Plugins, point: ExtensionPoint, name: str) -> bool:
+    """Whether `name` runs at `point`: enabled there, or by MultiPoint and not disabled there."""
+    at = plugins.at(point)
+    if any(p.name == name for p in at.enabled):
         return True
-    if any(p.name in (name, "*") for p in point.disabled):
+    if any(p.name in (name, "*") for p in at.disabled):
         return False
     return any(p.name == name for p in plugins.multi_point.enabled)
+
+
+def filter_enabled(plugins: Plugins, name: str) -> bool:
+    """Whether `name` runs at Filter."""
+    return enabled_at(plugins, ExtensionPoint.FILTER, name)
 
 
 class FilteringPlugin(PreFilterPlugin, FilterPlugin, Protocol):
@@ -108,6 +116,11 @@ class ProfileChecks:
         if filter_enabled(plugins, names.NODE_AFFINITY):
             args = profile.plugin_args(NodeAffinityArgs)
             self.node_affinity = NodeAffinity(args.added_affinity)
+        self.coscheduling: CoschedulingArgs | None = None
+        """The profile's Coscheduling args when it runs Coscheduling at Permit (gangs wait on
+        the store's counters); None: gang pods bind as ordinary pods."""
+        if enabled_at(plugins, ExtensionPoint.PERMIT, names.COSCHEDULING):
+            self.coscheduling = profile.plugin_args(CoschedulingArgs)
         self.cross_node: list[FilteringPlugin] = []
         objects = view.cluster_objects
         if filter_enabled(plugins, names.POD_TOPOLOGY_SPREAD):

@@ -9,10 +9,6 @@ from typing import Any
 from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 
-COSCHEDULING_DEFAULT_TIMEOUT = 60.0
-"""scheduler-plugins CoschedulingArgs.permitWaitingTimeSeconds default; a PodGroup's
-spec.scheduleTimeoutSeconds overrides it."""
-
 
 @dataclass(frozen=True, slots=True)
 class BinderConfig:
@@ -23,12 +19,12 @@ class BinderConfig:
     group_id: str = "berth-binder"
     """Kafka consumer group of the binder replicas."""
     scheduler_config: SchedulerConfiguration | None = None
-    """Profiles (plugin args, enabled Filter plugins); upstream defaults when None."""
+    """Profiles (plugin args, enabled Filter plugins, Coscheduling at Permit and its args: the
+    gangs' Permit timeout); berth's defaults when None."""
     max_in_flight: int = 256
     """Proposals being checked or bound at once (pods waiting at Permit do not count)."""
     max_waiting: int = 20_000
     """Pods waiting at Permit at once (their reservations are held)."""
-    permit_timeout_seconds: float = COSCHEDULING_DEFAULT_TIMEOUT
     reservation_margin_seconds: float = 30.0
     """A reservation outlives its longest possible Permit wait by this much before another
     binder's sweeper may release it (its binder is presumed dead)."""

@@ -8,6 +8,7 @@ and expand a profile's plugins into per-extension-point lists.
 """
 
 from shared.config.defaults import (
+    BERTH_DEFAULTS_NOT_UPSTREAM,
     DEFAULT_MULTI_POINT,
     UPSTREAM_DEFAULTS_NOT_IN_BERTH,
     default_plugins,
@@ -30,6 +31,7 @@ from shared.config.plugin_args import (
     MOST_ALLOCATED,
     REQUESTED_TO_CAPACITY_RATIO,
     SYSTEM_DEFAULTING,
+    CoschedulingArgs,
     DefaultPreemptionArgs,
     InterPodAffinityArgs,
     NodeAffinityArgs,
@@ -60,6 +62,7 @@ from shared.config.validation import validate_config
 __all__ = [
     "API_VERSION",
     "ARGS_BY_PLUGIN",
+    "BERTH_DEFAULTS_NOT_UPSTREAM",
     "DEFAULT_MULTI_POINT",
     "DEFAULT_SCHEDULER_NAME",
     "LEAST_ALLOCATED",
@@ -70,6 +73,7 @@ __all__ = [
     "UPSTREAM_DEFAULTS_NOT_IN_BERTH",
     "Capabilities",
     "ConfigError",
+    "CoschedulingArgs",
     "DefaultPreemptionArgs",
     "ExpandedPlugins",
     "Extender",

@@ -18,6 +18,13 @@ from shared.config.types import PluginRef, Plugins, PluginSet
 # VolumeBinding args: both are accepted and have no effect (disabled names are never
 # checked against the registry; args of unknown plugins are kept raw). Enabling one
 # explicitly fails when the profile is expanded: berth has no such plugin.
+#
+# berth adds Coscheduling (scheduler-plugins' gang scheduling: PreFilter, Reserve/Unreserve,
+# Permit), last: berth is a batch scheduler, so pods labelled scheduling.x-k8s.io/pod-group
+# wait for their PodGroup's minMember by default. kube-scheduler's default profile has no
+# Coscheduling (there it is an out-of-tree plugin one enables by hand). A profile turns it
+# off with `plugins: {multiPoint: {disabled: [{name: Coscheduling}]}}` or `plugins: {permit:
+# {disabled: [{name: Coscheduling}]}}`; gang pods are then scheduled as ordinary pods.
 DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef("SchedulingGates"),
     PluginRef("PrioritySort"),
@@ -33,11 +40,15 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef("NodeResourcesBalancedAllocation", 1),
     PluginRef("ImageLocality", 1),
     PluginRef("DefaultBinder"),
+    PluginRef("Coscheduling"),
 )
 
 UPSTREAM_DEFAULTS_NOT_IN_BERTH = frozenset(
     {"VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone", "DynamicResources"}
 )
+
+BERTH_DEFAULTS_NOT_UPSTREAM = frozenset({"Coscheduling"})
+"""berth's default profile runs these, kube-scheduler's does not (see DEFAULT_MULTI_POINT)."""
 
 ALL = "*"
 """In a disabled list: drop every default plugin of that extension point."""

@@ -114,7 +114,8 @@ def load_config(source: str | os.PathLike[str] | Mapping[str, Any]) -> Scheduler
 
 
 def default_config() -> SchedulerConfiguration:
-    """The configuration kube-scheduler runs with when given none (minus berth's omissions)."""
+    """The configuration kube-scheduler runs with when given none, minus berth's omissions
+    (volume plugins), plus Coscheduling (see shared/config/defaults.py)."""
     return load_config({"apiVersion": API_VERSION, "kind": KIND})
 
 

@@ -394,6 +394,40 @@ class DefaultPreemptionArgs:
         return errors
 
 
+# ---------------------------------------------------------------- Coscheduling
+DEFAULT_PERMIT_WAITING_TIME_SECONDS = 60
+"""scheduler-plugins' DefaultWaitTime: how long placed gang members wait for the rest when
+neither the PodGroup nor the args say (0 in either counts as unset)."""
+
+
+@dataclass(slots=True, kw_only=True)
+class CoschedulingArgs:
+    """scheduler-plugins CoschedulingArgs (apis/config/v1, defaults SetDefaults_CoschedulingArgs,
+    validation ValidateCoschedulingArgs). Not a kube-scheduler plugin: berth's default profile
+    enables Coscheduling (see shared/config/defaults.py), so these args are defaulted there."""
+
+    permit_waiting_time_seconds: int = DEFAULT_PERMIT_WAITING_TIME_SECONDS
+    """How long placed members wait at Permit for the rest of their gang, unless the
+    PodGroup's spec.scheduleTimeoutSeconds says otherwise; >= 0 (0: the 60 s default)."""
+    pod_group_backoff_seconds: int = 0
+    """Upstream's PostFilter backs a failed PodGroup off this long; >= 0. berth has no
+    Coscheduling PostFilter: accepted and validated, with no effect yet."""
+
+    def set_defaults(self) -> None:
+        pass
+
+    def validate(self, path: str) -> list[str]:
+        errors = []
+        for key, value in (
+            ("permitWaitingTimeSeconds", self.permit_waiting_time_seconds),
+            ("podGroupBackoffSeconds", self.pod_group_backoff_seconds),
+        ):
+            if value < 0:
+                # Upstream's wording, although 0 is valid.
+                errors.append(invalid(dec.child(path, key), value, "must be greater than 0"))
+        return errors
+
+
 # ---------------------------------------------------------------- registry of args types
 TypedPluginArgs = (
     NodeResourcesFitArgs
@@ -402,11 +436,13 @@ TypedPluginArgs = (
     | InterPodAffinityArgs
     | PodTopologySpreadArgs
     | DefaultPreemptionArgs
+    | CoschedulingArgs
 )
 PluginArgs = TypedPluginArgs | dict[str, Any]
 """Typed args for in-tree plugins; the raw mapping for any other plugin."""
 
 ARGS_BY_PLUGIN: dict[str, type[TypedPluginArgs]] = {
+    "Coscheduling": CoschedulingArgs,
     "DefaultPreemption": DefaultPreemptionArgs,
     "InterPodAffinity": InterPodAffinityArgs,
     "NodeAffinity": NodeAffinityArgs,
@@ -415,7 +451,8 @@ ARGS_BY_PLUGIN: dict[str, type[TypedPluginArgs]] = {
     "PodTopologySpread": PodTopologySpreadArgs,
 }
 """Plugins whose args berth decodes, defaults and validates (upstream VolumeBindingArgs and
-DynamicResourcesArgs belong to plugins berth does not have: kept as raw mappings)."""
+DynamicResourcesArgs belong to plugins berth does not have: kept as raw mappings).
+Coscheduling's are scheduler-plugins' CoschedulingArgs (same apiVersion)."""
 
 
 def decode_args(plugin: str, raw: Mapping[str, Any], path: str) -> TypedPluginArgs:

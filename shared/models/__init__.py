@@ -55,6 +55,7 @@ from shared.models.policy import (
     PodGroup,
     PodGroupSpec,
     PriorityClass,
+    pod_group_key,
 )
 from shared.models.quantity import (
     QuantityError,
@@ -173,6 +174,7 @@ __all__ = [
     "new_uid",
     "non_zero_requests",
     "parse_quantity",
+    "pod_group_key",
     "pod_requests",
     "priority_of",
     "required_terms",

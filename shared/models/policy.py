@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from shared.models.meta import ObjectMeta, ResourceList, cluster_meta
-from shared.models.pod import PREEMPT_LOWER_PRIORITY
+from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
 from shared.models.selectors import LabelSelector
 
 # Pods join a PodGroup through this label (scheduler-plugins coscheduling).
@@ -82,3 +82,10 @@ class PodGroup:
     @property
     def key(self) -> str:
         return f"{self.metadata.namespace}/{self.metadata.name}"
+
+
+def pod_group_key(pod: Pod) -> str:
+    """ "namespace/name" of the PodGroup a pod belongs to (its scheduling.x-k8s.io/pod-group
+    label; upstream scheduler-plugins GetPodGroupFullName), "" for a pod without one."""
+    group = pod.metadata.labels.get(POD_GROUP_LABEL, "")
+    return f"{pod.metadata.namespace}/{group}" if group else ""

@@ -26,7 +26,7 @@ from shared.store.errors import (
     StreamGapError,
 )
 from shared.store.keys import KINDS, InvalidNameError, StoreKeys, object_key
-from shared.store.records import NodeUsage, PodCharge, pod_group_key
+from shared.store.records import NodeUsage, PodCharge
 from shared.store.store import (
     RESERVATION,
     Applied,
@@ -67,6 +67,5 @@ __all__ = [
     "StreamGapError",
     "decorate",
     "object_key",
-    "pod_group_key",
     "restamp",
 ]

@@ -15,12 +15,12 @@ from typing import Any, cast
 import msgpack
 
 from shared.models import (
-    POD_GROUP_LABEL,
     HostPort,
     Node,
     Pod,
     Toleration,
     host_ports,
+    pod_group_key,
     pod_requests,
     priority_of,
 )
@@ -77,12 +77,6 @@ def node_facts(node: Node) -> dict[str, Any]:
             if taint.effect in FILTERED_TAINT_EFFECTS
         ],
     }
-
-
-def pod_group_key(pod: Pod) -> str:
-    """ "namespace/group" of a coscheduling gang member, "" for other pods."""
-    group = pod.metadata.labels.get(POD_GROUP_LABEL, "")
-    return f"{pod.metadata.namespace}/{group}" if group else ""
 
 
 def pod_facts(pod: Pod) -> dict[str, Any]:

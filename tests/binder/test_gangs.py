@@ -8,6 +8,7 @@ import time
 
 import redis.asyncio as aioredis
 
+from shared.config import load_config
 from shared.models import POD_GROUP_LABEL, Pod
 from shared.store import NodeUsage
 from tests.binder.conftest import Harness, make_harness, proposal
@@ -164,6 +165,62 @@ async def test_waiting_pods_do_not_hold_in_flight_slots(
         await h.store.apply([*nodes(1), make_pod_group("train", 3), *members])
         await h.run(*(proposal(m, "n0") for m in members))
         assert h.recorder.results() == {m.key: ["scheduled"] for m in members}
+    finally:
+        await h.binder.close()
+        await h.sync.stop()
+
+
+NO_GANGS = (
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    "profiles:\n- plugins: {permit: {disabled: [{name: Coscheduling}]}}\n"
+)
+
+
+async def test_a_profile_without_coscheduling_binds_gang_pods_at_once(
+    redis_client: aioredis.Redis, redis_prefix: str
+):
+    """Coscheduling disabled at Permit: a labelled pod is an ordinary pod (no wait, no
+    extension, no PodGroup needed), even when its PodGroup asks for more members."""
+    h = await make_harness(redis_client, redis_prefix, scheduler_config=load_config(NO_GANGS))
+    try:
+        alone, orphan = member("m0", "train"), member("o0", "nowhere")
+        await h.store.apply([*nodes(1), make_pod_group("train", 3), alone, orphan])
+        started = time.monotonic()
+        await h.run(proposal(alone, "n0"), proposal(orphan, "n0"))
+        assert time.monotonic() - started < 2
+        assert [(o.pod_key, o.result) for o in h.recorder.outcomes] == [
+            ("default/m0", "scheduled"),
+            ("default/o0", "scheduled"),
+        ]
+        assert await h.store.usage("n0") == NodeUsage(2, {"cpu": 2000})
+    finally:
+        await h.binder.close()
+        await h.sync.stop()
+
+
+async def test_the_gang_wait_comes_from_the_profile_args(
+    redis_client: aioredis.Redis, redis_prefix: str
+):
+    """No scheduleTimeoutSeconds on the PodGroup: the profile's permitWaitingTimeSeconds."""
+    config = load_config(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "profiles:\n- pluginConfig: [{name: Coscheduling, args: {permitWaitingTimeSeconds: 1}}]\n"
+    )
+    h = await make_harness(redis_client, redis_prefix, scheduler_config=config)
+    try:
+        members = [member(f"m{i}", "train") for i in range(2)]
+        await h.store.apply([*nodes(1), make_pod_group("train", 3), *members])
+        started = time.monotonic()
+        await h.run(*(proposal(m, "n0") for m in members))
+        assert 0.9 < time.monotonic() - started < 5
+        final = h.recorder.final()
+        assert {o.result for o in final} == {"unschedulable"}
+        assert all(
+            o.message == "rejected due to timeout after waiting 1s at plugin Coscheduling"
+            for o in final
+        )
+        extends = [o for o in h.recorder.outcomes if o.result == "extend"]
+        assert {o.lease_seconds for o in extends} == {1 + 10.0}  # wait + lease margin
     finally:
         await h.binder.close()
         await h.sync.stop()

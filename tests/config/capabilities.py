@@ -20,4 +20,7 @@ IN_TREE: dict[str, frozenset[str]] = {
     "NodeResourcesBalancedAllocation": frozenset({E.PRE_SCORE, E.SCORE}),
     "ImageLocality": frozenset({E.SCORE}),
     "DefaultBinder": frozenset({E.BIND}),
+    # scheduler-plugins pkg/coscheduling, in berth's default profile (without QueueSort and
+    # PostFilter).
+    "Coscheduling": frozenset({E.PRE_FILTER, E.RESERVE, E.PERMIT}),
 }

@@ -1,13 +1,16 @@
 """The defaulted configuration equals upstream v1's (pkg/scheduler/apis/config/v1/
-default_plugins.go, defaults.go and apis/config/testing/defaults), minus what berth lacks."""
+default_plugins.go, defaults.go and apis/config/testing/defaults), minus what berth lacks, plus
+Coscheduling (berth is a batch scheduler: gangs are on by default)."""
 
 from __future__ import annotations
 
 import pytest
 
 from shared.config import (
+    BERTH_DEFAULTS_NOT_UPSTREAM,
     DEFAULT_MULTI_POINT,
     UPSTREAM_DEFAULTS_NOT_IN_BERTH,
+    CoschedulingArgs,
     DefaultPreemptionArgs,
     ExtensionPoint,
     InterPodAffinityArgs,
@@ -46,9 +49,10 @@ UPSTREAM_MULTI_POINT = [
 ]
 
 
-def test_default_multi_point_is_upstream_without_volume_plugins() -> None:
+def test_default_multi_point_is_upstream_without_volume_plugins_plus_coscheduling() -> None:
     want = [p for p in UPSTREAM_MULTI_POINT if p.name not in UPSTREAM_DEFAULTS_NOT_IN_BERTH]
-    assert list(DEFAULT_MULTI_POINT) == want
+    assert list(DEFAULT_MULTI_POINT) == [*want, PluginRef("Coscheduling")]
+    assert {"Coscheduling"} == BERTH_DEFAULTS_NOT_UPSTREAM
 
 
 def test_default_config_top_level() -> None:
@@ -71,9 +75,13 @@ def test_default_profile_plugins_are_all_multi_point() -> None:
 
 
 def test_default_plugin_args() -> None:
-    """PluginConfigsV1 without VolumeBindingArgs, in upstream's sorted order."""
+    """PluginConfigsV1 without VolumeBindingArgs, plus CoschedulingArgs (scheduler-plugins'
+    defaults), in upstream's sorted order."""
     cpu_memory = [ResourceSpec(name="cpu", weight=1), ResourceSpec(name="memory", weight=1)]
     assert default_config().profiles[0].plugin_config == {
+        "Coscheduling": CoschedulingArgs(
+            permit_waiting_time_seconds=60, pod_group_backoff_seconds=0
+        ),
         "DefaultPreemption": DefaultPreemptionArgs(
             min_candidate_nodes_percentage=10, min_candidate_nodes_absolute=100
         ),
@@ -96,12 +104,18 @@ def _refs(*names: str) -> list[PluginRef]:
     return [PluginRef(name) for name in names]
 
 
-# ExpandedPluginsV1 (apis/config/testing/defaults) without the volume plugins.
+# ExpandedPluginsV1 (apis/config/testing/defaults) without the volume plugins, plus Coscheduling
+# (last in MultiPoint) at PreFilter, Reserve and Permit.
 EXPANDED_DEFAULTS = {
     ExtensionPoint.PRE_ENQUEUE: _refs("SchedulingGates"),
     ExtensionPoint.QUEUE_SORT: _refs("PrioritySort"),
     ExtensionPoint.PRE_FILTER: _refs(
-        "NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"
+        "NodeAffinity",
+        "NodePorts",
+        "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
+        "Coscheduling",
     ),
     ExtensionPoint.FILTER: _refs(
         "NodeUnschedulable",
@@ -131,8 +145,8 @@ EXPANDED_DEFAULTS = {
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
     ],
-    ExtensionPoint.RESERVE: [],
-    ExtensionPoint.PERMIT: [],
+    ExtensionPoint.RESERVE: _refs("Coscheduling"),
+    ExtensionPoint.PERMIT: _refs("Coscheduling"),
     ExtensionPoint.PRE_BIND: [],
     ExtensionPoint.BIND: _refs("DefaultBinder"),
     ExtensionPoint.POST_BIND: [],

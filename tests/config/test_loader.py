@@ -239,19 +239,20 @@ def test_args_of_other_plugins_are_kept_raw_and_given_args_come_first() -> None:
         doc(
             """
             profiles:
-            - plugins: {multiPoint: {enabled: [{name: Coscheduling}]}}
+            - plugins: {multiPoint: {enabled: [{name: CapacityScheduling}]}}
               pluginConfig:
-              - {name: Coscheduling, args: {permitWaitingTimeSeconds: 10}}
+              - {name: CapacityScheduling, args: {kubeConfigPath: /etc/k}}
               - {name: VolumeBinding, args: {bindTimeoutSeconds: 600}}
               - {name: InterPodAffinity, args: {hardPodAffinityWeight: 5}}
             """
         )
     )
     plugin_config = config.profiles[0].plugin_config
-    assert plugin_config["Coscheduling"] == {"permitWaitingTimeSeconds": 10}
+    assert plugin_config["CapacityScheduling"] == {"kubeConfigPath": "/etc/k"}
     assert plugin_config["VolumeBinding"] == {"bindTimeoutSeconds": 600}
-    assert list(plugin_config)[:3] == ["Coscheduling", "VolumeBinding", "InterPodAffinity"]
+    assert list(plugin_config)[:3] == ["CapacityScheduling", "VolumeBinding", "InterPodAffinity"]
     assert "DefaultPreemption" in plugin_config
+    assert "Coscheduling" in plugin_config  # berth's default profile enables it
 
 
 def test_default_args_only_for_enabled_plugins() -> None:

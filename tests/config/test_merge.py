@@ -151,8 +151,8 @@ DEFAULT_NAMES = [p.name for p in DEFAULT_MULTI_POINT]
             id="re-weight a default in place",
         ),
         pytest.param(
-            "multiPoint: {enabled: [{name: Coscheduling}]}",
-            [*DEFAULT_MULTI_POINT, PluginRef("Coscheduling")],
+            "multiPoint: {enabled: [{name: CapacityScheduling}]}",
+            [*DEFAULT_MULTI_POINT, PluginRef("CapacityScheduling")],
             id="custom plugin appended",
         ),
         pytest.param(

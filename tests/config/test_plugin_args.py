@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from shared.config import (
+    CoschedulingArgs,
     DefaultPreemptionArgs,
     InterPodAffinityArgs,
     InvalidConfigError,
@@ -136,6 +137,19 @@ def load_args(plugin: str, args_yaml: str) -> TypedPluginArgs:
             ),
             id="DefaultPreemptionArgs only percentage set",
         ),
+        pytest.param(
+            "Coscheduling",
+            "{}",
+            CoschedulingArgs(permit_waiting_time_seconds=60, pod_group_backoff_seconds=0),
+            id="CoschedulingArgs empty (scheduler-plugins defaults)",
+        ),
+        pytest.param(
+            "Coscheduling",
+            "{apiVersion: kubescheduler.config.k8s.io/v1, kind: CoschedulingArgs, "
+            "permitWaitingTimeSeconds: 10, podGroupBackoffSeconds: 20}",
+            CoschedulingArgs(permit_waiting_time_seconds=10, pod_group_backoff_seconds=20),
+            id="CoschedulingArgs set",
+        ),
         pytest.param("NodeAffinity", "{}", NodeAffinityArgs(), id="NodeAffinityArgs empty"),
         pytest.param(
             "NodeAffinity",
@@ -193,6 +207,7 @@ def test_programmatic_args_defaults_match_loaded() -> None:
         ("PodTopologySpread", PodTopologySpreadArgs),
         ("DefaultPreemption", DefaultPreemptionArgs),
         ("NodeAffinity", NodeAffinityArgs),
+        ("Coscheduling", CoschedulingArgs),
     ]:
         assert cls() == load_args(plugin, "{}"), plugin
 
@@ -227,6 +242,40 @@ TERM = f"{ARGS}.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution.nod
 @pytest.mark.parametrize(
     ("plugin", "args_yaml", "errors"),
     [
+        # Coscheduling (scheduler-plugins ValidateCoschedulingArgs; its wording, 0 is valid)
+        pytest.param(
+            "Coscheduling",
+            "permitWaitingTimeSeconds: -1",
+            [f"{ARGS}.permitWaitingTimeSeconds: Invalid value: -1: must be greater than 0"],
+            id="coscheduling negative wait",
+        ),
+        pytest.param(
+            "Coscheduling",
+            "{permitWaitingTimeSeconds: -5, podGroupBackoffSeconds: -1}",
+            [
+                f"{ARGS}.permitWaitingTimeSeconds: Invalid value: -5: must be greater than 0",
+                f"{ARGS}.podGroupBackoffSeconds: Invalid value: -1: must be greater than 0",
+            ],
+            id="coscheduling both negative",
+        ),
+        pytest.param(
+            "Coscheduling",
+            "{permitWaitingTimeSeconds: 10, scheduleTimeoutSeconds: 5}",
+            [f"{ARGS}.scheduleTimeoutSeconds: unknown field"],
+            id="coscheduling unknown field",
+        ),
+        pytest.param(
+            "Coscheduling",
+            "permitWaitingTimeSeconds: '10'",
+            [f"{ARGS}.permitWaitingTimeSeconds: expected an integer"],
+            id="coscheduling wrong type",
+        ),
+        pytest.param(
+            "Coscheduling",
+            "{kind: DefaultPreemptionArgs}",
+            [f"{ARGS}: args for plugin Coscheduling were not of type CoschedulingArgs"],
+            id="coscheduling wrong kind",
+        ),
         # NodeResourcesFit
         pytest.param(
             "NodeResourcesFit",
@@ -562,6 +611,11 @@ def test_args_validation(plugin: str, args_yaml: str, errors: list[str]) -> None
             id="system constraints written as a List",
         ),
         pytest.param("InterPodAffinity", "hardPodAffinityWeight: 100", id="hard weight 100"),
+        pytest.param(
+            "Coscheduling",
+            "{permitWaitingTimeSeconds: 0, podGroupBackoffSeconds: 0}",
+            id="coscheduling zeros",
+        ),
         pytest.param(
             "DefaultPreemption",
             "{minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 1}",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.models import POD_GROUP_LABEL, HostPort, Toleration, host_ports
-from shared.store import NodeUsage, PodCharge, StoreKeys, pod_group_key
+from shared.models import POD_GROUP_LABEL, HostPort, Toleration, host_ports, pod_group_key
+from shared.store import NodeUsage, PodCharge, StoreKeys
 from shared.store.keys import InvalidNameError, object_key
 from shared.store.records import node_facts, tolerations_wire
 from tests.builders import make_node, make_pod
