@@ -36,17 +36,18 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-import msgpack
 from opentelemetry.trace import Span
 
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.status import Status
 from scheduling.framework.waiting_pods import go_duration
 from scheduling.plugins import coscheduling, names
+from scheduling.plugins.defaultpreemption import loses_nomination
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.order import CheckOrder
+from services.binder.refusals import lease_verdict, victims_refusal
 from shared.eviction import evict
 from shared.kafka import Headers
 from shared.messages import (
@@ -58,7 +59,7 @@ from shared.messages import (
 from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
 from shared.proposals import Proposal
-from shared.queue_keys import InvalidTenantError, QueueKeys, check_tenant
+from shared.queue_keys import QueueKeys
 from shared.store import (
     ClusterStore,
     PodCharge,
@@ -83,18 +84,6 @@ _REPLAYED_CONFLICTS = {
     "x": "the reservation expired",
 }
 """Conflict messages of re-sent outcomes (the original reasons are not kept)."""
-
-
-def _queued_uid(state: bytes | None) -> str | None:
-    """The uid in the queue's state record of a pod (a msgpack array, uid first)."""
-    if state is None:
-        return None
-    try:
-        fields = msgpack.unpackb(state, raw=False)
-    except (ValueError, msgpack.ExtraData):
-        return None
-    uid = fields[0] if isinstance(fields, list) and fields else None
-    return uid if isinstance(uid, str) else None
 
 
 def _scheduled_as(pod: Pod, p: Proposal) -> bool:
@@ -523,65 +512,21 @@ class Binder:
 
     # ---------------------------------------------------------------- preempt
     async def _lease_refusal(self, p: Proposal) -> str | None:
-        """Why the queue's lease does not cover this proposal (None: it does). An older
-        attempt is merely stale (the queue moved on: dropped, counted); a pod the queue has
-        no lease of, another uid, or a later attempt than leased is refused and dead-lettered:
-        acting on it would delete, bind or record what nobody asked for."""
+        """Why the queue's lease does not cover this proposal (None: it does; see
+        services/binder/refusals.py). A refusal is dead-lettered."""
         prefix = self.config.queue_key_prefix
         if prefix is None:
             return None
-        keys = QueueKeys(prefix)
-        try:
-            check_tenant(p.tenant)
-        except InvalidTenantError as exc:
-            reason = str(exc)
-        else:
-            async with self.store.redis.pipeline(transaction=True) as pipe:
-                pipe.hexists(keys.key(p.tenant, "cyc"), p.pod_key)
-                pipe.hget(keys.key(p.tenant, "att"), p.pod_key)
-                pipe.hget(keys.key(p.tenant, "st"), p.pod_key)
-                in_flight, ended, state = await pipe.execute()
-            leased = int(ended or 0) + 1
-            uid = _queued_uid(state)
-            if in_flight and uid == p.uid and leased == p.attempt:
-                return None
-            if uid == p.uid and p.attempt < leased:
-                self.stats["stale"] += 1
-                return "stale"
-            if uid is None:
-                reason = f"the queue holds no pod {p.pod_key}"
-            elif uid != p.uid:
-                reason = f"the queue's {p.pod_key} has another uid"
-            elif not in_flight:
-                reason = f"{p.pod_key} is not in flight (its attempt {p.attempt} ended)"
-                self.stats["stale"] += 1
-                return reason
-            else:
-                reason = f"attempt {p.attempt} of {p.pod_key} was not dispatched (lease {leased})"
+        verdict = await lease_verdict(self.store.redis, QueueKeys(prefix), p)
+        if verdict.kind == "ok":
+            return None
+        if verdict.kind == "stale":
+            self.stats["stale"] += 1
+            return verdict.reason
         self.stats["refused"] += 1
-        log.warning("refused %s proposal for %s: %s", p.kind, p.pod_key, reason)
-        await self.emitter.refused(p, reason)
-        return reason
-
-    def _victims_refusal(self, p: Proposal, preemptor: Pod, victims: Sequence[Pod]) -> str:
-        """Why these victims may not be evicted for `preemptor` ("" when they may): each must
-        run on the proposal's node with a lower priority, and the preemptor must be pending
-        and allowed to preempt (upstream's preemption picks nothing else)."""
-        if preemptor.spec.node_name:
-            return f"the preemptor {p.pod_key} is bound already"
-        if preemptor.spec.preemption_policy == "Never":
-            return f"the preemptor {p.pod_key} has preemptionPolicy Never"
-        priority = priority_of(preemptor)
-        for victim in victims:
-            if victim.spec.node_name != p.node_name:
-                where = victim.spec.node_name or "no node"
-                return f"victim {victim.key} runs on {where}, not on {p.node_name}"
-            if priority_of(victim) >= priority:
-                return (
-                    f"victim {victim.key} has priority {priority_of(victim)}, not lower than "
-                    f"the preemptor's {priority}"
-                )
-        return ""
+        log.warning("refused %s proposal for %s: %s", p.kind, p.pod_key, verdict.reason)
+        await self.emitter.refused(p, verdict.reason)
+        return verdict.reason
 
     async def _preempt(self, p: Proposal) -> None:
         pod = await self._stored_pod(p)
@@ -594,7 +539,7 @@ class Binder:
             victim = await self.store.get_pod(namespace, name)
             if victim is not None and victim.metadata.uid == victim_ref.uid:
                 victims.append(victim)  # the others are gone already
-        refusal = self._victims_refusal(p, pod, victims)
+        refusal = victims_refusal(p, pod, victims)
         if refusal:
             self.stats["refused"] += 1
             log.warning("refused preemption for %s: %s", p.pod_key, refusal)
@@ -659,7 +604,7 @@ class Binder:
         for raw_key, raw_record in nominated.items():
             key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
             record = raw_record if isinstance(raw_record, bytes) else raw_record.encode()
-            if key == p.pod_key or unpack(record).get("prio", 0) >= priority:
+            if key == p.pod_key or not loses_nomination(unpack(record).get("prio", 0), priority):
                 continue
             meta = await self.store.redis.hget(keys.meta("Pod"), key)
             if meta is None:

@@ -24,6 +24,7 @@ from scheduling.plugins.defaultpreemption.default_preemption import (
 from scheduling.plugins.defaultpreemption.environment import (
     PreemptionEnvironment,
     fit_error_message,
+    loses_nomination,
     lower_priority_nominated_pods,
 )
 from scheduling.plugins.defaultpreemption.evaluator import Evaluator
@@ -40,6 +41,7 @@ __all__ = [
     "environment_from_handle",
     "fit_error_message",
     "ge_nominated_pods",
+    "loses_nomination",
     "lower_priority_nominated_pods",
     "more_important_pod",
     "new",

@@ -155,4 +155,11 @@ def lower_priority_nominated_pods(
     """Pods nominated to `node_name` with lower priority than `pod`: after preempting there,
     clear their nominatedNodeName so they look elsewhere (upstream prepareCandidate)."""
     priority = priority_of(pod)
-    return [p for p in nominated.get(node_name, ()) if priority_of(p) < priority]
+    return [p for p in nominated.get(node_name, ()) if loses_nomination(priority_of(p), priority)]
+
+
+def loses_nomination(nominated_priority: int, preemptor_priority: int) -> bool:
+    """Whether a pod nominated to the node a preemptor took loses its nomination: lower
+    priority than the preemptor's (upstream prepareCandidate). The dry run and the binder
+    both clear nominations by this rule."""
+    return nominated_priority < preemptor_priority
