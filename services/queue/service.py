@@ -23,7 +23,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
@@ -74,6 +74,10 @@ class _Round:
 
     messages: list[EncodedBatch]
     pods: int
+
+
+_Source = TypeVar("_Source")
+"""Where a step came from (a consumed record, or the stored pod), for its dead letter."""
 
 
 class QueueService:
@@ -244,22 +248,34 @@ class QueueService:
                 await self._dead_letter(record, str(e))
                 continue
             decoded.extend((record, kind, item) for kind, item in steps if kind != "skip")
+
+        await self._apply_or_reject(decoded, self._dead_letter)
+        self.metrics["consumed"] += len(records)
+        self._work.set()
+
+    async def _apply_or_reject(
+        self,
+        decoded: Sequence[tuple[_Source, str, Any]],
+        reject: Callable[[_Source, str], Awaitable[None]],
+    ) -> None:
+        """Apply the steps in order, coalescing runs into store calls. If the store rejects
+        the batch for a reason other than a Redis or Kafka failure, apply the steps one by
+        one and hand the ones that still fail to `reject` (the DLQ): one bad record or pod
+        never blocks the others, and nothing is dropped silently."""
         try:
             await self._apply_all(decoded)
         except _TRANSIENT:
             raise
         except Exception:
-            log.exception("queue: a batch failed; applying its records one by one")
+            log.exception("queue: a batch failed; applying its steps one by one")
             for one in decoded:
                 try:
                     await self._apply_all([one])
                 except _TRANSIENT:
                     raise
                 except Exception as e:
-                    log.exception("queue: %s@%s rejected", one[0].topic, one[0].offset)
-                    await self._dead_letter(one[0], f"{type(e).__name__}: {e}")
-        self.metrics["consumed"] += len(records)
-        self._work.set()
+                    log.exception("queue: a step was rejected (to the dead letters)")
+                    await reject(one[0], f"{type(e).__name__}: {e}")
 
     async def _apply_all(self, decoded: Sequence[tuple[Any, str, Any]]) -> None:
         steps: list[_Step] = []
@@ -299,21 +315,12 @@ class QueueService:
                 await self._dead_letter_pod(event.pod, str(e))
                 continue
             decoded.extend((event.pod, kind, item) for kind, item in steps if kind != "skip")
-        try:
-            await self._apply_all(decoded)
-        except _TRANSIENT:
-            raise
-        except Exception:
-            log.exception("queue: a batch of store events failed; applying them one by one")
-            for one in decoded:
-                try:
-                    await self._apply_all([one])
-                except _TRANSIENT:
-                    raise
-                except Exception as e:
-                    log.exception("queue: store event for %s rejected", one[0] and one[0].key)
-                    if one[0] is not None:
-                        await self._dead_letter_pod(one[0], f"{type(e).__name__}: {e}")
+
+        async def reject(pod: PodRecord | None, error: str) -> None:
+            if pod is not None:  # a cluster event: nothing to dead-letter, logged above
+                await self._dead_letter_pod(pod, error)
+
+        await self._apply_or_reject(decoded, reject)
         self.metrics["store_events"] += len(events)
         self._work.set()
 
