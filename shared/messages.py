@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, Protocol, cast, get_args
 
 import msgpack
 
@@ -488,6 +488,25 @@ class Outcome:
 # dead letters
 
 
+class ConsumedRecord(Protocol):
+    """What a dead letter keeps of a consumed record (aiokafka's ConsumerRecord has it)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def key(self) -> bytes | None: ...
+
+    @property
+    def value(self) -> bytes | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
     """A message a service could not use, with where it came from and why."""
@@ -501,6 +520,20 @@ class DeadLetter:
     payload: bytes = b""
 
     TYPE = "dlq"
+
+    @classmethod
+    def of_record(cls, service: str, record: ConsumedRecord, error: str) -> DeadLetter:
+        """The dead letter of a consumed Kafka record (its topic, partition, offset, key and
+        bytes kept, so it can be inspected or replayed)."""
+        return cls(
+            service=service,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            error=error,
+            key=record.key,
+            payload=record.value or b"",
+        )
 
     def encode(self) -> bytes:
         return _pack(

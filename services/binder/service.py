@@ -286,26 +286,18 @@ class BinderService:
     async def _decode(self, tp: TopicPartition, record: Any) -> Proposal | None:
         """The proposal, or None after sending the record to the dead-letter topic."""
         if record.value is None:
-            await self._dead_letter(tp, record, "empty message")
+            await self._dead_letter(record, "empty message")
             return None
         try:
             return Proposal.decode(record.value)
         except MessageError as exc:
-            await self._dead_letter(tp, record, str(exc))
+            await self._dead_letter(record, str(exc))
             return None
 
-    async def _dead_letter(self, tp: TopicPartition, record: Any, error: str) -> None:
+    async def _dead_letter(self, record: Any, error: str) -> None:
         assert self._producer is not None
         self.dead_letters += 1
-        letter = DeadLetter(
-            service=self.config.service_name,
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=record.offset,
-            error=error,
-            key=record.key,
-            payload=record.value or b"",
-        )
+        letter = DeadLetter.of_record(self.config.service_name, record, error)
         delivery = await self._producer.send(
             self.config.topics.dlq, value=letter.encode(), key=record.key
         )

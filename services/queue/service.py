@@ -391,15 +391,7 @@ class QueueService:
     async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
         assert self._producer is not None
         log.warning("queue: dead letter from %s@%s: %s", record.topic, record.offset, error)
-        letter = DeadLetter(
-            service=SERVICE_NAME,
-            topic=record.topic,
-            partition=record.partition,
-            offset=record.offset,
-            error=error,
-            key=record.key,
-            payload=record.value or b"",
-        )
+        letter = DeadLetter.of_record(SERVICE_NAME, record, error)
         await self._producer.send_and_wait(self.config.topics.dlq, letter.encode(), key=record.key)
         self.metrics["dead_letters"] += 1
 

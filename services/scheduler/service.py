@@ -317,11 +317,11 @@ class SchedulerWorker:
 
     async def _process(self, tp: TopicPartition, record: Any) -> list[asyncio.Future[Any]]:
         if record.value is None:
-            return [await self._dead_letter(tp, record, "empty message")]
+            return [await self._dead_letter(record, "empty message")]
         try:
             batch = ScheduleBatch.decode(record.value)
         except MessageError as exc:
-            return [await self._dead_letter(tp, record, str(exc))]
+            return [await self._dead_letter(record, str(exc))]
         deliveries: list[asyncio.Future[Any]] = []
         started = time.perf_counter()
         for index, request in enumerate(batch.requests):
@@ -422,20 +422,10 @@ class SchedulerWorker:
         )
         return delivery
 
-    async def _dead_letter(
-        self, tp: TopicPartition, record: Any, error: str
-    ) -> asyncio.Future[Any]:
+    async def _dead_letter(self, record: Any, error: str) -> asyncio.Future[Any]:
         assert self._producer is not None
         self.stats.dead_letters += 1
-        letter = DeadLetter(
-            service=self.config.service_name,
-            topic=tp.topic,
-            partition=tp.partition,
-            offset=record.offset,
-            error=error,
-            key=record.key,
-            payload=record.value or b"",
-        )
+        letter = DeadLetter.of_record(self.config.service_name, record, error)
         delivery: asyncio.Future[Any] = await self._producer.send(
             self.config.topics.dlq, value=letter.encode(), key=record.key
         )
