@@ -192,7 +192,7 @@ async def _bench_service(
 async def _bench_wake(
     redis_url: str, bootstrap: str, config: QueueConfig, pods: int, tenants: int
 ) -> dict[str, Any]:
-    # Own topics and keys: the wake must not re-read the service phase's pod events.
+    # Own topics and keys: the wake must not re-read the service phase's pods.
     topics = Topics().suffixed(f"{config.group_id}-wake")
     config = replace(
         config,

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from redis.asyncio import Redis
 
@@ -44,7 +44,8 @@ from services.queue.hints import (
     node_update_event,
 )
 from services.queue.records import PodOp, PodRecord
-from shared.models import Node, Pod
+from shared.messages import MessageError
+from shared.models import Node
 from shared.queue_keys import QueueKeys
 from shared.store import Change, ClusterStore, StreamGapError
 
@@ -96,6 +97,9 @@ QueueEvent = PodChange | ClusterEvent
 Handler = Callable[[Sequence[QueueEvent]], Awaitable[None]]
 Relist = Callable[[Sequence[PodRecord]], Awaitable[None]]
 
+_RAW_KINDS = frozenset({"Pod"})
+"""Kinds the informer reads undecoded (their records come from the bytes)."""
+
 _POD_GROUP_EVENTS = {"add": POD_GROUP_ADD, "update": POD_GROUP_UPDATE, "delete": POD_GROUP_DELETE}
 
 
@@ -114,6 +118,7 @@ class StoreInformer:
         lease_seconds: float = 6.0,
         block_ms: int = 200,
         count: int = 2000,
+        linger_seconds: float = 0.05,
     ) -> None:
         self.redis = redis
         self.store = store
@@ -131,6 +136,7 @@ class StoreInformer:
         self._release = redis.register_script(_RELEASE)
         self._pods: dict[str, PodRecord] = {}
         """key -> the pod as last seen (the `old` of its next update)."""
+        self._linger = linger_seconds
         self._nodes: dict[str, Node] = {}
         self._groups: set[str] = set()
         self.position = 0
@@ -204,12 +210,23 @@ class StoreInformer:
 
     async def _follow(self, term_over: asyncio.Event) -> None:
         async for batch in self.store.follow_batches(
-            self.position, block_ms=self._block_ms, count=self._count, stop=term_over
+            self.position,
+            block_ms=self._block_ms,
+            count=self._count,
+            stop=term_over,
+            raw_kinds=_RAW_KINDS,
         ):
             events = self.events(batch)
             if events:
                 await self._handle(events)
             await self._record(batch[-1].resource_version)
+            if len(batch) < self._count and self._linger > 0 and not _brings_work(events):
+                # A short batch of facts about placed pods (bindings, deletions): let the
+                # stream gather more before the next read, so the queue's steps (one script
+                # call per run of alike events) carry many pods. A batch that brings work (a
+                # pending pod, a node) is followed at once: its pods wait for nothing.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(term_over.wait(), self._linger)
 
     async def _record(self, position: int) -> None:
         self.position = position
@@ -251,25 +268,52 @@ class StoreInformer:
         return out
 
     def _pod_change(self, change: Change) -> PodChange | None:
+        """Pods are read raw (`PodRecord.from_stored`): the queue needs their routing fields
+        and bytes, never the Pod itself."""
         old = self._pods.get(change.key)
         if old is not None and old.uid != change.uid:
             old = None  # a new pod under an old name
-        obj = change.object
+        record: PodRecord | None
         if change.op == "delete":
             self._pods.pop(change.key, None)
-            record = old if old is not None else _record_of(obj)
-            if record is None:
-                log.warning("informer: pod %s deleted, its last body unreadable", change.key)
-                return None
-            return PodChange("delete", record)
-        if not isinstance(obj, Pod):
-            log.warning(
-                "informer: pod %s at %d does not decode", change.key, change.resource_version
+            record = old if old is not None else self._pod_record(change)
+            return None if record is None else PodChange("delete", record)
+        if (
+            change.same_body
+            and change.node_name
+            and old is not None
+            and not old.node_name
+            and old.resource_version < change.resource_version
+        ):
+            # A binding: the stored object is the pending pod's, bound. Its record is the
+            # pending record, bound (the queue routes a bound pod by its node and labels;
+            # body and fingerprint describe the same spec), without reading it again.
+            record = replace(
+                old,
+                node_name=change.node_name,
+                nominated_node_name=change.nominated_node_name,
+                resource_version=change.resource_version,
             )
+        else:
+            record = self._pod_record(change)
+        if record is None:
             return None
-        record = PodRecord.from_pod(obj)
         self._pods[change.key] = record
         return PodChange("add" if old is None else "update", record, old)
+
+    @staticmethod
+    def _pod_record(change: Change) -> PodRecord | None:
+        try:
+            return PodRecord.from_stored(
+                change.raw,
+                change.resource_version,
+                change.uid,
+                change.node_name,
+                change.nominated_node_name,
+            )
+        except MessageError as exc:
+            log.warning("informer: pod %s at %d: %s", change.key, change.resource_version, exc)
+            return None
 
     def _node_change(self, change: Change) -> ClusterEvent:
         name = change.key
@@ -289,9 +333,16 @@ class StoreInformer:
         )
 
 
+def _brings_work(events: Sequence[QueueEvent]) -> bool:
+    """Whether the queue may have something new to dispatch after these events: a pending pod
+    added or changed, or a cluster event that may wake parked pods."""
+    for event in events:
+        if isinstance(event, ClusterEvent):
+            return True
+        if event.op != "delete" and not event.pod.node_name:
+            return True
+    return False
+
+
 class _LeaseLostError(Exception):
     """Another replica took the lease: this one stops tailing."""
-
-
-def _record_of(obj: object) -> PodRecord | None:
-    return PodRecord.from_pod(obj) if isinstance(obj, Pod) else None

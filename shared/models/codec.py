@@ -118,12 +118,22 @@ def to_dict(obj: Any) -> dict[str, Any]:
     return {"apiVersion": info.api_version, "kind": info.kind, **body}
 
 
-def encode(obj: KubeObject) -> bytes:
-    """msgpack bytes of an API object, with the schema version."""
+def encode_fields(obj: KubeObject) -> dict[str, Any]:
+    """The fields `encode` packs (wire names; defaults left out), for callers that pack
+    parts of them too (a fingerprint) without walking the object twice."""
     info = KIND_BY_CLASS.get(type(obj))
     if info is None:
         raise CodecError(f"cannot encode {type(obj).__name__}: not an API kind")
-    body = _object_encoder(info.cls, Mode.RAW)(obj)
+    return cast(dict[str, Any], _object_encoder(info.cls, Mode.RAW)(obj))
+
+
+def encode(obj: KubeObject, fields: dict[str, Any] | None = None) -> bytes:
+    """msgpack bytes of an API object, with the schema version (`fields`: its
+    `encode_fields`, when the caller has them already)."""
+    info = KIND_BY_CLASS.get(type(obj))
+    if info is None:
+        raise CodecError(f"cannot encode {type(obj).__name__}: not an API kind")
+    body = fields if fields is not None else _object_encoder(info.cls, Mode.RAW)(obj)
     try:
         data = msgpack.packb(
             {"v": SCHEMA_VERSION, "kind": info.kind, "object": body}, use_bin_type=True

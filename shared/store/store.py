@@ -81,6 +81,10 @@ class Change:
     holder: str = ""
     """Reservations (kind RESERVATION, `key` the pod's, `node_name` its node, `object`
     None; op "put" taken, "delete" released): the binder holding it."""
+    raw: bytes = b""
+    """The stored bytes, undecoded (`object` None), for kinds the follower asked to read
+    raw (`follow_batches(raw_kinds=...)`): resourceVersion, uid, binding and nomination
+    are the fields above, not in the bytes."""
 
 
 @dataclass(slots=True)
@@ -360,6 +364,7 @@ class ClusterStore:
         count: int = 1000,
         stop: asyncio.Event | None = None,
         previous: PreviousLookup | None = None,
+        raw_kinds: frozenset[str] = frozenset(),
     ) -> AsyncIterator[Sequence[Change]]:
         """`follow`, a batch (up to `count` changes) at a time; `stop` is looked at at least
         every `block_ms`."""
@@ -378,7 +383,7 @@ class ClusterStore:
                 rv = int(_text(entry_id).partition("-")[0])
                 if rv != position + 1:
                     raise StreamGapError(position, rv)
-                change = self._change(rv, fields, latest, previous)
+                change = self._change(rv, fields, latest, previous, raw_kinds)
                 latest[(change.kind, change.key)] = change.object
                 batch.append(change)
                 position = rv
@@ -390,6 +395,7 @@ class ClusterStore:
         fields: Mapping[bytes, bytes],
         latest: Mapping[tuple[str, str], KubeObject | None],
         previous: PreviousLookup | None,
+        raw_kinds: frozenset[str] = frozenset(),
     ) -> Change:
         kind = _text(fields.get(b"k"))
         key = _text(fields.get(b"n"))
@@ -414,6 +420,10 @@ class ClusterStore:
                     True,
                 )
         body = fields.get(b"b")
+        if kind in raw_kinds:
+            holder = _text(fields.get(b"h"))
+            raw = body if body is not None else b""
+            return Change(rv, op, kind, key, uid, None, node, nominated, same, holder, raw)
         if body is not None:
             try:
                 obj = decode(body)

@@ -1,5 +1,5 @@
 """A binder on the session's real Redis: store, view (following the change stream) and the
-binding cycle, with its outcomes and pod events recorded (the service tests use Kafka)."""
+binding cycle, with its outcomes recorded (the service tests use Kafka)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The binder service end to end on the real broker (Tansu, or Kafka) and Redis: proposals in,
-outcomes and pod events out, garbage to the dead-letter topic, offsets committed."""
+outcomes out, bindings in the store, garbage to the dead-letter topic, offsets committed."""
 
 from __future__ import annotations
 
