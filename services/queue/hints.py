@@ -90,6 +90,10 @@ ASSIGNED_POD_DELETE = _event(Resource.POD, ActionType.DELETE, "AssignedPodDelete
 POD_GROUP_ADD = _event(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd")
 POD_GROUP_UPDATE = _event(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate")
 POD_GROUP_DELETE = _event(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete")
+POD_GROUP_MEMBER_ADD = _event(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupMemberAdd")
+"""A pending pod joined a gang (a new pod labelled for a PodGroup): the gang grew, which is
+what Coscheduling's PreFilter ("cannot find enough sibling pods") waits for. Only
+Coscheduling registers for PodGroup events, so only pods it rejected wake."""
 UNSCHEDULABLE_TIMEOUT = _event(Resource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
 
 # Registrations. Keep each plugin's list next to upstream's EventsToRegister.

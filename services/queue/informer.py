@@ -37,6 +37,7 @@ from services.queue.hints import (
     NODE_DELETE,
     POD_GROUP_ADD,
     POD_GROUP_DELETE,
+    POD_GROUP_MEMBER_ADD,
     POD_GROUP_UPDATE,
     ActionType,
     ClusterEvent,
@@ -45,7 +46,7 @@ from services.queue.hints import (
 )
 from services.queue.records import PodOp, PodRecord
 from shared.messages import MessageError
-from shared.models import Node
+from shared.models import POD_GROUP_LABEL, Node
 from shared.queue_keys import QueueKeys
 from shared.store import Change, ClusterStore, StreamGapError
 
@@ -255,6 +256,8 @@ class StoreInformer:
                 event = self._pod_change(change)
                 if event is not None:
                     out.append(event)
+                    if _joins_a_gang(event):
+                        out.append(POD_GROUP_MEMBER_ADD)
             elif change.kind == "Node":
                 out.append(self._node_change(change))
             elif change.kind == "PodGroup":
@@ -331,6 +334,12 @@ class StoreInformer:
         return node_update_event(old, new) or ClusterEvent(
             Resource.NODE, ActionType.NONE, "NodeUpdate"
         )
+
+
+def _joins_a_gang(event: PodChange) -> bool:
+    """A new pending pod labelled for a PodGroup."""
+    pod = event.pod
+    return event.op == "add" and not pod.node_name and POD_GROUP_LABEL in pod.labels
 
 
 def _brings_work(events: Sequence[QueueEvent]) -> bool:

@@ -19,8 +19,9 @@ from services.queue.service import STREAM_TOPIC, QueueService
 from services.queue.store import QueueStore
 from shared.kafka import Topics, ensure_topics
 from shared.messages import Outcome, ScheduleBatch
-from shared.models import Node, ObjectMeta, Pod
+from shared.models import POD_GROUP_LABEL, Node, ObjectMeta, Pod
 from shared.store import ClusterStore
+from tests.builders import make_pod_group
 from tests.queue.builders import make_pod, outcome
 from tests.queue.kafka_helpers import CONSUMER_OPTIONS, TopicReader, produce
 
@@ -401,3 +402,33 @@ def test_command_line_config() -> None:
     assert (config.tenant_label, config.weight("a"), config.weight("b")) == ("team", 3, 1)
     assert (config.max_inflight_per_tenant, config.initial_backoff_seconds) == (0, 1.0)
     assert config.max_in_unschedulable_seconds == 300.0
+
+
+async def test_a_gang_member_rejected_for_too_few_siblings_wakes_when_one_joins(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
+) -> None:
+    """Coscheduling's PreFilter rejects a member whose gang has fewer pods than minMember
+    (the rest not applied yet): the next member added wakes it (PodGroupMemberAdd), while a
+    pod of no gang does not."""
+    clock = ManualClock(time.time())
+    gang = {POD_GROUP_LABEL: "g"}
+    await cluster.apply([make_pod_group("g", 2), make_pod("m0", labels=gang)])
+    async with (
+        make_service(service_config, clock) as service,
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+    ):
+        await reader.wait_until(lambda: len(reader.requests()) == 1)
+        [first] = reader.requests()
+        failure = outcome(first, plugins=("Coscheduling",), message="too few siblings")
+        await produce(kafka_bootstrap, topics.outcomes, [(b"m0", failure.encode())])
+        await wait_for(lambda: service.metrics["outcome_unschedulable"] == 1)
+        clock.advance(5)  # past its backoff: only an event can move it now
+        await cluster.apply([make_pod("loner")])
+        await reader.wait_until(lambda: len(reader.requests()) == 2)
+        await asyncio.sleep(0.3)
+        await reader.poll()
+        assert [r.pod_key for r in reader.requests()] == ["default/m0", "default/loner"]
+        await cluster.apply([make_pod("m1", labels=gang)])
+        await reader.wait_until(lambda: len(reader.requests()) == 4)
+    woken = {r.pod_key: r.attempt for r in reader.requests()[2:]}
+    assert woken == {"default/m0": 2, "default/m1": 1}
