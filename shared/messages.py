@@ -206,6 +206,17 @@ def _expect(data: bytes | bytearray | memoryview, kind: str) -> dict[str, Any]:
 # pods
 
 
+def decode_pod(data: bytes, what: str) -> Pod:
+    """A pod from codec bytes; MessageError naming `what` if they are not one."""
+    try:
+        obj = decode(data)
+    except CodecError as e:
+        raise MessageError(f"{what}: {e}") from e
+    if not isinstance(obj, Pod):
+        raise MessageError(f"{what}: body is a {type(obj).__name__}")
+    return obj
+
+
 def pod_fingerprint(pod: Pod, fields: dict[str, Any] | None = None) -> str:
     """Equal for two versions of a pod iff upstream isPodUpdated would say "not updated".
 
@@ -257,13 +268,7 @@ class ScheduleRequest:
 
     def decode_pod(self) -> Pod:
         """Decode the pod (MessageError if the bytes are not a Pod)."""
-        try:
-            obj = decode(self.pod)
-        except CodecError as e:
-            raise MessageError(f"pod {self.pod_key}: {e}") from e
-        if not isinstance(obj, Pod):
-            raise MessageError(f"pod {self.pod_key}: body is a {type(obj).__name__}")
-        return obj
+        return decode_pod(self.pod, f"pod {self.pod_key}")
 
     def to_wire(self) -> dict[str, Any]:
         return {

@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 import msgpack
 
-from shared.messages import MessageError, pod_fingerprint, pod_fingerprint_of_fields
+from shared.messages import decode_pod, pod_fingerprint, pod_fingerprint_of_fields
 from shared.models import ObjectMeta, Pod, PodSpec, PodStatus, priority_of
-from shared.models.codec import SCHEMA_VERSION, CodecError, decode, encode, encode_fields
+from shared.models.codec import SCHEMA_VERSION, encode, encode_fields
 from shared.models.schema import fields_of
 
 PodOp = Literal["add", "update", "delete"]
@@ -37,16 +37,6 @@ def _in_wire_order(fields: dict[str, Any], cls: type) -> dict[str, Any]:
     if len(out) != len(fields):
         out.update((name, value) for name, value in fields.items() if name not in out)
     return out
-
-
-def _decode_pod(data: bytes) -> Pod:
-    try:
-        obj = decode(data)
-    except CodecError as e:
-        raise MessageError(f"stored pod: {e}") from e
-    if not isinstance(obj, Pod):
-        raise MessageError(f"stored pod: body is a {type(obj).__name__}")
-    return obj
 
 
 def _has_required_pod_affinity(pod: Pod) -> bool:
@@ -122,7 +112,7 @@ class PodRecord:
                 )
         except (TypeError, KeyError, ValueError, AttributeError, msgpack.ExtraData):
             pass  # not well formed: the full decode below says what is wrong
-        pod = _decode_pod(data)
+        pod = decode_pod(data, "stored pod")
         pod.metadata.resource_version, pod.metadata.uid = resource_version, uid
         pod.spec.node_name, pod.status.nominated_node_name = node_name, nominated
         return cls.from_pod(pod)
@@ -183,10 +173,4 @@ class PodRecord:
 
     def pod(self) -> Pod:
         """Decode the object (MessageError if the bytes are not a Pod)."""
-        try:
-            obj = decode(self.body)
-        except CodecError as e:
-            raise MessageError(f"pod {self.key}: {e}") from e
-        if not isinstance(obj, Pod):
-            raise MessageError(f"pod {self.key}: body is a {type(obj).__name__}")
-        return obj
+        return decode_pod(self.body, f"pod {self.key}")
