@@ -227,14 +227,14 @@ def scores(pairs: dict[str, int]) -> Reply:
     return lambda body: (200, [{"Host": h, "Score": s} for h, s in pairs.items()])
 
 
-def test_f6_weight_1_score_5_adds_50(server: tuple[str, Recorder]) -> None:
+def test_weight_1_score_5_adds_50(server: tuple[str, Recorder]) -> None:
     url, recorder = server
     recorder.replies["prioritize"] = scores({"n1": 5})
     assert extender_scores([extender(url, weight=1)], POD, NODES[:1]) == {"n1": 50}
     assert SCORE_SCALE == 10
 
 
-def test_f6_log_totals(server: tuple[str, Recorder]) -> None:
+def test_log_totals(server: tuple[str, Recorder]) -> None:
     # An old scheduler log: NodePreferAvoidPods 100 x 10000, other plugins 279 + 105 and
     # 283 + 105, the extender scored the nodes 2 and 5 with weight 1: totals 1000404 and 1000438.
     url, recorder = server
@@ -245,7 +245,7 @@ def test_f6_log_totals(server: tuple[str, Recorder]) -> None:
     assert totals == {"n1": 1000404, "n2": 1000438}
 
 
-def test_b36_weighted_sum_over_extenders(server: tuple[str, Recorder]) -> None:
+def test_weighted_sum_over_extenders(server: tuple[str, Recorder]) -> None:
     url, recorder = server
     recorder.replies["prioritize"] = scores({"n1": 10, "n2": 3, "elsewhere": 10})
     recorder.replies["prioritize2"] = scores({"n2": 4})

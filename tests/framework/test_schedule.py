@@ -38,11 +38,11 @@ def pod(name: str = "p") -> Pod:
 @pytest.mark.parametrize(
     ("configured", "nodes", "expected"),
     [
-        pytest.param(None, 100, 50, id="F11-default-at-100-nodes-is-50%"),
-        pytest.param(None, 5000, 10, id="F11-default-at-5000-nodes-is-10%"),
-        pytest.param(None, 10000, 5, id="F11-floor-is-5%"),
-        pytest.param(0, 1000, 42, id="F11-zero-means-default"),
-        pytest.param(3, 10000, 3, id="F11-below-5-only-explicitly"),
+        pytest.param(None, 100, 50, id="default-at-100-nodes-is-50%"),
+        pytest.param(None, 5000, 10, id="default-at-5000-nodes-is-10%"),
+        pytest.param(None, 10000, 5, id="floor-is-5%"),
+        pytest.param(0, 1000, 42, id="zero-means-default"),
+        pytest.param(3, 10000, 3, id="below-5-only-explicitly"),
         pytest.param(70, 5000, 70, id="configured"),
     ],
 )
@@ -56,13 +56,13 @@ def test_percentage_of_nodes_to_score(configured, nodes, expected):
         pytest.param(None, 50, 50, id="below-100-nodes-all"),
         pytest.param(10, 99, 99, id="below-100-nodes-all-whatever-the-percentage"),
         pytest.param(None, 100, 100, id="50%-of-100-floored-at-100"),
-        pytest.param(None, 5000, 500, id="F11-10%-of-5000"),
+        pytest.param(None, 5000, 500, id="10%-of-5000"),
         pytest.param(None, 1000, 420, id="adaptive-42%"),
         pytest.param(None, 20000, 1000, id="adaptive-floor-5%"),
         pytest.param(1, 20000, 200, id="explicit-1%"),
         pytest.param(10, 500, 100, id="at-least-100"),
         pytest.param(100, 5000, 5000, id="all"),
-        pytest.param(150, 5000, 7500, id="F11-above-100-searches-everything"),
+        pytest.param(150, 5000, 7500, id="above-100-searches-everything"),
     ],
 )
 def test_num_feasible_nodes_to_find(configured, nodes, expected):
@@ -81,7 +81,7 @@ def zone_nodes(zones: dict[str, list[str]]) -> list[Node]:
     ]
 
 
-def test_f11_zones_are_interleaved_and_each_pod_resumes_where_the_last_stopped():
+def test_zones_are_interleaved_and_each_pod_resumes_where_the_last_stopped():
     cluster = LocalCluster(zone_nodes({"zone1": ["N1", "N2", "N3", "N4"], "zone2": ["N5", "N6"]}))
     assert cluster.nodes.names == ["N1", "N5", "N2", "N6", "N3", "N4"]
     # No score plugin: upstream stops at the first feasible node, so each pod takes the next
@@ -93,7 +93,7 @@ def test_f11_zones_are_interleaved_and_each_pod_resumes_where_the_last_stopped()
     assert hosts == ["N1", "N5", "N2", "N6", "N3", "N4", "N1"]
 
 
-def test_f11_the_walk_skips_rejected_nodes_and_counts_them_as_processed():
+def test_the_walk_skips_rejected_nodes_and_counts_them_as_processed():
     cluster = LocalCluster(zone_nodes({"zone1": ["N1", "N2", "N3", "N4"], "zone2": ["N5", "N6"]}))
     fw = fakes.framework({"filter": [fakes.Filter("F", reject={"N5", "N2"})]}, cluster)
     first = schedule_pod(fw, CycleState(), pod("a"), cluster.nodes)
@@ -215,7 +215,7 @@ def test_select_host_takes_the_highest_without_drawing():
     assert rng.bit_generator.state == before
 
 
-def test_f21_three_way_tie_is_uniform():
+def test_three_way_tie_is_uniform():
     rng = np.random.default_rng(2024)
     totals = np.array([5, 10, 10, 1, 10], dtype=np.int64)
     draws = 30000
@@ -227,7 +227,7 @@ def test_f21_three_way_tie_is_uniform():
         assert abs(counts[i] - draws / 3) < 5 * sigma
 
 
-def test_f21_tie_break_through_the_framework_is_seeded():
+def test_tie_break_through_the_framework_is_seeded():
     def hosts(seed: int) -> list[str]:
         cluster = fakes.cluster_of(["n1", "n2", "n3"])
         fw = fakes.framework({"score": [fakes.Score("S")]}, cluster, seed=seed)

@@ -16,7 +16,7 @@ Mi, Gi = 1024**2, 1024**3
 G = 10**9
 
 
-def test_f1_init_containers_take_the_max():
+def test_init_containers_take_the_max():
     # IC1 {2, 1G}, IC2 {2, 3G}; C1 {2, 1G}, C2 {1, 1G} -> {3, 3G}.
     pod = (
         make_pod("f1")
@@ -29,7 +29,7 @@ def test_f1_init_containers_take_the_max():
     assert pod_requests(pod) == {"cpu": 3000, "memory": 3 * G}
 
 
-def test_f1_overhead_is_added_after_the_max():
+def test_overhead_is_added_after_the_max():
     pod = (
         make_pod("f1o")
         .init_req(cpu="2", memory="1G")
@@ -61,7 +61,7 @@ spec:
 """
 
 
-def test_f2_overhead_with_limits_only_from_manifest():
+def test_overhead_with_limits_only_from_manifest():
     # Requests default to limits (API defaulting): 2000m/200Mi + overhead.
     pod = load_manifest_text(F2_MANIFEST).pods[0]
     assert pod.spec.containers[0].resources.requests == {"cpu": 500, "memory": 100 * Mi}
@@ -70,7 +70,7 @@ def test_f2_overhead_with_limits_only_from_manifest():
     assert pod_requests(pod, exclude_overhead=True) == {"cpu": 2000, "memory": 200 * Mi}
 
 
-def test_f2_limits_only_pod_built_in_code_defaults_too():
+def test_limits_only_pod_built_in_code_defaults_too():
     pod = (
         make_pod("test-pod")
         .lim(cpu="500m", memory="100Mi")

@@ -50,13 +50,13 @@ def budget(
 
 
 # ------------------------------------------------------------------ response codes
-def test_f20_pod_without_a_budget_is_evicted() -> None:
+def test_pod_without_a_budget_is_evicted() -> None:
     pods = app_pods(3)
     result = evict(pods[0], [], pods, now=NOW)
     assert (result.code, result.allowed, result.pdb) == (OK, True, None)
 
 
-def test_f20_violating_a_budget_is_too_many_requests() -> None:
+def test_violating_a_budget_is_too_many_requests() -> None:
     pods = app_pods(3)
     result = evict(pods[0], [budget(min_available=3)], pods, now=NOW)
     assert result.code == TOO_MANY_REQUESTS
@@ -68,7 +68,7 @@ def test_f20_violating_a_budget_is_too_many_requests() -> None:
     assert result.status.disruptions_allowed == 0
 
 
-def test_f20_two_budgets_selecting_the_pod_is_an_internal_error() -> None:
+def test_two_budgets_selecting_the_pod_is_an_internal_error() -> None:
     pods = app_pods(3)
     other = make_pdb("web-too", label_selector(None, ("app", "In", ["web"])), min_available=0)
     result = evict(pods[0], [budget(min_available=0), other], pods, now=NOW)
@@ -86,7 +86,7 @@ class Allowance:
         return self.left >= 0
 
 
-def test_f20_rate_limiting_is_too_many_requests() -> None:
+def test_rate_limiting_is_too_many_requests() -> None:
     limiter = Allowance(2)
     pods = app_pods(1)
     codes = [evict(pods[0], [], pods, rate_limiter=limiter).code for _ in range(3)]
@@ -115,7 +115,7 @@ def test_f20_rate_limiting_is_too_many_requests() -> None:
         ),
     ],
 )
-def test_e31_pods_that_can_ignore_budgets(pod: Pod, code: int) -> None:
+def test_pods_that_can_ignore_budgets(pod: Pod, code: int) -> None:
     pods = [*app_pods(2), pod]
     assert evict(pod, [budget(min_available=3)], pods, now=NOW).code == code
 
@@ -132,7 +132,7 @@ def test_e31_pods_that_can_ignore_budgets(pod: Pod, code: int) -> None:
         ),
     ],
 )
-def test_e33_a_pod_no_budget_covers_always_gets_200(pdb: PodDisruptionBudget) -> None:
+def test_a_pod_no_budget_covers_always_gets_200(pdb: PodDisruptionBudget) -> None:
     pdb.spec.min_available = 100
     pods = app_pods(2)
     assert evict(pods[0], [pdb], pods, now=NOW).code == OK

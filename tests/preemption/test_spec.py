@@ -79,7 +79,7 @@ TWO_CPU = {"cpu": "2"}
         pytest.param(0, -1, True, id="default priority 0 preempts a negative priority"),
     ],
 )
-def test_f19_preemptor_never_evicts_equal_or_higher_priority(
+def test_preemptor_never_evicts_equal_or_higher_priority(
     preemptor_priority: int, victim_priority: int, preempts: bool
 ) -> None:
     preemptor = make_pod("p").uid("p").priority(preemptor_priority).req(CPU2).obj()
@@ -93,7 +93,7 @@ def test_f19_preemptor_never_evicts_equal_or_higher_priority(
         )
 
 
-def test_f19_unresolved_priority_counts_as_zero() -> None:
+def test_unresolved_priority_counts_as_zero() -> None:
     preemptor = make_pod("p").uid("p").req(CPU2).obj()
     victim = make_pod("v").uid("v").node("n1").req(CPU2).obj()
     result, status = preempt(preemptor, [node("n1", TWO_CPU)], [victim], [FitFilter()])
@@ -102,7 +102,7 @@ def test_f19_unresolved_priority_counts_as_zero() -> None:
 
 
 # ------------------------------------------------------------------ preemptionPolicy
-def test_d6_preemption_policy_never_cannot_preempt() -> None:
+def test_preemption_policy_never_cannot_preempt() -> None:
     preemptor = make_pod("p").uid("p").priority(100).preemption_policy("Never").req(CPU2).obj()
     pods = [running("v", 1, "n1", "2")]
     result, status = preempt(preemptor, [node("n1", TWO_CPU)], pods, [FitFilter()])
@@ -111,7 +111,7 @@ def test_d6_preemption_policy_never_cannot_preempt() -> None:
     assert status.message() == "preemption: not eligible due to preemptionPolicy=Never."
 
 
-def test_d6_a_never_pod_can_itself_be_preempted() -> None:
+def test_a_never_pod_can_itself_be_preempted() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU2).obj()
     victim = make_pod("v").uid("v").priority(1).preemption_policy("Never").node("n1")
     result, status = preempt(
@@ -122,7 +122,7 @@ def test_d6_a_never_pod_can_itself_be_preempted() -> None:
 
 
 # ------------------------------------------------------------------ affinity to victims
-def test_d13_affinity_to_a_lower_priority_pod_skips_the_node() -> None:
+def test_affinity_to_a_lower_priority_pod_skips_the_node() -> None:
     # P needs a pod labelled "db" on its node; the only one is a low-priority victim.
     preemptor = make_pod("p").uid("p").priority(100).req(CPU2).obj()
     pods = [running("db", 1, "n1", "1", db="yes"), running("filler", 1, "n1", "1")]
@@ -133,7 +133,7 @@ def test_d13_affinity_to_a_lower_priority_pod_skips_the_node() -> None:
     assert "didn't match pod affinity rules" in status.message()
 
 
-def test_d13_affinity_to_an_equal_priority_pod_keeps_the_node() -> None:
+def test_affinity_to_an_equal_priority_pod_keeps_the_node() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
     pods = [running("db", 100, "n1", "1", db="yes"), running("filler", 1, "n1", "1")]
     plugins = [FitFilter(), AffinityFilter("kubernetes.io/hostname", "db", anti=False)]
@@ -143,7 +143,7 @@ def test_d13_affinity_to_an_equal_priority_pod_keeps_the_node() -> None:
 
 
 # ------------------------------------------------------------------ no cross-node preemption
-def test_d14_no_cross_node_preemption() -> None:
+def test_no_cross_node_preemption() -> None:
     # P has zone anti-affinity to Q, which runs on n2 in the same zone; n1 is full of
     # low-priority pods. Evicting Q would help, but only pods on the node itself are victims.
     preemptor = make_pod("p").uid("p").priority(100).req(CPU2).obj()
@@ -165,7 +165,7 @@ def test_d14_no_cross_node_preemption() -> None:
 
 
 # ------------------------------------------------------------------ choosing the node
-def test_d15_prefers_lowest_priority_victims() -> None:
+def test_prefers_lowest_priority_victims() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
     nodes = [node("n1", CPU1), node("n2", CPU1)]
     pods = [running("mid", 50, "n1"), running("low", 10, "n2")]
@@ -175,7 +175,7 @@ def test_d15_prefers_lowest_priority_victims() -> None:
     assert (result.nominated_node, victims_of(result)) == ("n2", ["low"])
 
 
-def test_d15_pdb_protected_lowest_priority_pods_send_preemption_elsewhere() -> None:
+def test_pdb_protected_lowest_priority_pods_send_preemption_elsewhere() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
     nodes = [node("n1", CPU1), node("n2", CPU1)]
     pods = [running("mid", 50, "n1"), running("low", 10, "n2", app="db")]
@@ -186,7 +186,7 @@ def test_d15_pdb_protected_lowest_priority_pods_send_preemption_elsewhere() -> N
     assert (result.nominated_node, victims_of(result)) == ("n1", ["mid"])
 
 
-def test_d12_pdb_violated_when_there_is_no_other_way() -> None:
+def test_pdb_violated_when_there_is_no_other_way() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
     pods = [running("low", 10, "n1", app="db")]
     pdb = make_pdb("db", label_selector({"app": "db"}), disruptions_allowed=0)
@@ -195,7 +195,7 @@ def test_d12_pdb_violated_when_there_is_no_other_way() -> None:
     assert victims_of(result) == ["low"]
 
 
-def test_d15_higher_priority_victims_only_when_removing_lower_is_not_enough() -> None:
+def test_higher_priority_victims_only_when_removing_lower_is_not_enough() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU2).obj()
     pods = [running("low", 1, "n1"), running("mid", 50, "n1"), running("free", 1, "n2", "0")]
     nodes = [node("n1", TWO_CPU), node("n2", CPU1)]
@@ -213,7 +213,7 @@ def test_minimal_victim_set_reprieves_the_most_important_first() -> None:
 
 
 # ------------------------------------------------------------------ nominated node
-def test_d9_nominated_node_is_set_and_victims_returned() -> None:
+def test_nominated_node_is_set_and_victims_returned() -> None:
     preemptor = make_pod("p").uid("p").priority(100).req(CPU1).obj()
     result, status = preempt(preemptor, [node("n1", CPU1)], [running("v", 1, "n1")], [FitFilter()])
     assert status.is_success()
@@ -235,7 +235,7 @@ def nominated(name: str, priority: int, node_name: str, cpu: str = "1", **labels
         pytest.param(10, 5, True, id="a lower-priority nominated pod is ignored"),
     ],
 )
-def test_d9_nominated_pods_count_for_lower_or_equal_priority_pods(
+def test_nominated_pods_count_for_lower_or_equal_priority_pods(
     pod_priority: int, nominated_priority: int, fits: bool
 ) -> None:
     cols = columns([node("n1", CPU1), node("n2", CPU1)], [running("busy", 1000, "n2")])
@@ -251,7 +251,7 @@ def test_d9_nominated_pods_count_for_lower_or_equal_priority_pods(
     assert cols.requested[cols.index["n1"], cols.resource_index["cpu"]] == 0
 
 
-def test_d9_nominated_pod_is_not_counted_against_itself() -> None:
+def test_nominated_pod_is_not_counted_against_itself() -> None:
     cols = columns([node("n1", CPU1)], [])
     pod = nominated("p", 10, "n1")
     state = run_pre_filters([FitFilter()], pod, cols)
@@ -261,7 +261,7 @@ def test_d9_nominated_pod_is_not_counted_against_itself() -> None:
     assert outcome.ok.tolist() == [True]
 
 
-def test_d9_second_pass_without_nominated_pods_must_pass_too() -> None:
+def test_second_pass_without_nominated_pods_must_pass_too() -> None:
     # P needs a "db" pod on its node: with the nominated db pod counted it fits (pass 1),
     # without it (pass 2) it does not, so the node is rejected (upstream's conservative rule).
     cols = columns([node("n1", TWO_CPU)], [])
@@ -276,7 +276,7 @@ def test_d9_second_pass_without_nominated_pods_must_pass_too() -> None:
     assert outcome.status_at(0).code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
-def test_d9_preemption_respects_room_reserved_for_nominated_pods() -> None:
+def test_preemption_respects_room_reserved_for_nominated_pods() -> None:
     # n1: one low victim (1 cpu) of 2 cpu; a higher-priority pod nominated there holds 1 cpu.
     # Evicting the victim leaves 1 cpu, not the 2 the preemptor needs; n2 works.
     preemptor = make_pod("p").uid("p").priority(100).req(CPU2).obj()

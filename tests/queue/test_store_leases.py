@@ -226,7 +226,7 @@ async def test_expire_takes_whole_pops_up_to_about_the_limit(
 # ---------------------------------------------------------------------- assigned pods
 
 
-async def test_a26_assigned_pod_wakes_only_affinity_matches(
+async def test_assigned_pod_wakes_only_affinity_matches(
     store: QueueStore, clock: ManualClock
 ) -> None:
     fans = record("fan", affinity_to={"app": "db"})
@@ -245,7 +245,7 @@ async def test_a26_assigned_pod_wakes_only_affinity_matches(
     assert await store.move_request_cycle(T) == 3
 
 
-async def test_a26_a_run_of_bound_pods_in_one_pass(store: QueueStore, clock: ManualClock) -> None:
+async def test_a_run_of_bound_pods_in_one_pass(store: QueueStore, clock: ManualClock) -> None:
     await store.add(
         [
             record("fan-db", affinity_to={"app": "db"}),
@@ -265,7 +265,7 @@ async def test_a26_a_run_of_bound_pods_in_one_pass(store: QueueStore, clock: Man
     assert await store.location(T, "default/fan-cache") == "unschedulable"
 
 
-async def test_a26_affinity_in_another_namespace_needs_the_term_to_name_it(
+async def test_affinity_in_another_namespace_needs_the_term_to_name_it(
     store: QueueStore, clock: ManualClock
 ) -> None:
     await store.add([record("fan", "team-a", affinity_to={"app": "db"})])
@@ -278,7 +278,7 @@ async def test_a26_affinity_in_another_namespace_needs_the_term_to_name_it(
     assert (await store.assigned_pod_added(here)).moved == 1
 
 
-async def test_a26_affinity_honours_match_label_keys(store: QueueStore, clock: ManualClock) -> None:
+async def test_affinity_honours_match_label_keys(store: QueueStore, clock: ManualClock) -> None:
     """The term's selector with matchLabelKeys merged (shared.models.affinity_term_matches, as
     the scheduler matches it): a bound pod of another generation does not wake the fan."""
     fan = make_pod("fan", labels={"gen": "1"}, affinity_to={"app": "db"})
@@ -301,7 +301,7 @@ async def test_a26_affinity_honours_match_label_keys(store: QueueStore, clock: M
         pytest.param(2000, set(), id="resized-up-wakes-affinity-matches-only"),
     ],
 )
-async def test_a27_assigned_pod_update(
+async def test_assigned_pod_update(
     store: QueueStore, clock: ManualClock, new_cpu: int, woken: set[str]
 ) -> None:
     await store.add([record("fit")])

@@ -33,7 +33,7 @@ async def fail(store: QueueStore, request: ScheduleRequest, plugins=FIT) -> str:
     return effect
 
 
-async def test_f13_fresh_queue_cycles(store: QueueStore) -> None:
+async def test_fresh_queue_cycles(store: QueueStore) -> None:
     assert await store.scheduling_cycle(T) == 0
     assert await store.move_request_cycle(T) == -1
     await store.add([record("a"), record("b")])
@@ -45,9 +45,7 @@ async def test_f13_fresh_queue_cycles(store: QueueStore) -> None:
     assert second.scheduling_cycle == 2
 
 
-async def test_f14_queue_sort_priority_then_timestamp(
-    store: QueueStore, clock: ManualClock
-) -> None:
+async def test_queue_sort_priority_then_timestamp(store: QueueStore, clock: ManualClock) -> None:
     start = clock.now()
     for name, priority, at in [("d", None, 0), ("b", 10, 1), ("a", 10, 2), ("c", 100, 3)]:
         clock.set(start + at)
@@ -56,7 +54,7 @@ async def test_f14_queue_sort_priority_then_timestamp(
     assert popped == ["default/c", "default/b", "default/a", "default/d"]
 
 
-async def test_f14_one_by_one_pops_and_priorities_arriving_later(
+async def test_one_by_one_pops_and_priorities_arriving_later(
     store: QueueStore, clock: ManualClock
 ) -> None:
     await store.add([record("low", priority=1)])
@@ -70,13 +68,13 @@ async def test_f14_one_by_one_pops_and_priorities_arriving_later(
     assert await store.pop(T, 1) == []
 
 
-async def test_a9_a_batch_keeps_arrival_order(store: QueueStore) -> None:
+async def test_a_batch_keeps_arrival_order(store: QueueStore) -> None:
     names = [f"p{i:02d}" for i in reversed(range(20))]
     await store.add([record(n) for n in names])
     assert [r.pod_key for r in await store.pop(T, 20)] == [f"default/{n}" for n in names]
 
 
-async def test_a13_pop_leases_and_carries_the_object(store: QueueStore) -> None:
+async def test_pop_leases_and_carries_the_object(store: QueueStore) -> None:
     rec = record("a", priority=3, nominated="n1")
     await store.add([rec])
     request = await pop_one(store)
@@ -95,7 +93,7 @@ async def test_a13_pop_leases_and_carries_the_object(store: QueueStore) -> None:
         pytest.param(True, "backoff", id="move-request-after-pop"),
     ],
 )
-async def test_f13_a11_routing_by_move_request_cycle(
+async def test_routing_by_move_request_cycle(
     store: QueueStore, move_before_failure: bool, expected: str
 ) -> None:
     await store.add([record("p")])
@@ -107,7 +105,7 @@ async def test_f13_a11_routing_by_move_request_cycle(
     assert await store.location(T, "default/p") == expected
 
 
-async def test_a12_move_request_before_the_pop_does_not_count(store: QueueStore) -> None:
+async def test_move_request_before_the_pop_does_not_count(store: QueueStore) -> None:
     await store.add([record("p"), record("q")])
     first = await pop_one(store)
     await store.move_all(NODE_ADD)  # moveRequestCycle = 1
@@ -127,7 +125,7 @@ async def test_a12_move_request_before_the_pop_does_not_count(store: QueueStore)
         pytest.param(("MyPlugin",), UNSCHEDULABLE_TIMEOUT, True, id="wildcard"),
     ],
 )
-async def test_f13_a21_queueing_hints(
+async def test_queueing_hints(
     store: QueueStore, clock: ManualClock, failed: tuple[str, ...], event: ClusterEvent, moves: bool
 ) -> None:
     await store.add([record("p")])
@@ -138,7 +136,7 @@ async def test_f13_a21_queueing_hints(
     assert await store.location(T, "default/p") == ("active" if moves else "unschedulable")
 
 
-async def test_a22_moved_pod_still_backing_off_goes_to_backoff(
+async def test_moved_pod_still_backing_off_goes_to_backoff(
     store: QueueStore, clock: ManualClock
 ) -> None:
     await store.add([record("p")])
@@ -158,7 +156,7 @@ async def test_a22_moved_pod_still_backing_off_goes_to_backoff(
         pytest.param(12, id="large-level-members-added"),
     ],
 )
-async def test_a22_woken_pods_join_active_in_timestamp_order(
+async def test_woken_pods_join_active_in_timestamp_order(
     store: QueueStore, clock: ManualClock, already_active: int
 ) -> None:
     await store.add([record("parked-1"), record("parked-2")])
@@ -177,16 +175,14 @@ async def test_a22_woken_pods_join_active_in_timestamp_order(
     assert await store.redis.smembers(store.keys.key(T, "buckets")) == set()
 
 
-async def test_a23_move_request_cycle_set_even_if_nothing_moved(store: QueueStore) -> None:
+async def test_move_request_cycle_set_even_if_nothing_moved(store: QueueStore) -> None:
     await store.add([record("p"), record("q")])
     await store.pop(T, 2)
     assert (await store.move_all(NODE_ADD)).moved == 0
     assert await store.move_request_cycle(T) == 2
 
 
-async def test_f12_backoff_expiry_with_three_attempts(
-    store: QueueStore, clock: ManualClock
-) -> None:
+async def test_backoff_expiry_with_three_attempts(store: QueueStore, clock: ManualClock) -> None:
     await store.add([record("p")])
     for attempt in (1, 2, 3):
         if attempt > 1:
@@ -205,7 +201,7 @@ async def test_f12_backoff_expiry_with_three_attempts(
     assert await store.location(T, "default/p") == "active"
 
 
-async def test_a32_flush_moves_only_completed_backoffs_in_expiry_order(
+async def test_flush_moves_only_completed_backoffs_in_expiry_order(
     store: QueueStore, clock: ManualClock
 ) -> None:
     await store.add([record("early"), record("late")])
@@ -228,7 +224,7 @@ async def test_a32_flush_moves_only_completed_backoffs_in_expiry_order(
         pytest.param(60.000001, True, id="just-over-60s"),
     ],
 )
-async def test_f13_a33_unschedulable_leftover_strictly_greater(
+async def test_unschedulable_leftover_strictly_greater(
     store: QueueStore, clock: ManualClock, parked_for: float, moved: bool
 ) -> None:
     await store.add([record("p")])
@@ -241,7 +237,7 @@ async def test_f13_a33_unschedulable_leftover_strictly_greater(
     assert (await store.move_request_cycle(T) != mrc) is moved
 
 
-async def test_a42_leftover_with_defaults_is_past_backoff(
+async def test_leftover_with_defaults_is_past_backoff(
     store: QueueStore, clock: ManualClock
 ) -> None:
     await store.add([record("p")])

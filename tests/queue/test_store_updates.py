@@ -42,7 +42,7 @@ def updated(rec: PodRecord, rv: int, **changes: object) -> PodRecord:
 # ---------------------------------------------------------------------- gating
 
 
-async def test_a10_gated_pod_waits_until_its_last_gate_goes(store: QueueStore) -> None:
+async def test_gated_pod_waits_until_its_last_gate_goes(store: QueueStore) -> None:
     rec = record("p", gates=["a", "b"], rv=1)
     assert await store.add([rec]) == ["gated"]
     assert await store.pop(T, 10) == []
@@ -59,7 +59,7 @@ async def test_a10_gated_pod_waits_until_its_last_gate_goes(store: QueueStore) -
     assert (await store.pending(T)).pods[0].message == ""
 
 
-async def test_a10_gated_pods_ignore_leftover_and_backoff_flushes(
+async def test_gated_pods_ignore_leftover_and_backoff_flushes(
     store: QueueStore, clock: ManualClock
 ) -> None:
     await store.add([record("p", gates=["g"])])
@@ -72,7 +72,7 @@ async def test_a10_gated_pods_ignore_leftover_and_backoff_flushes(
 # ---------------------------------------------------------------------- Update
 
 
-async def test_a15_update_in_active_is_in_place_and_resorts(
+async def test_update_in_active_is_in_place_and_resorts(
     store: QueueStore, clock: ManualClock
 ) -> None:
     first = record("p", priority=1, rv=1)
@@ -83,7 +83,7 @@ async def test_a15_update_in_active_is_in_place_and_resorts(
     assert [r.pod_key for r in await store.pop(T, 2)] == [KEY, "default/q"]
 
 
-async def test_a15_update_in_backoff_stays_in_backoff_with_its_expiry(
+async def test_update_in_backoff_stays_in_backoff_with_its_expiry(
     store: QueueStore, clock: ManualClock
 ) -> None:
     rec = record("p", rv=1)
@@ -103,7 +103,7 @@ async def test_a15_update_in_backoff_stays_in_backoff_with_its_expiry(
         pytest.param(5.0, {"nominated": "n1"}, "unschedulable", id="status-only-change-stays"),
     ],
 )
-async def test_a16_update_of_an_unschedulable_pod(
+async def test_update_of_an_unschedulable_pod(
     store: QueueStore, clock: ManualClock, advance: float, changes: dict[str, object], expected: str
 ) -> None:
     rec = record("p", rv=1)
@@ -113,7 +113,7 @@ async def test_a16_update_of_an_unschedulable_pod(
     assert await store.location(T, KEY) == expected
 
 
-async def test_a17_update_of_an_unknown_pod_adds_it(store: QueueStore) -> None:
+async def test_update_of_an_unknown_pod_adds_it(store: QueueStore) -> None:
     assert await store.update([record("p")]) == ["active"]
     assert (await pop_one(store)).pod_key == KEY
 
@@ -185,7 +185,7 @@ async def test_add_and_update_of_one_pod_in_one_batch_apply_in_order(store: Queu
     "where",
     ["active", "backoff", "unschedulable", "gated", "inflight"],
 )
-async def test_a18_delete_from_any_queue(store: QueueStore, where: str) -> None:
+async def test_delete_from_any_queue(store: QueueStore, where: str) -> None:
     rec = record("p", gates=["g"] if where == "gated" else ())
     if where in ("backoff", "unschedulable"):
         await park(store, rec, move_request=where == "backoff")
@@ -218,7 +218,7 @@ async def test_delete_of_an_older_incarnation_keeps_the_new_pod(store: QueueStor
         pytest.param("inflight", False, id="inflight-stays"),
     ],
 )
-async def test_a19_activate(store: QueueStore, where: str, moves: bool) -> None:
+async def test_activate(store: QueueStore, where: str, moves: bool) -> None:
     rec = record("p", gates=["g"] if where == "gated" else ())
     if where in ("backoff", "unschedulable"):
         await park(store, rec, move_request=where == "backoff")
@@ -230,7 +230,7 @@ async def test_a19_activate(store: QueueStore, where: str, moves: bool) -> None:
     assert await store.location(T, KEY) == ("active" if moves else where)
 
 
-async def test_a19_pods_to_activate_travel_with_an_outcome(store: QueueStore) -> None:
+async def test_pods_to_activate_travel_with_an_outcome(store: QueueStore) -> None:
     sibling = record("sibling")
     await park(store, sibling)
     await store.add([record("p")])
@@ -279,7 +279,7 @@ async def test_nomination_cleared_by_outcome(store: QueueStore) -> None:
 # ---------------------------------------------------------------------- pending view
 
 
-async def test_a35_pending_view(store: QueueStore, clock: ManualClock) -> None:
+async def test_pending_view(store: QueueStore, clock: ManualClock) -> None:
     await store.add([record("a", priority=5), record("b"), record("c", gates=["g"])])
     request = await pop_one(store)  # a
     message = "0/3 nodes are available: 3 Insufficient cpu."

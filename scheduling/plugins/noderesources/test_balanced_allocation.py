@@ -201,14 +201,14 @@ def test_plain_requests_not_non_zero_defaults() -> None:
 @pytest.mark.parametrize(
     ("cpu_milli", "memory", "want"),
     [
-        pytest.param(100, 200, 95, id="F5-10%-20%-seed-90"),
-        pytest.param(200, 100, 95, id="F5-20%-10%-seed-90"),
-        pytest.param(200, 400, 90, id="F5-20%-40%-seed-80"),
-        pytest.param(200, 500, 85, id="F5-20%-50%-seed-70"),
-        pytest.param(1000, 500, 75, id="F5-cpu-fraction-1-seed-0"),
+        pytest.param(100, 200, 95, id="10%-20%-seed-90"),
+        pytest.param(200, 100, 95, id="20%-10%-seed-90"),
+        pytest.param(200, 400, 90, id="20%-40%-seed-80"),
+        pytest.param(200, 500, 85, id="20%-50%-seed-70"),
+        pytest.param(1000, 500, 75, id="cpu-fraction-1-seed-0"),
     ],
 )
-def test_f5_fraction_table(cpu_milli: int, memory: int, want: int) -> None:
+def test_fraction_table(cpu_milli: int, memory: int, want: int) -> None:
     nodes = NodeColumns([node("n", 1000, 1000)])
     pod = make_pod("p").req(cpu=f"{cpu_milli}m", memory=memory).obj()
     assert scores(plugin(), pod, nodes) == [want]
@@ -217,11 +217,11 @@ def test_f5_fraction_table(cpu_milli: int, memory: int, want: int) -> None:
 @pytest.mark.parametrize(
     ("requested", "want"),
     [
-        pytest.param((7850, 6786383872), 96, id="F5-log-node-A-seed-93"),
-        pytest.param((6950, 7627341824), 98, id="F5-log-node-B-seed-97"),
+        pytest.param((7850, 6786383872), 96, id="log-node-A-seed-93"),
+        pytest.param((6950, 7627341824), 98, id="log-node-B-seed-97"),
     ],
 )
-def test_f5_from_the_log(requested: tuple[int, int], want: int) -> None:
+def test_from_the_log(requested: tuple[int, int], want: int) -> None:
     """cpuF 0.16423 / memF 0.10274 -> (1 - 0.06149 / 2) * 100 = 96.9 -> 96 (seed: 93)."""
     nodes = NodeColumns([node("n", 47800, 66054406144)])
     pod = make_pod("p").req(cpu=f"{requested[0]}m", memory=requested[1]).obj()

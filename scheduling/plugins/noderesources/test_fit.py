@@ -124,7 +124,7 @@ def existing(**requests: QuantityInput) -> Pod:
             .req(cpu=1, memory="1G")
             .obj(),
             {"cpu": 3000, "memory": 3 * G},
-            id="F1-max-of-container-sum-and-each-init-container",
+            id="max-of-container-sum-and-each-init-container",
         ),
         pytest.param(
             make_pod()
@@ -135,7 +135,7 @@ def existing(**requests: QuantityInput) -> Pod:
             .overhead(cpu="250m", memory="120Mi")
             .obj(),
             {"cpu": 3250, "memory": 3 * G + 120 * 2**20},
-            id="F1-overhead-added-after-the-max",
+            id="overhead-added-after-the-max",
         ),
         pytest.param(
             make_pod()
@@ -144,7 +144,7 @@ def existing(**requests: QuantityInput) -> Pod:
             .overhead(cpu="250m", memory="120Mi")
             .obj(),
             {"cpu": 2250, "memory": 335544320},
-            id="F2-limits-as-requests-plus-kata-fc-overhead",
+            id="limits-as-requests-plus-kata-fc-overhead",
         ),
         pytest.param(
             make_pod().sidecar_req(cpu=1).init_req(cpu=2).req(cpu=1).obj(),
@@ -171,12 +171,12 @@ def test_pre_filter_computes_the_pod_request(pod: Pod, want: dict[str, int]) -> 
 @pytest.mark.parametrize(
     ("allocatable_cpu", "want"),
     [
-        pytest.param("4", None, id="F2-4-cpu-node-fits-(56%)"),
-        pytest.param("2250m", None, id="F2-exactly-2250m-fits"),
-        pytest.param("2249m", unresolvable(insufficient("cpu")), id="F2-2249m-never-fits"),
+        pytest.param("4", None, id="4-cpu-node-fits-(56%)"),
+        pytest.param("2250m", None, id="exactly-2250m-fits"),
+        pytest.param("2249m", unresolvable(insufficient("cpu")), id="2249m-never-fits"),
     ],
 )
-def test_f2_overhead_counts_in_the_filter(allocatable_cpu: str, want: Status | None) -> None:
+def test_overhead_counts_in_the_filter(allocatable_cpu: str, want: Status | None) -> None:
     pod = (
         make_pod()
         .lim(cpu="500m", memory="100Mi")

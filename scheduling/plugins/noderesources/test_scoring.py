@@ -215,11 +215,11 @@ def test_least_allocated(
 @pytest.mark.parametrize(
     ("requested", "want"),
     [
-        pytest.param((7850, 6786383872), 86, id="F4-node-A"),
-        pytest.param((6950, 7627341824), 86, id="F4-node-B"),
+        pytest.param((7850, 6786383872), 86, id="node-A"),
+        pytest.param((6950, 7627341824), 86, id="node-B"),
     ],
 )
-def test_f4_least_allocated_from_the_log(requested: tuple[int, int], want: int) -> None:
+def test_least_allocated_from_the_log(requested: tuple[int, int], want: int) -> None:
     """From an old scheduler log: cpu (47800-7850)*100/47800 = 83, memory 89, (83+89)/2 = 86;
     node B 85, 88 -> 86."""
     nodes = NodeColumns([node("n", cpu="47800m", memory=66054406144)])
@@ -247,7 +247,7 @@ def test_f4_least_allocated_from_the_log(requested: tuple[int, int], want: int) 
         ),
     ],
 )
-def test_f4_edge_cases(
+def test_edge_cases(
     capacity: dict[str, QuantityInput], requested: dict[str, QuantityInput], want: int
 ) -> None:
     nodes = NodeColumns([make_node("n").capacity(capacity).obj()])
@@ -474,7 +474,7 @@ def test_bin_packing_multiple_extended(
     assert scores(fit, make_pod("p").req(requested).obj(), NodeColumns(nodes, pods)) == want
 
 
-def test_f3_requested_to_capacity_ratio_worked_example() -> None:
+def test_requested_to_capacity_ratio_worked_example() -> None:
     """The bin-packing docs' example: weights foo 5, memory 1, cpu 3; shape {0: 0, 100: 10}.
 
     The docs score each resource floor(utilization / 10) on 0..10 and gets 49/9 -> 5 and

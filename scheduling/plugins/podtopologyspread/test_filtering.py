@@ -216,13 +216,13 @@ DOC_NODE5 = node("node5", {"zone": "zoneC", "node": "node5"})
         ),
     ],
 )
-def test_f7_documentation_examples(
+def test_documentation_examples(
     pod: Pod, nodes: list[Node], pods: list[Pod], want: set[str]
 ) -> None:
     assert ok_nodes(feasible(pod, nodes, pods)) == want
 
 
-def test_f7_missing_zone_label_is_unresolvable() -> None:
+def test_missing_zone_label_is_unresolvable() -> None:
     nodes = [*DOC, node("node5", {"zone-typo": "zoneC", "node": "node5"})]
     got = feasible(incoming((1, "zone", DNS, FOO_BAR), foo="bar").obj(), nodes, DOC_PODS)
     assert got["node5"] == NO_LABEL
@@ -230,12 +230,12 @@ def test_f7_missing_zone_label_is_unresolvable() -> None:
 
 
 # ------------------------------------------- upstream "normal case with two spreadConstraints"
-F8_PODS = pods_on({"node-a": 2, "node-b": 1, "node-y": 4})
+TWO_CONSTRAINTS_PODS = pods_on({"node-a": 2, "node-b": 1, "node-y": 4})
 TWO_CONSTRAINTS = incoming((1, "zone", DNS, FOO), (1, "node", DNS, FOO)).obj()
 
 
-def test_f8_pre_filter_state() -> None:
-    columns = NodeColumns(FOUR, F8_PODS)
+def test_two_constraints_pre_filter_state() -> None:
+    columns = NodeColumns(FOUR, TWO_CONSTRAINTS_PODS)
     status, state = pre_filter(PodTopologySpread(), TWO_CONSTRAINTS, columns)
     assert status.is_success()
     pre = state.read(PRE_FILTER_KEY)
@@ -262,8 +262,8 @@ def test_f8_pre_filter_state() -> None:
         pytest.param([(1, "zone", DNS, FOO), (1, "node", DNS, FOO)], set(), id="both"),
     ],
 )
-def test_f8_filter(constraints: list[tuple[int, str, str, LabelSelector]], want: set[str]) -> None:
-    assert ok_nodes(feasible(incoming(*constraints).obj(), FOUR, F8_PODS)) == want
+def test_filter(constraints: list[tuple[int, str, str, LabelSelector]], want: set[str]) -> None:
+    assert ok_nodes(feasible(incoming(*constraints).obj(), FOUR, TWO_CONSTRAINTS_PODS)) == want
 
 
 @pytest.mark.parametrize(
@@ -274,14 +274,14 @@ def test_f8_filter(constraints: list[tuple[int, str, str, LabelSelector]], want:
         pytest.param(3, set(), id="fewer-domains-than-min-global-min-0"),
     ],
 )
-def test_f8_min_domains(min_domains: int | None, want: set[str]) -> None:
+def test_two_constraints_min_domains(min_domains: int | None, want: set[str]) -> None:
     pod = (
         make_pod("p")
         .label("foo", "")
         .spread_constraint(1, "zone", DNS, FOO, min_domains=min_domains)
         .obj()
     )
-    got = feasible(pod, FOUR, F8_PODS)
+    got = feasible(pod, FOUR, TWO_CONSTRAINTS_PODS)
     assert ok_nodes(got) == want
     assert all(s is None or s == SKEW for s in got.values())
 
@@ -329,7 +329,7 @@ def test_min_domains(
 
 
 # ------------------------------------------------------------------ criticalPaths.update
-def test_f9_critical_paths_update_sequence() -> None:
+def test_critical_paths_update_sequence() -> None:
     paths = CriticalPaths()
     assert paths.as_pairs() == [("", MAX_INT32), ("", MAX_INT32)]
     steps = []
@@ -356,7 +356,7 @@ def test_f9_critical_paths_update_sequence() -> None:
         pytest.param([("x", 1), ("b", 3)], "c", 3, [("x", 1), ("b", 3)], id="new-not-smaller"),
     ],
 )
-def test_f9_update(
+def test_update(
     start: list[tuple[str, int]], value: str, num: int, want: list[tuple[str, int]]
 ) -> None:
     paths = CriticalPaths(CriticalPath(*start[0]), CriticalPath(*start[1]))
@@ -364,9 +364,9 @@ def test_f9_update(
 
 
 # ------------------------------------------------------------------ status codes
-def test_f21_status_codes() -> None:
+def test_status_codes() -> None:
     nodes = [*FOUR, node("node-z", {"node": "node-z"})]
-    got = feasible(incoming((1, "zone", DNS, FOO)).obj(), nodes, F8_PODS)
+    got = feasible(incoming((1, "zone", DNS, FOO)).obj(), nodes, TWO_CONSTRAINTS_PODS)
     assert got["node-z"] is not None
     assert got["node-z"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert got["node-z"].reasons == (ERR_REASON_NODE_LABEL_NOT_MATCH,)
@@ -496,7 +496,7 @@ def _spread(
                 FOO,
             ).obj(),
             FOUR,
-            F8_PODS,
+            TWO_CONSTRAINTS_PODS,
             [{"zone1": 3, "zone2": 4}, {"node-a": 2, "node-b": 1, "node-y": 4}],
             [[3, 4], [1, 2]],
             id="node-affinity-excludes-node-x",
@@ -862,7 +862,7 @@ def test_match_label_keys_filter() -> None:
     assert ok_nodes(got) == {"node-a", "node-x", "node-y"}
 
 
-# upstream TestPreFilterStateAddPod / RemovePod (facts re-derived on the F8_PODS layout)
+# upstream TestPreFilterStateAddPod / RemovePod (facts re-derived on TWO_CONSTRAINTS_PODS)
 @pytest.mark.parametrize(
     ("delta", "other", "row_node", "want_zone", "want_node", "want_paths"),
     [
@@ -877,7 +877,7 @@ def test_match_label_keys_filter() -> None:
         ),
         pytest.param(
             -1,
-            F8_PODS[0],
+            TWO_CONSTRAINTS_PODS[0],
             "node-a",
             {"zone1": 2, "zone2": 4},
             {"node-a": 1, "node-b": 1, "node-x": 0, "node-y": 4},
@@ -912,7 +912,7 @@ def test_add_remove_pod(
     want_node: dict[str, int],
     want_paths: list[list[int]],
 ) -> None:
-    columns = NodeColumns(FOUR, F8_PODS)
+    columns = NodeColumns(FOUR, TWO_CONSTRAINTS_PODS)
     plugin = PodTopologySpread()
     status, state = pre_filter(plugin, TWO_CONSTRAINTS, columns)
     assert status.is_success()

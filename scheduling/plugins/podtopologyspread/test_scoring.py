@@ -96,7 +96,7 @@ def scores(
         pytest.param([5, 5], [True, True], [0, 0], id="all-ignored"),
     ],
 )
-def test_f10_normalize(raw: list[int], ignored: list[bool] | None, want: list[int]) -> None:
+def test_normalize(raw: list[int], ignored: list[bool] | None, want: list[int]) -> None:
     mask = None if ignored is None else np.array(ignored, dtype=np.bool_)
     assert normalize(np.array(raw, dtype=np.int64), mask).tolist() == want
 
