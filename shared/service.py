@@ -60,6 +60,23 @@ async def observed(service: str) -> AsyncIterator[HealthServer]:
         await tracing.ashutdown()
 
 
+async def ready_until_stopped(
+    health: HealthServer,
+    stop: asyncio.Event,
+    start: Callable[[], Awaitable[None]],
+    drain: Callable[[], Awaitable[None]],
+) -> None:
+    """The middle of a `serve`: start, report ready, wait for `stop`, withdraw readiness,
+    then drain (whatever happens while waiting)."""
+    await start()
+    health.set_ready(True)
+    try:
+        await stop.wait()
+    finally:
+        health.set_ready(False, "draining")
+        await drain()
+
+
 def stop_on_signals() -> asyncio.Event:
     """An event set by SIGTERM or SIGINT (on the running loop)."""
     stop = asyncio.Event()

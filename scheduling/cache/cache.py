@@ -148,9 +148,9 @@ class ClusterCache:
         self.touched_at: dict[str, int] = {}
         """node -> resourceVersion at which what the view counts there last changed."""
         self._applying = 0
+        """The resourceVersion of the change `apply` is applying."""
         self._loaded_at = 0
         """The snapshot's resourceVersion: the view cannot tell what changed before it."""
-        """The resourceVersion of the change `apply` is applying."""
         self._live: dict[str, tuple[str, str, int]] = {}
         """uid -> (pod key, node, resourceVersion) of every reservation of another holder the
         stream reported and did not end yet, counted or not: a pod counted as an assumption
@@ -207,13 +207,11 @@ class ClusterCache:
         bound yet stay assumed. Nodes keep their creation order (resourceVersion), the node
         tree order the dry run uses, not the snapshot's name order."""
         nodes = sorted(snapshot.nodes, key=lambda n: n.metadata.resource_version)
-        snapshot.objects["Node"] = list(nodes)
         self.objects.clear()
         self.pods = {pod.key: pod for pod in snapshot.pods}
         for kind, items in snapshot.objects.items():
             if kind not in ("Node", "Pod"):
                 self.objects[kind] = {_key(kind, obj): obj for obj in items}
-        nodes = snapshot.nodes
         names = {n.metadata.name for n in nodes}
         bound = [p for p in snapshot.pods if p.spec.node_name]
         assumed = [self._counted[uid] for uid in self.assumed if uid in self._counted]
@@ -280,16 +278,6 @@ class ClusterCache:
         obj = change.object
         if change.kind in ("Pod", RESERVATION):
             self._by_node = None  # a nomination may start, end, or stop counting
-        if change.kind == "Pod":
-            if (
-                change.op == "put"
-                and isinstance(obj, Pod)
-                and not obj.spec.node_name
-                and obj.status.nominated_node_name
-            ):
-                self._nominated[change.uid] = obj
-            else:
-                self._nominated.pop(change.uid, None)
         if change.kind == RESERVATION:
             if change.op == "delete":
                 self._live.pop(change.uid, None)
@@ -300,6 +288,7 @@ class ClusterCache:
                 self._reserve(change.key, change.uid, node, holder, change.resource_version)
         elif change.kind == "Pod":
             if change.op == "delete" or not isinstance(obj, Pod):
+                self._nominated.pop(change.uid, None)
                 held = self.pods.get(change.key)
                 if held is not None and held.metadata.uid == change.uid:
                     del self.pods[change.key]
@@ -307,6 +296,10 @@ class ClusterCache:
                 self._uncount(change.uid)
                 self._forget_orphan(change.uid)
             else:
+                if not obj.spec.node_name and obj.status.nominated_node_name:
+                    self._nominated[change.uid] = obj
+                else:
+                    self._nominated.pop(change.uid, None)
                 self._pod_put(obj, change.same_body)
         elif change.kind == "Node":
             if change.op == "delete":

@@ -14,7 +14,7 @@ from services.binder.service import BinderService
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.redisconn import connect
-from shared.service import ServiceRunner
+from shared.service import ServiceRunner, ready_until_stopped
 
 
 async def serve(
@@ -36,14 +36,12 @@ async def serve(
         config = replace(config, max_in_flight=1)
     redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
     service = BinderService(redis, settings.kafka_bootstrap, config)
-    await service.start()
-    health.set_ready(True)
-    try:
-        await stop.wait()
-    finally:
-        health.set_ready(False, "draining")
+
+    async def drain() -> None:
         await service.stop()
         await redis.aclose()
+
+    await ready_until_stopped(health, stop, service.start, drain)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -150,9 +150,7 @@ class StoreInformer:
         """Stand by, tail while holding the lease, until `stop` is set."""
         while not stop.is_set():
             try:
-                if await self._acquire(
-                    keys=[self.lease_key], args=[self.replica_id, self._lease_ms]
-                ):
+                if await self._take_lease():
                     await self._lead(stop)
             except asyncio.CancelledError:
                 raise

@@ -19,7 +19,7 @@ from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics, default_metrics
 from shared.redisconn import connect
-from shared.service import ServiceRunner
+from shared.service import ServiceRunner, ready_until_stopped
 from shared.store import ClusterStore
 from shared.tracing import dispatch_headers
 
@@ -124,16 +124,19 @@ async def serve(
         headers_hook=lambda batch: dispatch_headers(batch.requests),
         cluster_store=store,
     )
-    await service.start()
-    health.set_ready(True)
-    pending = asyncio.create_task(report_pending(service.store, default_metrics()))
-    try:
-        await stop.wait()
-    finally:
-        health.set_ready(False, "draining")
-        pending.cancel()
+    pending: list[asyncio.Task[None]] = []
+
+    async def start() -> None:
+        await service.start()
+        pending.append(asyncio.create_task(report_pending(service.store, default_metrics())))
+
+    async def drain() -> None:
+        for task in pending:
+            task.cancel()
         await service.stop()
         await redis.aclose()
+
+    await ready_until_stopped(health, stop, start, drain)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -391,12 +391,9 @@ class QueueService:
     async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
         assert self._producer is not None
         log.warning("queue: dead letter from %s@%s: %s", record.topic, record.offset, error)
-        letter = DeadLetter.of_record(SERVICE_NAME, record, error)
-        await self._producer.send_and_wait(self.config.topics.dlq, letter.encode(), key=record.key)
-        self.metrics["dead_letters"] += 1
+        await self._send_dead_letter(DeadLetter.of_record(SERVICE_NAME, record, error))
 
     async def _dead_letter_pod(self, pod: PodRecord, error: str) -> None:
-        assert self._producer is not None
         log.warning("queue: dead letter for stored pod %s: %s", pod.key, error)
         letter = DeadLetter(
             service=SERVICE_NAME,
@@ -407,6 +404,10 @@ class QueueService:
             key=pod.uid.encode(),
             payload=pod.body,
         )
+        await self._send_dead_letter(letter)
+
+    async def _send_dead_letter(self, letter: DeadLetter) -> None:
+        assert self._producer is not None
         await self._producer.send_and_wait(self.config.topics.dlq, letter.encode(), key=letter.key)
         self.metrics["dead_letters"] += 1
 
