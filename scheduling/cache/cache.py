@@ -312,6 +312,8 @@ class ClusterCache:
                 table.pop(change.key, None)
             else:
                 table[change.key] = obj
+            # Namespaces, services and workload selectors reach every node's results.
+            self.columns.touch_all()
 
     def _pod_put(self, pod: Pod, same_body: bool = False) -> None:
         uid = pod.metadata.uid

@@ -47,6 +47,7 @@ CORE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 MISSING = -1
 """Label code of a node without the key."""
 UNKNOWN_VALUE = -2
+_MIN_ROW_LOG = 4096
 """Code for a value no node carries: compares unequal to every row."""
 
 
@@ -169,6 +170,12 @@ class NodeColumns:
         self.resource_names: list[str] = list(CORE_RESOURCES)
         self.resource_index: dict[str, int] = {n: i for i, n in enumerate(CORE_RESOURCES)}
         self.generation = 0
+        self.shared_epoch = 0
+        """Bumped by a change any row's Filter or Score may depend on (see `touch_all`)."""
+        self.row_log: list[int] = []
+        """Rows whose pods changed, in order; `row_log_base` is the position of its first
+        entry. Readers (the signature cache) keep a position and re-evaluate those rows."""
+        self.row_log_base = 0
         pods_by_node: dict[str, list[Pod]] = {}
         for node in nodes:
             self._by_name[node.metadata.name] = node
@@ -182,6 +189,7 @@ class NodeColumns:
     # ----------------------------------------------------------------- building
     def _rebuild(self, pods_by_node: dict[str, list[Pod]]) -> None:
         self.generation += 1
+        self.shared_epoch += 1
         ordered = node_tree_order([self._by_name[n] for n in self._arrival])
         n = len(ordered)
         self.nodes: list[Node] = ordered
@@ -221,6 +229,7 @@ class NodeColumns:
             self.resource_names.append(name)
             self.resource_index[name] = col
             if hasattr(self, "allocatable"):
+                self.shared_epoch += 1  # column positions a cycle state may hold moved
                 pad = np.zeros((self.allocatable.shape[0], 1), dtype=np.int64)
                 self.allocatable = np.hstack([self.allocatable, pad])
                 self.requested = np.hstack([self.requested, pad])
@@ -296,6 +305,9 @@ class NodeColumns:
         self.nodes[row] = node
         self._fill_node_row(row, node)
         self.generation += 1
+        # Labels and images of one node reach other rows' results (topology domains, the
+        # image spread ImageLocality scales by).
+        self.shared_epoch += 1
 
     def remove_node(self, name: str) -> None:
         if name not in self._by_name:
@@ -313,6 +325,7 @@ class NodeColumns:
             raise KeyError(f"pod {pod.key} is bound to unknown node {pod.spec.node_name!r}")
         self._account_pod(row, pod, +1)
         self.generation += 1
+        self._log_row(row, pod)
         for listener in self.pod_listeners:
             listener.pod_added(row, pod)
 
@@ -322,8 +335,25 @@ class NodeColumns:
             return
         self._account_pod(row, pod, -1)
         self.generation += 1
+        self._log_row(row, pod)
         for listener in self.pod_listeners:
             listener.pod_removed(row, pod)
+
+    def _log_row(self, row: int, pod: Pod) -> None:
+        self.row_log.append(row)
+        if len(self.row_log) > max(_MIN_ROW_LOG, 4 * len(self.names)):
+            half = len(self.row_log) // 2
+            del self.row_log[:half]
+            self.row_log_base += half
+        affinity = pod.spec.affinity
+        if affinity is not None and (affinity.pod_affinity or affinity.pod_anti_affinity):
+            # Its terms reach other nodes (anti-affinity of existing pods, preferred terms).
+            self.shared_epoch += 1
+
+    def touch_all(self) -> None:
+        """Something every row may depend on changed (namespaces, services, workload
+        selectors): results kept across cycles must be recomputed."""
+        self.shared_epoch += 1
 
     def _pods_by_name(self) -> dict[str, list[Pod]]:
         return {name: self.pods_by_node[row] for row, name in enumerate(self.names)}
@@ -339,7 +369,7 @@ class NodeColumns:
 
     def row_indices(self, rows: Rows) -> NDArray[np.intp]:
         if isinstance(rows, slice):
-            return np.arange(len(self.names), dtype=np.intp)[rows]
+            return np.arange(*rows.indices(len(self.names)), dtype=np.intp)
         return rows
 
     def label(self, key: str) -> LabelColumn:

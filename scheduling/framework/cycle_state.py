@@ -53,6 +53,13 @@ class CycleState:
     def delete(self, key: StateKey[T]) -> None:
         self._data.pop(key.name, None)
 
+    def merge(self, other: CycleState) -> None:
+        """Take `other`'s values and skip sets (a signature's PreFilter and PreScore state,
+        computed once for every pod that shares it; values are never mutated in place)."""
+        self._data.update(other._data)
+        self.skip_filter_plugins = set(other.skip_filter_plugins)
+        self.skip_score_plugins = set(other.skip_score_plugins)
+
     def clone(self) -> CycleState:
         """A shallow copy: preemption evaluates nodes on copies (plugins copy their own values)."""
         return CycleState(

@@ -56,6 +56,7 @@ from scheduling.framework.interfaces import (
     ScorePlugin,
 )
 from scheduling.framework.registry import capabilities
+from scheduling.framework.reuse import SignatureCache
 from scheduling.framework.scratch import Scratch
 from scheduling.framework.status import SKIP, SUCCESS, Code, Status
 from scheduling.framework.waiting_pods import (
@@ -150,6 +151,7 @@ class Framework:
         handle: ClusterHandle,
         *,
         context: SchedulingContext | None = None,
+        reuse: bool = True,
     ) -> None:
         self.profile_name = profile.scheduler_name
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
@@ -204,6 +206,8 @@ class Framework:
         self.bind_plugins: list[tuple[str, BindPlugin]] = at(ExtensionPoint.BIND)
         self.post_bind_plugins: list[tuple[str, PostBindPlugin]] = at(ExtensionPoint.POST_BIND)
         self._expanded = expanded
+        self.signatures: SignatureCache | None = SignatureCache(self) if reuse else None
+        """Filter and Score results per scheduling signature, reused across pods (None: off)."""
 
     # ------------------------------------------------------------------ helpers
     def __repr__(self) -> str:
@@ -628,11 +632,14 @@ def build_frameworks(
     *,
     seed: int | None = None,
     context: SchedulingContext | None = None,
+    reuse: bool = True,
 ) -> dict[str, Framework]:
     """One Framework per profile, keyed by scheduler name (upstream profile.NewMap).
 
     The profiles share one SchedulingContext (round-robin start and tie-break randomness),
-    as upstream's profiles share the Scheduler. Errors are ConfigErrors: "at least one profile
+    as upstream's profiles share the Scheduler. `reuse` keeps Filter and Score results per
+    scheduling signature (scheduling/framework/reuse.py); off, every cycle evaluates every
+    node (the answers are the same). Errors are ConfigErrors: "at least one profile
     is required", "creating profile for scheduler name X: ...", differing QueueSort plugins.
     """
     if context is None:
@@ -641,7 +648,7 @@ def build_frameworks(
     merged: dict[str, frozenset[str]] = {}
     for profile in config.profiles:
         try:
-            framework = Framework(profile, registry, handle, context=context)
+            framework = Framework(profile, registry, handle, context=context, reuse=reuse)
         except ConfigError as err:
             raise ConfigError(
                 f"creating profile for scheduler name {profile.scheduler_name}: {err}"

@@ -134,6 +134,15 @@ def schedule_pod(
     num_all_nodes = len(nodes)
     if num_all_nodes == 0:
         raise NoNodesAvailableError
+    signatures = framework.signatures
+    if signatures is not None and not explain:
+        chosen = signatures.select(state, pod, nodes)
+        if chosen is not None:
+            row, num_feasible = chosen
+            # Every node was visited: the feasible ones plus the rejected ones.
+            return ScheduleResult(
+                nodes.names[row], num_all_nodes, num_feasible, signatures.diagnosis(nodes)
+            )
     diagnosis = Diagnosis(num_all_nodes=num_all_nodes)
     feasible, visited_rejections = _find_nodes_that_fit(framework, state, pod, nodes, diagnosis)
     num_feasible = nodes.size_of(feasible)
@@ -219,7 +228,7 @@ def _find_nodes_that_fit(
     if num_candidates == 0:
         return candidates, 0
 
-    to_find = num_feasible_nodes_to_find(_percentage(framework), num_candidates)
+    to_find = num_feasible_nodes_to_find(effective_percentage(framework), num_candidates)
     if not framework.has_score_plugins() and not _filter_or_score(extenders):
         to_find = 1  # upstream: nothing to rank or filter further, the first feasible will do
     outcome = framework.run_filter_plugins_with_nominated_pods(state, pod, nodes, candidates)
@@ -282,7 +291,8 @@ def _filter_with_extenders(
     return kept, explained
 
 
-def _percentage(framework: Framework) -> int | None:
+def effective_percentage(framework: Framework) -> int | None:
+    """The profile's percentageOfNodesToScore, else the configuration's (None: adaptive)."""
     if framework.percentage_of_nodes_to_score is not None:
         return framework.percentage_of_nodes_to_score
     return framework.context.percentage_of_nodes_to_score

@@ -57,6 +57,7 @@ from scheduling.framework.interfaces import (
     PreFilterResult,
     ReservePlugin,
 )
+from scheduling.framework.reuse import WHEN_SKIPPED, Reuse
 from scheduling.framework.status import SKIP, SUCCESS, Status
 from scheduling.framework.waiting_pods import MAX_PERMIT_TIMEOUT_SECONDS, WaitingPod
 from scheduling.plugins import names
@@ -169,6 +170,8 @@ class _Placed:
 # ------------------------------------------------------------------------ the plugin
 class Coscheduling:
     name: ClassVar[str] = names.COSCHEDULING
+    # PreFilter counts the gang's pods: reused only for pods outside a gang (Skip).
+    signature_reuse: ClassVar[Reuse] = WHEN_SKIPPED
 
     def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
         self.args = args if args is not None else CoschedulingArgs()

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import MAX_NODE_SCORE, Handle, ScorePlugin
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import Status
 from scheduling.plugins import names
 from shared.models import Pod
@@ -61,6 +62,8 @@ def calculate_priority(sum_scores: NDArray[np.int64], num_containers: int) -> ND
 
 class ImageLocality:
     name: ClassVar[str] = names.IMAGE_LOCALITY
+    # The image spread it scales by changes only with nodes (which rebuild every entry).
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def __init__(self) -> None:
         self._index: ImageIndex | None = None

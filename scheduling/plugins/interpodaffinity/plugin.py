@@ -24,6 +24,7 @@ from scheduling.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduling.framework.reuse import WHEN_SKIPPED, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.interpodaffinity import filtering, scoring
@@ -48,6 +49,8 @@ class InterPodAffinityArgsError(ValueError):
 
 class InterPodAffinity:
     name: ClassVar[str] = names.INTER_POD_AFFINITY
+    # Reads other nodes' pods: reused only while PreFilter and PreScore skip.
+    signature_reuse: ClassVar[Reuse] = WHEN_SKIPPED
 
     def __init__(
         self, args: InterPodAffinityArgs | None = None, objects: ClusterObjects | None = None

@@ -25,6 +25,7 @@ from scheduling.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.helper import default_normalize_score
@@ -107,6 +108,8 @@ def _node_names_from_fields(selector: NodeSelector) -> tuple[PreFilterResult | N
 
 class NodeAffinity:
     name: ClassVar[str] = names.NODE_AFFINITY
+    # NormalizeScore scales by the maximum raw score (a PreFilter narrowing is not reused).
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def __init__(self, added_affinity: NodeAffinitySpec | None = None) -> None:
         self._added_selector: Selector | None = None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, ClassVar
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, FilterResult, Handle
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import Status
 from scheduling.plugins import names
 from shared.models import Pod
@@ -19,6 +20,7 @@ ERR_REASON = "node(s) didn't match the requested node name"
 
 class NodeName:
     name: ClassVar[str] = names.NODE_NAME
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def filter(
         self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows

@@ -28,6 +28,7 @@ from scheduling.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
 )
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import SKIP, SUCCESS, Status
 from scheduling.plugins import names
 from shared.models import HostPort, Pod, host_ports
@@ -62,6 +63,7 @@ def conflicting_rows(nodes: NodeColumns, wanted: HostPort) -> NDArray[np.intp]:
 
 class NodePorts:
     name: ClassVar[str] = names.NODE_PORTS
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def pre_filter(
         self, state: CycleState, pod: Pod, nodes: NodeColumns

@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState, StateKey
 from scheduling.framework.interfaces import Handle, PreScorePlugin, ScorePlugin
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import SKIP, SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.noderesources import allocation
@@ -55,6 +56,7 @@ class BalancedAllocationArgsError(ValueError):
 
 class BalancedAllocation:
     name: ClassVar[str] = names.NODE_RESOURCES_BALANCED_ALLOCATION
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs) -> None:
         self._resource_names = tuple(r.name for r in args.resources)

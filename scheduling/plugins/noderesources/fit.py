@@ -37,6 +37,7 @@ from scheduling.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import SUCCESS, Code, Status
 from scheduling.plugins import names
 from scheduling.plugins.noderesources import allocation
@@ -134,6 +135,7 @@ class Fit:
     """Checks that a node has room for the pod's requests, and scores how full it would be."""
 
     name: ClassVar[str] = names.NODE_RESOURCES_FIT
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def __init__(self, args: NodeResourcesFitArgs) -> None:
         self._ignored_resources = frozenset(args.ignored_resources)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, FilterResult, Handle
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import Status
 from scheduling.plugins import names
 from shared.models import Pod, Taint, tolerates_taint
@@ -20,6 +21,7 @@ UNSCHEDULABLE_TAINT = Taint(key="node.kubernetes.io/unschedulable", effect="NoSc
 
 class NodeUnschedulable:
     name: ClassVar[str] = names.NODE_UNSCHEDULABLE
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def filter(
         self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows

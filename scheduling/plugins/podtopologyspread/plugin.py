@@ -25,6 +25,7 @@ from scheduling.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduling.framework.reuse import WHEN_SKIPPED, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.podindex import (
@@ -55,6 +56,8 @@ class PodTopologySpreadArgsError(ValueError):
 
 class PodTopologySpread:
     name: ClassVar[str] = names.POD_TOPOLOGY_SPREAD
+    # Counts matching pods across domains: reused only while PreFilter and PreScore skip.
+    signature_reuse: ClassVar[Reuse] = WHEN_SKIPPED
 
     def __init__(
         self, args: PodTopologySpreadArgs | None = None, objects: ClusterObjects | None = None

@@ -22,6 +22,7 @@ from scheduling.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduling.framework.reuse import NODE_LOCAL, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.helper import default_normalize_score
@@ -77,6 +78,8 @@ _PRE_SCORE_KEY = StateKey[_PreScoreState]("PreScore" + names.TAINT_TOLERATION)
 
 class TaintToleration:
     name: ClassVar[str] = names.TAINT_TOLERATION
+    # NormalizeScore scales by the maximum raw score.
+    signature_reuse: ClassVar[Reuse] = NODE_LOCAL
 
     def filter(
         self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows

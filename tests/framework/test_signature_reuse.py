@@ -1,0 +1,229 @@
+"""Signature reuse gives exactly the full cycle's answers (scheduling/framework/reuse.py).
+
+Two clusters receive the same random operations (pods of interleaved signatures, deletions,
+node updates and additions, preemptions); one framework reuses Filter and Score results per
+signature, the other evaluates every node for every pod. Same seed, so every placement, every
+count of feasible nodes, every rejected node's status and every random tie-break must agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from scheduling.cache.local import LocalCluster
+from scheduling.framework import columns as columns_module
+from scheduling.framework.cycle import binding_cycle, scheduling_cycle
+from scheduling.framework.cycle_state import CycleState
+from scheduling.framework.reuse import BestRows, pod_signature
+from scheduling.framework.runtime import Framework, build_frameworks
+from scheduling.framework.status import Code
+from scheduling.plugins.registry import in_tree_registry
+from shared.config import default_config
+from shared.models import Node, Pod
+from tests.builders import PodBuilder, label_selector, make_node, make_pod
+
+ZONES = ("z1", "z2", "z3")
+
+
+def _node(rng: random.Random, name: str) -> Node:
+    builder = (
+        make_node(name)
+        .capacity(cpu=rng.choice([1, 2, 4, 8]), memory=f"{rng.choice([2, 4, 8])}Gi", pods=6)
+        .label("topology.kubernetes.io/zone", rng.choice(ZONES))
+        .label("kubernetes.io/hostname", name)
+        .label("tier", rng.choice(["a", "b"]))
+    )
+    if rng.random() < 0.3:
+        builder = builder.taint(rng.choice(["spot", "gpu"]), effect="PreferNoSchedule")
+    if rng.random() < 0.1:
+        builder = builder.taint("dedicated", effect="NoSchedule")
+    if rng.random() < 0.3:
+        builder = builder.image("registry/app:1", rng.choice([100, 400]) * 1024 * 1024)
+    if rng.random() < 0.05:
+        builder = builder.unschedulable()
+    return builder.obj()
+
+
+def _template(rng: random.Random, index: int) -> PodBuilder:
+    """One signature: the fields every pod made from it shares."""
+    builder = make_pod(f"t{index}").container(rng.choice(["pause", "registry/app:1"]))
+    if rng.random() < 0.8:
+        builder = builder.req(
+            cpu=f"{rng.choice([0, 100, 250, 500])}m", memory=f"{rng.choice([0, 128, 512])}Mi"
+        )
+    kind = rng.random()
+    if kind < 0.15:
+        builder = builder.node_selector(tier=rng.choice(["a", "b"]))
+    elif kind < 0.3:
+        builder = builder.preferred_node_affinity(rng.choice([10, 50]), ("tier", "In", ["a"]))
+    elif kind < 0.4:
+        builder = builder.toleration("spot", effect="PreferNoSchedule")
+    elif kind < 0.5:
+        builder = builder.host_port(8000 + index)
+    elif kind < 0.58:
+        # Inter-pod terms: the full path every time, and a shared change for the others.
+        builder = builder.label("app", f"a{index}").pod_affinity(
+            "kubernetes.io/hostname", label_selector({"app": f"a{index}"}), anti=True
+        )
+    elif kind < 0.66:
+        builder = builder.label("app", f"s{index}").spread_constraint(
+            1, "topology.kubernetes.io/zone", "DoNotSchedule", label_selector({"app": f"s{index}"})
+        )
+    if rng.random() < 0.2:
+        builder = builder.priority(rng.choice([10, 1000]))
+    return builder
+
+
+def _frameworks(seed: int, cluster: LocalCluster, reuse: bool) -> Framework:
+    config = default_config()
+    config.percentage_of_nodes_to_score = 100
+    return build_frameworks(config, in_tree_registry(), cluster, seed=seed, reuse=reuse)[
+        "default-scheduler"
+    ]
+
+
+def _outcome(framework: Framework, cluster: LocalCluster, pod: Pod) -> tuple[object, ...]:
+    """Schedule and bind one pod as the dry run does; what it decided, in comparable form."""
+    state = CycleState()
+    outcome = scheduling_cycle(framework, state, pod, cluster.nodes, cluster.for_attempt())
+    result = outcome.result
+    if outcome.status.code == Code.SUCCESS and result is not None:
+        host = result.suggested_host
+        rejected = {
+            n: (s.code, s.reasons, s.plugin) for n, s in result.filtered(cluster.nodes).items()
+        }
+        status = asyncio.run(
+            binding_cycle(framework, state, outcome.pod, host, cluster.for_attempt(), cluster.nodes)
+        )
+        assert status.is_success()
+        return ("bound", host, result.evaluated_nodes, result.feasible_nodes, rejected)
+    for victim in outcome.victims:
+        cluster.delete_pod(victim)
+    if outcome.nominating:
+        node = outcome.nominated_node or ""
+        cluster.nominate(replace(pod, status=replace(pod.status, nominated_node_name=node)), node)
+    victims = sorted(v.metadata.name for v in outcome.victims)
+    return ("unschedulable", outcome.message, outcome.nominated_node, victims)
+
+
+def _run(seed: int, steps: int) -> tuple[list[tuple[object, ...]], Framework]:
+    """The same random run on a reusing and a non-reusing framework; both outcome lists."""
+    rng = random.Random(seed)
+    nodes = [_node(rng, f"n{i}") for i in range(rng.randint(8, 40))]
+    templates = [_template(rng, i) for i in range(rng.randint(3, 9))]
+    clusters = [LocalCluster(nodes), LocalCluster(nodes)]
+    frameworks = [_frameworks(seed, clusters[0], True), _frameworks(seed, clusters[1], False)]
+    outcomes: list[tuple[object, ...]] = []
+    for step in range(steps):
+        roll = rng.random()
+        if roll < 0.08 and clusters[0].bound:
+            uid = rng.choice(sorted(clusters[0].bound))
+            for cluster in clusters:
+                cluster.delete_pod(cluster.bound.pop(uid))
+            continue
+        if roll < 0.11:
+            node = _node(rng, rng.choice(nodes).metadata.name if rng.random() < 0.7 else f"x{step}")
+            for cluster in clusters:
+                cluster.columns.update_node(node)
+            continue
+        template = rng.choice(templates)
+        pod = template.obj()
+        pod = replace(pod, metadata=replace(pod.metadata, name=f"p{step}", uid=f"uid-p{step}"))
+        answers = [_outcome(f, c, pod) for f, c in zip(frameworks, clusters, strict=True)]
+        assert answers[0] == answers[1], (
+            f"seed {seed}, step {step}, pod from {template.obj().metadata.name}"
+        )
+        outcomes.append(answers[0])
+    return outcomes, frameworks[0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_reuse_places_every_pod_as_the_full_cycle(seed: int) -> None:
+    outcomes, reusing = _run(seed, 160)
+    signatures = reusing.signatures
+    assert signatures is not None
+    assert any(o[0] == "bound" for o in outcomes)
+    # The run exercised reuse (not only the full path it falls back to).
+    assert signatures.hits > 0, signatures.fallbacks
+
+
+def test_reuse_holds_across_interleaved_signatures() -> None:
+    """A, B, A, B...: each signature's entry is refreshed by the other's bindings, not rebuilt."""
+    nodes = [make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=20).obj() for i in range(50)]
+    small = make_pod("a").req(cpu="100m", memory="100Mi")
+    large = make_pod("b").req(cpu="700m", memory="1Gi")
+    clusters = [LocalCluster(nodes), LocalCluster(nodes)]
+    frameworks = [_frameworks(7, clusters[0], True), _frameworks(7, clusters[1], False)]
+    for i in range(300):
+        pod = (small if i % 2 else large).name(f"p{i}").uid(f"u{i}").obj()
+        answers = [_outcome(f, c, pod) for f, c in zip(frameworks, clusters, strict=True)]
+        assert answers[0] == answers[1], i
+    signatures = frameworks[0].signatures
+    assert signatures is not None
+    assert signatures.builds == 2
+    assert signatures.hits == 298
+
+
+def test_plugins_that_read_other_nodes_fall_back_while_they_do_not_skip() -> None:
+    nodes = [
+        make_node(f"n{i}")
+        .capacity(cpu=4, memory="8Gi", pods=20)
+        .label("topology.kubernetes.io/zone", ZONES[i % 3])
+        .obj()
+        for i in range(9)
+    ]
+    cluster = LocalCluster(nodes)
+    framework = _frameworks(1, cluster, True)
+    spread = (
+        make_pod("s")
+        .label("app", "s")
+        .spread_constraint(
+            1, "topology.kubernetes.io/zone", "DoNotSchedule", label_selector({"app": "s"})
+        )
+    )
+    for i in range(3):
+        _outcome(framework, cluster, spread.name(f"s{i}").uid(f"s{i}").obj())
+    signatures = framework.signatures
+    assert signatures is not None
+    assert signatures.hits == 0
+    assert signatures.fallbacks == {"PodTopologySpread did not skip": 3}
+
+
+def test_signature_ignores_identity_and_sees_requests() -> None:
+    a = make_pod("a").uid("1").req(cpu="1").obj()
+    b = make_pod("b").uid("2").req(cpu="1").obj()
+    c = make_pod("c").uid("3").req(cpu="2").obj()
+    d = make_pod("d").uid("4").req(cpu="1").label("app", "x").obj()
+    assert pod_signature(a) == pod_signature(b)
+    assert pod_signature(a) != pod_signature(c)
+    assert pod_signature(a) != pod_signature(d)
+    assert pod_signature(make_pod("n").nominated_node_name("n1").obj()) is None
+
+
+def test_best_rows_keeps_the_top_in_row_order() -> None:
+    best = BestRows(np.array([0, 1, 2, 3], dtype=np.intp), np.array([5, 9, 9, 1], dtype=np.int64))
+    assert list(best.top()) == [1, 2]
+    best.remove(1, 9)
+    best.remove(2, 9)
+    assert list(best.top()) == [0]
+    best.add(3, 7)  # a second entry for row 3: callers remove before they add
+    best.remove(3, 1)
+    assert list(best.top()) == [3]
+    best.add(2, 7)
+    assert list(best.top()) == [2, 3]
+    assert best.size == 3
+
+
+@pytest.mark.parametrize("seed", range(100, 110))
+def test_reuse_survives_a_trimmed_row_log(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Entries that fell behind a trimmed log are rebuilt, not refreshed from a gap."""
+    monkeypatch.setattr(columns_module, "_MIN_ROW_LOG", 4)
+    outcomes, reusing = _run(seed, 120)
+    assert reusing.signatures is not None
+    assert reusing.signatures.hits > 0
+    assert any(o[0] == "bound" for o in outcomes)
