@@ -172,9 +172,10 @@ class NodeColumns:
         self.generation = 0
         self.shared_epoch = 0
         """Bumped by a change any row's Filter or Score may depend on (see `touch_all`)."""
-        self.row_log: list[int] = []
-        """Rows whose pods changed, in order; `row_log_base` is the position of its first
-        entry. Readers (the signature cache) keep a position and re-evaluate those rows."""
+        self.row_log: list[tuple[int, str]] = []
+        """(row, uid of the pod added there, or "" for a removal) per change of a row's pods,
+        in order; `row_log_base` is the position of its first entry. Readers (the signature
+        cache) keep a position and bring those rows up to date."""
         self.row_log_base = 0
         pods_by_node: dict[str, list[Pod]] = {}
         for node in nodes:
@@ -325,7 +326,7 @@ class NodeColumns:
             raise KeyError(f"pod {pod.key} is bound to unknown node {pod.spec.node_name!r}")
         self._account_pod(row, pod, +1)
         self.generation += 1
-        self._log_row(row, pod)
+        self._log_row(row, pod, pod.metadata.uid)
         for listener in self.pod_listeners:
             listener.pod_added(row, pod)
 
@@ -335,12 +336,12 @@ class NodeColumns:
             return
         self._account_pod(row, pod, -1)
         self.generation += 1
-        self._log_row(row, pod)
+        self._log_row(row, pod, "")
         for listener in self.pod_listeners:
             listener.pod_removed(row, pod)
 
-    def _log_row(self, row: int, pod: Pod) -> None:
-        self.row_log.append(row)
+    def _log_row(self, row: int, pod: Pod, added: str) -> None:
+        self.row_log.append((row, added))
         if len(self.row_log) > max(_MIN_ROW_LOG, 4 * len(self.names)):
             half = len(self.row_log) // 2
             del self.row_log[:half]

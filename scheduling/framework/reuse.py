@@ -54,11 +54,12 @@ from scheduling.framework.interfaces import (
     NormalizeScorePlugin,
     ScorePlugin,
 )
+from scheduling.framework.scratch import Scratch
 from scheduling.framework.status import Status
 from shared.models import Container, Pod
 
 if TYPE_CHECKING:
-    from scheduling.framework.runtime import Framework
+    from scheduling.framework.runtime import FilterOutcome, Framework
 
 Reuse = Literal["node-local", "when-skipped"]
 NODE_LOCAL: Reuse = "node-local"
@@ -68,6 +69,12 @@ MAX_SIGNATURES = 256
 """Entries kept per profile (least recently used dropped): each holds a few arrays of N."""
 REBUILD_FRACTION = 8
 """More than 1/8 of the rows changed since an entry's last use: evaluate all rows at once."""
+LOOKAHEAD_BATCH = 64
+"""Rows whose look-ahead is recomputed together (one scratch copy of the columns)."""
+SMALL_CHANGE = 64
+"""Up to this many changed rows update the best-row structure row by row, else rebuild it."""
+MAX_PLACED = 1 << 16
+"""Placements remembered for their look-ahead (older ones are evaluated when they bind)."""
 
 Signature = Hashable
 Int64s = NDArray[np.int64]
@@ -163,11 +170,27 @@ class _Scorer:
     """Raw score per row (meaningful on feasible rows)."""
     weighted: Int64s
     """Normalized score x weight per row (meaningful on feasible rows)."""
+    next_raw: Int64s
+    """Raw score per row with one more pod of the signature there (the look-ahead)."""
     values: Counter[int] = field(default_factory=Counter)
     """Raw scores over the feasible rows, for the normalizer's minimum and maximum."""
+    normalized: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(raw, minimum, maximum) -> normalized score, for one-row updates."""
 
     def bounds(self) -> tuple[int, int]:
         return (min(self.values), max(self.values)) if self.values else (0, 0)
+
+
+@dataclass(slots=True, eq=False)
+class _Results:
+    """Filter and Score results of some rows (ascending), aligned with `rows`."""
+
+    rows: NDArray[np.intp]
+    feasible: NDArray[np.bool_]
+    status_ids: NDArray[np.int32]
+    """-1 where feasible, else the rejecting status's index in the entry's `statuses`."""
+    raws: list[Int64s]
+    """Per scorer, the raw score (0 where infeasible)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -186,6 +209,12 @@ class _Entry:
     status_rows: Counter[int]
     totals: Int64s
     best: BestRows
+    next_feasible: NDArray[np.bool_]
+    next_status_ids: NDArray[np.int32]
+    next_valid: NDArray[np.bool_]
+    """Rows whose look-ahead (`next_*`) matches their current pods plus one of ours."""
+    stale: set[int] = field(default_factory=set)
+    """Rows whose look-ahead is out of date, recomputed LOOKAHEAD_BATCH at a time."""
 
 
 class _NotReusable(Exception):
@@ -198,9 +227,14 @@ class SignatureCache:
     def __init__(self, framework: Framework) -> None:
         self.framework = framework
         self._entries: OrderedDict[Signature, _Entry] = OrderedDict()
+        self._placed: OrderedDict[str, _Entry] = OrderedDict()
+        """uid -> the entry that chose the pod's node (its binding there is one step ahead)."""
         self.hits = 0
         self.builds = 0
         self.rows_evaluated = 0
+        """Rows run through the Filter and Score plugins (builds, changed rows, look-ahead)."""
+        self.rows_promoted = 0
+        """Changed rows brought up to date from the look-ahead, without a plugin call."""
         self.fallbacks: Counter[str] = Counter()
         """Why a cycle took the full path, by reason (e.g. "PodTopologySpread did not skip")."""
         self._blocker = _unreusable_plugin(framework)
@@ -213,6 +247,7 @@ class SignatureCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._placed.clear()
 
     def select(self, state: CycleState, pod: Pod, nodes: NodeColumns) -> tuple[int, int] | None:
         """(chosen row, feasible nodes) from the entry of the pod's signature, with `state`
@@ -237,12 +272,15 @@ class SignatureCache:
         state.merge(entry.state)
         self._last = entry
         top = entry.best.top()
-        if entry.best.size == 1:
-            return int(top[0]), 1
-        if len(top) == 1:
-            return int(top[0]), entry.best.size
-        # select_host: the k-th of the tied rows in ascending order, k drawn only on a tie.
-        return int(top[int(self.framework.context.rng.integers(len(top)))]), entry.best.size
+        if entry.best.size == 1 or len(top) == 1:
+            row = int(top[0])
+        else:
+            # select_host: the k-th of the tied rows in ascending order, k drawn only on a tie.
+            row = int(top[int(self.framework.context.rng.integers(len(top)))])
+        self._placed[pod.metadata.uid] = entry
+        if len(self._placed) > MAX_PLACED:
+            self._placed.popitem(last=False)
+        return row, entry.best.size
 
     def diagnosis(self, nodes: NodeColumns) -> Diagnosis:
         """The rejections of the rows that did not fit in the last `select`, as the full
@@ -291,52 +329,42 @@ class SignatureCache:
         outcome = framework.run_filter_plugins(state, pod, nodes, ALL_ROWS)
         if not outcome.status.is_success():
             raise _NotReusable("Filter failed")
-        num_nodes = len(nodes)
-        feasible = np.zeros(num_nodes, dtype=np.bool_)
         feasible_rows = nodes.row_indices(outcome.feasible)
         if feasible_rows.shape[0] == 0:
             raise _NotReusable("no node fits")
-        feasible[feasible_rows] = True
         status = framework.run_pre_score_plugins(state, pod, nodes, feasible_rows)
         if not status.is_success():
             raise _NotReusable("PreScore failed")
         self._require_skipped(framework.pre_score_plugins, state.skip_score_plugins)
+        n = len(nodes)
         entry = _Entry(
             state=state,
             columns=nodes,
             epoch=nodes.shared_epoch,
             seen=nodes.row_log_base + len(nodes.row_log),
             scorers=[],
-            feasible=feasible,
-            status_ids=np.full(num_nodes, -1, dtype=np.int32),
+            feasible=np.zeros(n, dtype=np.bool_),
+            status_ids=np.full(n, -1, dtype=np.int32),
             statuses=[],
             status_index={},
             status_rows=Counter(),
-            totals=np.zeros(num_nodes, dtype=np.int64),
+            totals=np.zeros(n, dtype=np.int64),
             best=BestRows(feasible_rows[:0], np.zeros(0, dtype=np.int64)),
+            next_feasible=np.zeros(n, dtype=np.bool_),
+            next_status_ids=np.full(n, -1, dtype=np.int32),
+            next_valid=np.zeros(n, dtype=np.bool_),
         )
-        self._record_rejections(entry, outcome.rejections)
         skip = state.skip_score_plugins
         for name, plugin, weight, normalizer in framework.score_plugins:
-            if skip and name in skip:
-                continue
-            scorer = _Scorer(
-                name,
-                plugin,
-                weight,
-                normalizer,
-                np.zeros(num_nodes, dtype=np.int64),
-                np.zeros(num_nodes, dtype=np.int64),
-            )
-            raw = self._score(entry, scorer, pod, nodes, feasible_rows)
-            scorer.raw[feasible_rows] = raw
-            if normalizer is not None:
-                scorer.values.update(raw.tolist())
-            scorer.weighted[feasible_rows] = self._normalize(entry, scorer, pod, raw) * weight
-            entry.scorers.append(scorer)
-        self._retotal(entry, feasible_rows)
+            if not (skip and name in skip):
+                raw, weighted, ahead = (np.zeros(n, dtype=np.int64) for _ in range(3))
+                entry.scorers.append(
+                    _Scorer(name, plugin, weight, normalizer, raw, weighted, ahead)
+                )
+        every_row = np.arange(n, dtype=np.intp)
+        self._apply(entry, pod, self._results(entry, pod, nodes, every_row, outcome))
+        self._look_ahead(entry, pod, nodes, every_row)
         self.builds += 1
-        self.rows_evaluated += num_nodes
         return entry
 
     def _require_skipped(self, plugins: Sequence[tuple[str, object]], skipped: set[str]) -> None:
@@ -344,13 +372,58 @@ class SignatureCache:
             if getattr(plugin, "signature_reuse", None) == WHEN_SKIPPED and name not in skipped:
                 raise _NotReusable(f"{name} did not skip")
 
-    def _score(
-        self, entry: _Entry, scorer: _Scorer, pod: Pod, nodes: NodeColumns, rows: NDArray[np.intp]
-    ) -> Int64s:
-        raw = scorer.plugin.score(entry.state, pod, nodes, rows)
-        if isinstance(raw, Status) or raw.shape[0] != rows.shape[0]:
-            raise _NotReusable(f"{scorer.name} Score failed")
-        return raw.astype(np.int64, copy=False)
+    # ----------------------------------------------------------- evaluating
+    def _evaluate(
+        self, entry: _Entry, pod: Pod, nodes: NodeColumns, rows: NDArray[np.intp]
+    ) -> _Results:
+        """Run the Filter and Score plugins on `rows` of `nodes`."""
+        outcome = self.framework.run_filter_plugins(entry.state, pod, nodes, rows)
+        if not outcome.status.is_success():
+            raise _NotReusable("Filter failed")
+        return self._results(entry, pod, nodes, rows, outcome)
+
+    def _results(
+        self,
+        entry: _Entry,
+        pod: Pod,
+        nodes: NodeColumns,
+        rows: NDArray[np.intp],
+        outcome: FilterOutcome,
+    ) -> _Results:
+        self.rows_evaluated += int(rows.shape[0])
+        ok = nodes.row_indices(outcome.feasible)
+        feasible = np.zeros(rows.shape[0], dtype=np.bool_)
+        feasible[np.searchsorted(rows, ok)] = True
+        status_ids = np.full(rows.shape[0], -1, dtype=np.int32)
+        for status, rejected in outcome.rejections:
+            status_id = entry.status_index.get(status)
+            if status_id is None:
+                status_id = entry.status_index[status] = len(entry.statuses)
+                entry.statuses.append(status)
+            status_ids[np.searchsorted(rows, rejected)] = status_id
+        raws = []
+        for scorer in entry.scorers:
+            raw = np.zeros(rows.shape[0], dtype=np.int64)
+            scores = scorer.plugin.score(entry.state, pod, nodes, ok)
+            if isinstance(scores, Status) or scores.shape[0] != ok.shape[0]:
+                raise _NotReusable(f"{scorer.name} Score failed")
+            raw[feasible] = scores
+            raws.append(raw)
+        return _Results(rows, feasible, status_ids, raws)
+
+    def _look_ahead(
+        self, entry: _Entry, pod: Pod, nodes: NodeColumns, rows: NDArray[np.intp]
+    ) -> None:
+        """Evaluate `rows` as they will be once one more pod of the signature is bound on
+        each: the next pod's binding then updates its row without a plugin call."""
+        scratch = Scratch(nodes)
+        scratch.add_pod_to_rows(rows, pod)
+        ahead = self._evaluate(entry, pod, scratch.columns, rows)
+        entry.next_feasible[rows] = ahead.feasible
+        entry.next_status_ids[rows] = ahead.status_ids
+        for scorer, raw in zip(entry.scorers, ahead.raws, strict=True):
+            scorer.next_raw[rows] = raw
+        entry.next_valid[rows] = True
 
     def _normalize(self, entry: _Entry, scorer: _Scorer, pod: Pod, raw: Int64s) -> Int64s:
         """The normalized scores of `raw`, a subset of the scored rows: normalized together
@@ -369,89 +442,170 @@ class SignatureCache:
             raise _NotReusable(f"{scorer.name} score out of range")
         return scores
 
-    def _retotal(self, entry: _Entry, feasible_rows: NDArray[np.intp]) -> None:
-        totals = np.zeros(feasible_rows.shape[0], dtype=np.int64)
-        for scorer in entry.scorers:
-            totals += scorer.weighted[feasible_rows]
-        entry.totals[feasible_rows] = totals
-        entry.best = BestRows(feasible_rows, totals)
+    # ------------------------------------------------------------- updating
+    def _apply(self, entry: _Entry, pod: Pod, results: _Results) -> None:
+        """Make `results` the entry's current view of their rows."""
+        rows, feasible = results.rows, results.feasible
+        was = rows[entry.feasible[rows]]
+        small = rows.shape[0] <= SMALL_CHANGE
+        if small:
+            for row in was.tolist():
+                entry.best.remove(row, int(entry.totals[row]))
+        old_ids = entry.status_ids[rows]
+        entry.status_rows.subtract(old_ids[old_ids >= 0].tolist())
+        entry.status_rows.update(results.status_ids[~feasible].tolist())
+        entry.status_ids[rows] = results.status_ids
+        entry.feasible[rows] = feasible
+        renormalize = not small
+        for scorer, raw in zip(entry.scorers, results.raws, strict=True):
+            if scorer.normalizer is not None:
+                before = scorer.bounds()
+                scorer.values.subtract(scorer.raw[was].tolist())
+                scorer.values += Counter()  # drop the rows' old values that reached 0
+                scorer.values.update(raw[feasible].tolist())
+                renormalize = renormalize or scorer.bounds() != before
+            scorer.raw[rows] = raw
+        if renormalize:
+            # A normalizer's minimum or maximum moved (or many rows changed): every
+            # feasible row's score is recomputed and the best-row structure rebuilt.
+            every = np.flatnonzero(entry.feasible).astype(np.intp)
+            self._retotal(entry, pod, every)
+            entry.best = BestRows(every, entry.totals[every])
+            return
+        now = rows[feasible]
+        totals = self._retotal(entry, pod, now)
+        for row, total in zip(now.tolist(), totals.tolist(), strict=True):
+            entry.best.add(row, total)
 
-    def _record_rejections(
-        self, entry: _Entry, rejections: Sequence[tuple[Status, NDArray[np.intp]]]
+    def _apply_row(
+        self, entry: _Entry, pod: Pod, row: int, feasible: bool, status_id: int, raws: list[int]
     ) -> None:
-        for status, rows in rejections:
-            status_id = entry.status_index.get(status)
-            if status_id is None:
-                status_id = entry.status_index[status] = len(entry.statuses)
-                entry.statuses.append(status)
-            entry.status_ids[rows] = status_id
-            entry.status_rows[status_id] += int(rows.shape[0])
+        """`_apply` for one row, in plain Python (numpy's per-call cost dominates there)."""
+        was = bool(entry.feasible[row])
+        if was:
+            entry.best.remove(row, int(entry.totals[row]))
+        old_id = int(entry.status_ids[row])
+        if old_id >= 0:
+            entry.status_rows[old_id] -= 1
+        if not feasible:
+            entry.status_rows[status_id] += 1
+        entry.status_ids[row] = status_id
+        entry.feasible[row] = feasible
+        renormalize = False
+        for scorer, raw in zip(entry.scorers, raws, strict=True):
+            if scorer.normalizer is not None:
+                before = scorer.bounds()
+                values = scorer.values
+                if was:
+                    old = int(scorer.raw[row])
+                    values[old] -= 1
+                    if not values[old]:
+                        del values[old]
+                if feasible:
+                    values[raw] += 1
+                renormalize = renormalize or scorer.bounds() != before
+            scorer.raw[row] = raw
+        if renormalize:
+            every = np.flatnonzero(entry.feasible).astype(np.intp)
+            self._retotal(entry, pod, every)
+            entry.best = BestRows(every, entry.totals[every])
+            return
+        if not feasible:
+            return
+        total = 0
+        for scorer, raw in zip(entry.scorers, raws, strict=True):
+            score = (
+                raw if scorer.normalizer is None else self._normalize_one(entry, scorer, pod, raw)
+            )
+            if not MIN_NODE_SCORE <= score <= MAX_NODE_SCORE:
+                raise _NotReusable(f"{scorer.name} score out of range")
+            weighted = score * scorer.weight
+            scorer.weighted[row] = weighted
+            total += weighted
+        entry.totals[row] = total
+        entry.best.add(row, total)
 
-    # ------------------------------------------------------------ refreshing
+    def _normalize_one(self, entry: _Entry, scorer: _Scorer, pod: Pod, raw: int) -> int:
+        """One row's normalized score, remembered per (raw, minimum, maximum): that is all a
+        node-local normalizer reads, and a signature's state does not change."""
+        key = (raw, *scorer.bounds())
+        score = scorer.normalized.get(key)
+        if score is None:
+            score = int(self._normalize(entry, scorer, pod, np.array([raw], dtype=np.int64))[0])
+            scorer.normalized[key] = score
+        return score
+
+    def _retotal(self, entry: _Entry, pod: Pod, rows: NDArray[np.intp]) -> Int64s:
+        totals = np.zeros(rows.shape[0], dtype=np.int64)
+        for scorer in entry.scorers:
+            weighted = self._normalize(entry, scorer, pod, scorer.raw[rows]) * scorer.weight
+            scorer.weighted[rows] = weighted
+            totals += weighted
+        entry.totals[rows] = totals
+        return totals
+
     def _refresh(self, entry: _Entry, pod: Pod, nodes: NodeColumns) -> bool:
-        """Bring the entry up to date; False when it must be rebuilt instead."""
+        """Bring the entry up to date; False when it must be rebuilt instead.
+
+        A row whose only change is one more pod of this signature, with its look-ahead
+        current, takes the look-ahead ("promoted"); any other changed row runs the plugins.
+        """
         if entry.columns is not nodes or entry.epoch != nodes.shared_epoch:
             return False
         start = entry.seen - nodes.row_log_base
         if start < 0:
             return False
-        changed = nodes.row_log[start:]
-        if not changed:
-            return entry.best.size > 0
-        entry.seen = nodes.row_log_base + len(nodes.row_log)
-        rows = np.unique(np.array(changed, dtype=np.intp))
-        if rows.shape[0] * REBUILD_FRACTION > len(nodes):
-            return False
-        self.rows_evaluated += int(rows.shape[0])
-        outcome = self.framework.run_filter_plugins(entry.state, pod, nodes, rows)
-        if not outcome.status.is_success():
-            return False
-        now_feasible = nodes.row_indices(outcome.feasible)
-        was_feasible = rows[entry.feasible[rows]]
-        # Forget what the changed rows were, then learn what they are.
-        for row in was_feasible.tolist():
-            entry.best.remove(row, int(entry.totals[row]))
-        old_ids = entry.status_ids[rows]
-        for status_id in old_ids[old_ids >= 0].tolist():
-            entry.status_rows[status_id] -= 1
-        entry.status_ids[rows] = -1
-        entry.feasible[rows] = False
-        entry.feasible[now_feasible] = True
-        self._record_rejections(entry, outcome.rejections)
-        renormalize = False
-        for scorer in entry.scorers:
-            if scorer.normalizer is not None:
-                before = scorer.bounds()
-                scorer.values.subtract(scorer.raw[was_feasible].tolist())
-                scorer.values += Counter()  # drop the zero counts
-            raw = self._score(entry, scorer, pod, nodes, now_feasible)
-            scorer.raw[now_feasible] = raw
-            if scorer.normalizer is not None:
-                scorer.values.update(raw.tolist())
-                if scorer.bounds() != before:
-                    renormalize = True
-                    continue
-            scorer.weighted[now_feasible] = self._normalize(entry, scorer, pod, raw) * scorer.weight
-        if renormalize:
-            self._renormalize(entry, pod)
-            return entry.best.size > 0
-        totals = np.zeros(now_feasible.shape[0], dtype=np.int64)
-        for scorer in entry.scorers:
-            totals += scorer.weighted[now_feasible]
-        entry.totals[now_feasible] = totals
-        for row, total in zip(now_feasible.tolist(), totals.tolist(), strict=True):
-            entry.best.add(row, total)
+        changes = nodes.row_log[start:]
+        if changes:
+            entry.seen = nodes.row_log_base + len(nodes.row_log)
+            promoted, evaluated = self._sort_changes(entry, changes)
+            if len(evaluated) * REBUILD_FRACTION > len(nodes):
+                return False
+            if len(promoted) == 1 and not evaluated:
+                (row,) = promoted
+                scores = [int(scorer.next_raw[row]) for scorer in entry.scorers]
+                feasible = bool(entry.next_feasible[row])
+                self._apply_row(entry, pod, row, feasible, int(entry.next_status_ids[row]), scores)
+                self.rows_promoted += 1
+            elif promoted:
+                rows = np.array(sorted(promoted), dtype=np.intp)
+                raws = [scorer.next_raw[rows] for scorer in entry.scorers]
+                ahead = _Results(rows, entry.next_feasible[rows], entry.next_status_ids[rows], raws)
+                self._apply(entry, pod, ahead)
+                self.rows_promoted += len(promoted)
+            if evaluated:
+                rows = np.array(sorted(evaluated), dtype=np.intp)
+                self._apply(entry, pod, self._evaluate(entry, pod, nodes, rows))
+            changed = promoted | evaluated
+            entry.next_valid[np.fromiter(changed, dtype=np.intp, count=len(changed))] = False
+            entry.stale |= changed
+            if len(entry.stale) >= LOOKAHEAD_BATCH:
+                rows = np.array(sorted(entry.stale), dtype=np.intp)
+                entry.stale.clear()
+                self._look_ahead(entry, pod, nodes, rows)
         return entry.best.size > 0
 
-    def _renormalize(self, entry: _Entry, pod: Pod) -> None:
-        """A normalizer's minimum or maximum moved: every feasible row's score may change."""
-        feasible_rows = np.flatnonzero(entry.feasible).astype(np.intp)
-        for scorer in entry.scorers:
-            raw = scorer.raw[feasible_rows]
-            scorer.weighted[feasible_rows] = (
-                self._normalize(entry, scorer, pod, raw) * scorer.weight
-            )
-        self._retotal(entry, feasible_rows)
+    def _sort_changes(
+        self, entry: _Entry, changes: list[tuple[int, str]]
+    ) -> tuple[set[int], set[int]]:
+        """(rows to promote from the look-ahead, rows to evaluate)."""
+        placed = self._placed
+        if len(changes) == 1:
+            row, uid = changes[0]
+            if uid and placed.get(uid) is entry and entry.next_valid[row]:
+                del placed[uid]
+                return {row}, set()
+            return set(), {row}
+        per_row = Counter(row for row, _ in changes)
+        promoted: set[int] = set()
+        evaluated: set[int] = set()
+        for row, uid in changes:
+            if per_row[row] == 1 and uid and placed.get(uid) is entry and entry.next_valid[row]:
+                del placed[uid]
+                promoted.add(row)
+            else:
+                evaluated.add(row)
+        return promoted, evaluated
 
 
 def _unreusable_plugin(framework: Framework) -> str:

@@ -161,6 +161,18 @@ class Scratch:
             self._apply_ports(row, pod, +1)
         self.added.setdefault(row, []).append(pod)
 
+    def add_pod_to_rows(self, rows: NDArray[np.intp], pod: Pod) -> None:
+        """Account one more `pod` on each of `rows` (distinct): what every one of those nodes
+        would look like after binding it (the signature cache's look-ahead)."""
+        vector, nz = self._vector(pod)
+        self.columns.requested[rows] += vector
+        self.columns.non_zero_requested[rows] += nz
+        ports = has_host_ports(pod)
+        for row in rows.tolist():
+            if ports:
+                self._apply_ports(row, pod, +1)
+            self.added.setdefault(row, []).append(pod)
+
     def remove_added(self, row: int, pod: Pod) -> None:
         vector, nz = self._vector(pod)
         self.columns.requested[row] -= vector
