@@ -221,6 +221,10 @@ class _NotReusable(Exception):
     """This pod's cycle cannot be served from an entry; the reason is counted."""
 
 
+class _NotReusableHere(_NotReusable):
+    """Nor can any pod of its signature's, until a shared change (`shared_epoch`)."""
+
+
 class SignatureCache:
     """Per profile: signature -> the Filter and Score results of every node, kept current."""
 
@@ -228,6 +232,8 @@ class SignatureCache:
         self.framework = framework
         self._entries: OrderedDict[Signature, _Entry] = OrderedDict()
         self._placed: OrderedDict[str, _Entry] = OrderedDict()
+        self._unreusable: OrderedDict[Signature, tuple[NodeColumns, int, str]] = OrderedDict()
+        """signature -> (columns, shared epoch, reason): known not reusable until it moves."""
         """uid -> the entry that chose the pod's node (its binding there is one step ahead)."""
         self.hits = 0
         self.builds = 0
@@ -235,6 +241,8 @@ class SignatureCache:
         """Rows run through the Filter and Score plugins (builds, changed rows, look-ahead)."""
         self.rows_promoted = 0
         """Changed rows brought up to date from the look-ahead, without a plugin call."""
+        self.known_unreusable = 0
+        """Fallbacks decided from an earlier pod of the signature, without running PreFilter."""
         self.fallbacks: Counter[str] = Counter()
         """Why a cycle took the full path, by reason (e.g. "PodTopologySpread did not skip")."""
         self._blocker = _unreusable_plugin(framework)
@@ -247,11 +255,13 @@ class SignatureCache:
 
     def clear(self) -> None:
         self._entries.clear()
+        self._unreusable.clear()
         self._placed.clear()
 
     def select(self, state: CycleState, pod: Pod, nodes: NodeColumns) -> tuple[int, int] | None:
         """(chosen row, feasible nodes) from the entry of the pod's signature, with `state`
         filled as PreFilter and PreScore would fill it; None: run the full cycle."""
+        signature: Signature = None
         try:
             signature = self._eligible(pod, nodes)
             entry = self._entries.get(signature)
@@ -266,6 +276,13 @@ class SignatureCache:
             else:
                 self._entries.move_to_end(signature)
                 self.hits += 1
+        except _NotReusableHere as reason:
+            # Until the next shared change, this signature goes straight to the full path.
+            self._unreusable[signature] = (nodes, nodes.shared_epoch, str(reason))
+            if len(self._unreusable) > MAX_SIGNATURES:
+                self._unreusable.popitem(last=False)
+            self.fallbacks[str(reason)] += 1
+            return None
         except _NotReusable as reason:
             self.fallbacks[str(reason)] += 1
             return None
@@ -305,6 +322,18 @@ class SignatureCache:
         signature = pod_signature(pod)
         if signature is None:
             raise _NotReusable("nominated node")
+        spec = pod.spec
+        affinity = spec.affinity
+        if spec.topology_spread_constraints or (
+            affinity is not None and (affinity.pod_affinity or affinity.pod_anti_affinity)
+        ):
+            # Its own terms keep InterPodAffinity or PodTopologySpread from skipping: known
+            # without running PreFilter.
+            raise _NotReusable("inter-pod affinity or spread terms")
+        known = self._unreusable.get(signature)
+        if known is not None and known[0] is nodes and known[1] == nodes.shared_epoch:
+            self.known_unreusable += 1
+            raise _NotReusable(known[2])
         if framework.extenders():
             raise _NotReusable("extenders")
         if framework.nominated_pods():
@@ -322,9 +351,9 @@ class SignatureCache:
         state = CycleState()
         pre = framework.run_pre_filter_plugins(state, pod, nodes)
         if not pre.status.is_success():
-            raise _NotReusable("PreFilter rejected")
+            raise _NotReusableHere("PreFilter rejected")
         if pre.result is not None and pre.result.node_names is not None:
-            raise _NotReusable("PreFilter narrowed the nodes")
+            raise _NotReusableHere("PreFilter narrowed the nodes")
         self._require_skipped(framework.pre_filter_plugins, state.skip_filter_plugins)
         outcome = framework.run_filter_plugins(state, pod, nodes, ALL_ROWS)
         if not outcome.status.is_success():
@@ -334,7 +363,7 @@ class SignatureCache:
             raise _NotReusable("no node fits")
         status = framework.run_pre_score_plugins(state, pod, nodes, feasible_rows)
         if not status.is_success():
-            raise _NotReusable("PreScore failed")
+            raise _NotReusableHere("PreScore failed")
         self._require_skipped(framework.pre_score_plugins, state.skip_score_plugins)
         n = len(nodes)
         entry = _Entry(
@@ -370,7 +399,7 @@ class SignatureCache:
     def _require_skipped(self, plugins: Sequence[tuple[str, object]], skipped: set[str]) -> None:
         for name, plugin in plugins:
             if getattr(plugin, "signature_reuse", None) == WHEN_SKIPPED and name not in skipped:
-                raise _NotReusable(f"{name} did not skip")
+                raise _NotReusableHere(f"{name} did not skip")
 
     # ----------------------------------------------------------- evaluating
     def _evaluate(

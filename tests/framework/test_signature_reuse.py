@@ -170,28 +170,41 @@ def test_reuse_holds_across_interleaved_signatures() -> None:
 
 
 def test_plugins_that_read_other_nodes_fall_back_while_they_do_not_skip() -> None:
+    zone = "topology.kubernetes.io/zone"
     nodes = [
-        make_node(f"n{i}")
-        .capacity(cpu=4, memory="8Gi", pods=20)
-        .label("topology.kubernetes.io/zone", ZONES[i % 3])
-        .obj()
+        make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=20).label(zone, ZONES[i % 3]).obj()
         for i in range(9)
     ]
-    cluster = LocalCluster(nodes)
+    # A running pod whose anti-affinity matches app=web keeps InterPodAffinity from skipping
+    # for web pods, though they have no terms of their own.
+    guard = (
+        make_pod("guard")
+        .uid("guard")
+        .node("n0")
+        .pod_affinity(zone, label_selector({"app": "web"}), anti=True)
+        .obj()
+    )
+    cluster = LocalCluster(nodes, [guard])
     framework = _frameworks(1, cluster, True)
     spread = (
         make_pod("s")
         .label("app", "s")
-        .spread_constraint(
-            1, "topology.kubernetes.io/zone", "DoNotSchedule", label_selector({"app": "s"})
-        )
+        .spread_constraint(1, zone, "DoNotSchedule", label_selector({"app": "s"}))
     )
+    web = make_pod("w").label("app", "web").req(cpu="100m")
     for i in range(3):
         _outcome(framework, cluster, spread.name(f"s{i}").uid(f"s{i}").obj())
+        _outcome(framework, cluster, web.name(f"w{i}").uid(f"w{i}").obj())
     signatures = framework.signatures
     assert signatures is not None
     assert signatures.hits == 0
-    assert signatures.fallbacks == {"PodTopologySpread did not skip": 3}
+    assert signatures.fallbacks == {
+        "inter-pod affinity or spread terms": 3,
+        "InterPodAffinity did not skip": 3,
+    }
+    # Only the first web pod ran PreFilter to learn it: the others were known not reusable.
+    assert signatures.known_unreusable == 2
+    assert signatures.builds == 0
 
 
 def test_signature_ignores_identity_and_sees_requests() -> None:
