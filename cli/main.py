@@ -77,10 +77,14 @@ def _print_figures(result: Mapping[str, object], output: str) -> None:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    from cli.bench.floor import floor_pods_per_s, with_floor
+
+    # The reference, measured here, in this process, before the figure it is compared with.
+    floor = floor_pods_per_s()
     if args.mode == "distributed":
-        return _cmd_bench_distributed(args)
+        return _cmd_bench_distributed(args, floor)
     if args.mode == "queue":
-        return _cmd_bench_queue(args)
+        return _cmd_bench_queue(args, floor)
     from cli.bench.inprocess import run_bench
 
     try:
@@ -92,16 +96,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             running=args.running,
             percentage=args.percentage,
             seed=args.seed,
+            reuse=not args.no_reuse,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    with_floor(result, "throughput_avg", floor)
     _print_figures(result, args.output)
     return 0
 
 
-def _cmd_bench_distributed(args: argparse.Namespace) -> int:
+def _cmd_bench_distributed(args: argparse.Namespace, floor: float) -> int:
     from cli.bench.distributed import bench_distributed
+    from cli.bench.floor import with_floor
 
     try:
         result = bench_distributed(
@@ -114,18 +121,28 @@ def _cmd_bench_distributed(args: argparse.Namespace) -> int:
             percentage=args.percentage,
             seed=args.seed,
             profile_dir=args.profile,
+            rate=args.rate,
+            duration=args.duration,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    with_floor(result, "pods_per_second", floor)
     _print_figures(result, args.output)
     return 0
 
 
-def _cmd_bench_queue(args: argparse.Namespace) -> int:
+def _cmd_bench_queue(args: argparse.Namespace, floor: float) -> int:
+    from cli.bench.floor import with_floor
     from cli.bench.queue import run_queue_bench
 
     result = run_queue_bench(args.pods, tenants=args.tenants, output=False)
+    service = result.get("service")
+    with_floor(result, "", floor)
+    if isinstance(service, dict):
+        # The queue service's throughput beside the floor: how many pods per second of
+        # decisions it can feed.
+        result["ratio_to_floor"] = round(service["add_to_dispatch_pods_per_s"] / floor, 2)
     _print_figures(result, args.output)
     return 0
 
@@ -171,6 +188,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--binders", type=int, default=1, help="distributed: binders")
     bench.add_argument("--tenants", type=int, default=1, help="queue: tenants")
     bench.add_argument("--profile", metavar="DIR", help="distributed: cProfile dumps per process")
+    bench.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="distributed: offer pods open loop at this many per second (0: all at once)",
+    )
+    bench.add_argument(
+        "--duration", type=float, default=0.0, help="distributed, with --rate: seconds of load"
+    )
+    bench.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="in-process: evaluate every node for every pod (no scheduling signatures)",
+    )
     bench.add_argument("-o", "--output", choices=["json", "table"], default="table")
     bench.set_defaults(run=_cmd_bench)
 

@@ -35,7 +35,9 @@ def run_bench(
     running: int = 0,
     percentage: int = 100,
     seed: int = 0,
+    reuse: bool = True,
 ) -> dict[str, Any]:
+    """`reuse` False evaluates every node for every pod (no scheduling signatures)."""
     if mode != "in-process":
         raise ValueError(f"unknown bench mode {mode!r}")
     if workload not in WORKLOADS:
@@ -47,18 +49,24 @@ def run_bench(
         from cli.bench.preemption import run_preemption_bench
 
         return run_preemption_bench(nodes, running or 4 * nodes, pods, seed)
-    return asyncio.run(_run_in_process(workload, nodes, pods, running, percentage, seed))
+    return asyncio.run(_run_in_process(workload, nodes, pods, running, percentage, seed, reuse))
 
 
 async def _run_in_process(
-    workload_name: str, nodes: int, pods: int, running: int, percentage: int, seed: int
+    workload_name: str,
+    nodes: int,
+    pods: int,
+    running: int,
+    percentage: int,
+    seed: int,
+    reuse: bool,
 ) -> dict[str, Any]:
     setup_started = time.perf_counter()
     workload = WORKLOADS[workload_name](nodes, pods, running)
     cluster = LocalCluster(workload.nodes, workload.running)
     config = default_config()
     config.percentage_of_nodes_to_score = percentage
-    framework = build_frameworks(config, in_tree_registry(), cluster, seed=seed)[
+    framework = build_frameworks(config, in_tree_registry(), cluster, seed=seed, reuse=reuse)[
         "default-scheduler"
     ]
     setup_seconds = time.perf_counter() - setup_started
@@ -114,6 +122,15 @@ async def _run_in_process(
         "elapsed_s": round(elapsed, 3),
         "setup_s": round(setup_seconds, 3),
     }
+    signatures = framework.signatures
+    if signatures is not None:
+        report["signature_reuse"] = {
+            "hits": signatures.hits,
+            "builds": signatures.builds,
+            "rows_evaluated": signatures.rows_evaluated,
+            "rows_promoted": signatures.rows_promoted,
+            "fallbacks": dict(signatures.fallbacks),
+        }
     if preemption_cycles:
         # A cycle that preempted: Filter over all nodes, then DefaultPreemption's decision.
         report["preemption_p50_ms"] = round(float(np.percentile(preemption_ms, 50)), 3)
