@@ -2,10 +2,12 @@
 
     berth bench --mode distributed --workers N --binders M [--nodes 5000] [--pods 10000]
                 [--workload scheduling-basic] [--percentage 100] [--profile DIR]
+                [--rate R --duration S]
 
 A fresh stack (servers and services as processes, as `berth up` runs them); the workload's
 nodes (and running pods) are applied and every worker has loaded them; then all pending pods
-are applied at once, and the clock runs from the first pod applied to the last pod bound.
+are applied at once (or, with --rate, R per second for S seconds, open loop), and the clock
+runs from the first pod applied to the last pod bound.
 Latency is per pod, enqueue (its event published) to bound (the binder's "scheduled" outcome,
 broker timestamp). `--profile DIR` leaves a cProfile dump per service process in DIR.
 """
@@ -63,8 +65,26 @@ def _process_cpu(run: Pipeline) -> dict[str, float]:
     return out
 
 
+OFFER_TICK_S = 0.01
+"""How often the open-loop offer (--rate) applies the pods that are due."""
+
+
+async def _offer(run: Pipeline, pending: Manifests, rate: float) -> None:
+    """Apply the pods open loop: pod i is due at i / rate seconds, whatever the pipeline
+    does meanwhile (a closed loop would wait for it, and hide its queueing)."""
+    pods = pending.pods
+    started = time.time()
+    sent = 0
+    while sent < len(pods):
+        due = min(len(pods), int((time.time() - started) * rate) + 1)
+        if due > sent:
+            await run.apply(Manifests(pods=pods[sent:due]))
+            sent = due
+        await asyncio.sleep(OFFER_TICK_S)
+
+
 async def _run(
-    manifests: Manifests, pending: Manifests, run: Pipeline, seconds: float
+    manifests: Manifests, pending: Manifests, run: Pipeline, seconds: float, rate: float
 ) -> dict[str, Any]:
     await run.apply(manifests)
     # Workers see the nodes before the clock starts (their barrier would wait anyway).
@@ -78,7 +98,10 @@ async def _run(
         await asyncio.sleep(0.1)
     cpu_before = _process_cpu(run)
     started = time.time()
-    await run.apply(pending)
+    if rate > 0:
+        await _offer(run, pending, rate)
+    else:
+        await run.apply(pending)
     applied = time.time()
     settled = await run.settle(seconds, quiet_seconds=1.0)
     cpu = {
@@ -107,7 +130,9 @@ async def _run(
     beats = await read_heartbeats(
         run.client.redis, run.client.settings.store_prefix, run.client.settings.cluster
     )
+    pods_bound = max(len(bound), 1)
     return {
+        "pods": len(pending.pods),
         "bound": len(bound),
         "settled": settled,
         "seconds": round(elapsed, 2),
@@ -121,6 +146,11 @@ async def _run(
             name: beat.get("cycle_s", 0.0) for name, beat in sorted(beats.items())
         },
         "cpu_seconds": cpu,
+        # CPU of each process per pod bound: what a pod costs the pipeline, where.
+        "cpu_ms_per_pod": {
+            **{name: round(used * 1000 / pods_bound, 3) for name, used in cpu.items()},
+            "total": round(sum(cpu.values()) * 1000 / pods_bound, 3),
+        },
         "worker_pods": {name: beat.get("pods", 0) for name, beat in sorted(beats.items())},
     }
 
@@ -138,11 +168,18 @@ async def bench_distributed_async(
     profile_dir: str | None = None,
     seconds: float = 900.0,
     servers: DevServers | None = None,
+    rate: float = 0.0,
+    duration: float = 0.0,
 ) -> dict[str, Any]:
-    """See the module docstring; `servers` reuses running Redis and broker (tests)."""
+    """See the module docstring; `servers` reuses running Redis and broker (tests).
+    With `rate`, `rate` x `duration` pods are offered open loop instead of `pods` at once."""
     if workload not in WORKLOADS:
         known = ", ".join(sorted(WORKLOADS))
         raise ValueError(f"unknown workload {workload!r} (known: {known})")
+    if rate < 0 or (rate > 0 and duration <= 0):
+        raise ValueError("--rate needs a positive --duration (seconds of load)")
+    if rate > 0:
+        pods = max(1, round(rate * duration))
     generated = WORKLOADS[workload](nodes, pods, running)
     cluster = Manifests(nodes=generated.nodes, pods=list(generated.running))
     pending = Manifests(pods=list(generated.pending))
@@ -161,7 +198,7 @@ async def bench_distributed_async(
             extra_env={ENV_PROFILE_DIR: profile} if profile else None,
         ) as run,
     ):
-        result = await _run(cluster, pending, run, seconds)
+        result = await _run(cluster, pending, run, seconds, rate)
     return {
         "mode": "distributed",
         "workload": workload,
@@ -170,6 +207,7 @@ async def bench_distributed_async(
         "workers": workers,
         "binders": binders,
         "percentage_of_nodes_to_score": percentage,
+        **({"rate": rate, "duration": duration} if rate > 0 else {}),
         **result,
         **({"profile_dir": profile} if profile else {}),
     }
