@@ -136,9 +136,9 @@ def schedule_pod(
         raise NoNodesAvailableError
     signatures = framework.signatures
     if signatures is not None and not explain:
-        chosen = signatures.select(state, pod, nodes)
-        if chosen is not None:
-            row, num_feasible = chosen
+        reused = signatures.select(state, pod, nodes)
+        if reused is not None:
+            row, num_feasible = reused
             # Every node was visited: the feasible ones plus the rejected ones.
             return ScheduleResult(
                 nodes.names[row], num_all_nodes, num_feasible, signatures.diagnosis(nodes)
