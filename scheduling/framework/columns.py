@@ -177,6 +177,9 @@ class NodeColumns:
         in order; `row_log_base` is the position of its first entry. Readers (the signature
         cache) keep a position and bring those rows up to date."""
         self.row_log_base = 0
+        self.inter_pod_epoch = 0
+        """Bumped when a pod with inter-pod affinity terms comes or goes: the plugins that
+        read other nodes may stop (or start) skipping for pods without terms."""
         pods_by_node: dict[str, list[Pod]] = {}
         for node in nodes:
             self._by_name[node.metadata.name] = node
@@ -349,7 +352,7 @@ class NodeColumns:
         affinity = pod.spec.affinity
         if affinity is not None and (affinity.pod_affinity or affinity.pod_anti_affinity):
             # Its terms reach other nodes (anti-affinity of existing pods, preferred terms).
-            self.shared_epoch += 1
+            self.inter_pod_epoch += 1
 
     def touch_all(self) -> None:
         """Something every row may depend on changed (namespaces, services, workload

@@ -12,16 +12,15 @@ only attempted where each input is accounted for:
 
 - The pod: the signature holds every field a Filter or Score plugin reads (requests, ports,
   images, selectors, affinity, tolerations, spread, labels and owners, priority, profile).
-- The plugins: every PreFilter, Filter, PreScore and Score plugin of the profile declares
-  `signature_reuse`. "node-local": its pre-state depends on the pod alone, a row's verdict and
-  raw score on that row alone, and its NormalizeScore (if any) on the row's raw score and the
-  minimum and maximum raw score over the scored rows. "when-skipped": it reads other nodes'
-  pods (inter-pod affinity, topology spread, gangs), so a signature is reused only while it
-  returns Skip at PreFilter and PreScore. A plugin without the attribute (out of tree) turns
-  reuse off for its profile; `fallbacks` names it.
+- The plugins: each declares how its results may be reused (signature.py). The node-local
+  ones are kept per signature; the others (inter-pod affinity, topology spread, gangs) are
+  skipped while they Skip, and otherwise evaluated in full each cycle on the rows the
+  node-local ones let through ("mixed" entries), their scores added to the kept ones. A
+  plugin without a declaration turns reuse off for its profile; `fallbacks` names it.
 - The cluster: rows whose pods change are logged; anything else a result may depend on (nodes
-  added, removed or updated, a pod with inter-pod affinity terms, namespaces and services)
-  bumps `NodeColumns.shared_epoch`, which rebuilds every entry.
+  added, removed or updated, namespaces and services) bumps `NodeColumns.shared_epoch`, which
+  rebuilds every entry. A pod with inter-pod terms bumps `inter_pod_epoch`: entries that
+  relied on the other plugins skipping check again that they still do.
 - The cycle: reuse applies when the whole search is a single data-parallel pass (every node
   is checked: percentageOfNodesToScore leaves nothing out, no PreFilter narrowing, no
   extenders, no nominated pods, no nominated node) and at least one node fits. Otherwise the
@@ -35,15 +34,13 @@ changed row, not O(N). Ties are broken by the same draw over the same ascending 
 
 from __future__ import annotations
 
-import heapq
 from collections import Counter, OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
-from sortedcontainers import SortedList
 
 from scheduling.framework.columns import ALL_ROWS, NodeColumns
 from scheduling.framework.cycle_state import CycleState
@@ -55,15 +52,18 @@ from scheduling.framework.interfaces import (
     ScorePlugin,
 )
 from scheduling.framework.scratch import Scratch
-from scheduling.framework.status import Status
-from shared.models import Container, Pod
+from scheduling.framework.signature import (
+    NODE_LOCAL,
+    WHEN_SKIPPED,
+    BestRows,
+    Signature,
+    pod_signature,
+)
+from scheduling.framework.status import Code, Status
+from shared.models import Pod
 
 if TYPE_CHECKING:
     from scheduling.framework.runtime import FilterOutcome, Framework
-
-Reuse = Literal["node-local", "when-skipped"]
-NODE_LOCAL: Reuse = "node-local"
-WHEN_SKIPPED: Reuse = "when-skipped"
 
 MAX_SIGNATURES = 256
 """Entries kept per profile (least recently used dropped): each holds a few arrays of N."""
@@ -76,88 +76,7 @@ SMALL_CHANGE = 64
 MAX_PLACED = 1 << 16
 """Placements remembered for their look-ahead (older ones are evaluated when they bind)."""
 
-Signature = Hashable
 Int64s = NDArray[np.int64]
-
-
-def pod_signature(pod: Pod) -> Signature | None:
-    """What the cycle reads of `pod`, as a hashable value; None when the pod must take the
-    full path (a nominated node is tried before the search)."""
-    if pod.status.nominated_node_name:
-        return None
-    meta, spec = pod.metadata, pod.spec
-    return (
-        spec.scheduler_name,
-        meta.namespace,
-        _items(meta.labels),
-        tuple((o.api_version, o.kind, o.name, o.controller) for o in meta.owner_references),
-        spec.priority,
-        spec.node_name,
-        spec.host_network,
-        _items(spec.node_selector),
-        _items(spec.overhead),
-        tuple(_container(c) for c in spec.containers),
-        tuple(_container(c) for c in spec.init_containers),
-        repr(spec.affinity) if spec.affinity is not None else "",
-        repr(spec.tolerations) if spec.tolerations else "",
-        repr(spec.topology_spread_constraints) if spec.topology_spread_constraints else "",
-    )
-
-
-def _items(mapping: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted(mapping.items())) if mapping else ()
-
-
-def _container(c: Container) -> tuple[Any, ...]:
-    ports = tuple((p.container_port, p.host_port, p.host_ip, p.protocol) for p in c.ports)
-    resources = c.resources
-    return (c.image, _items(resources.requests), _items(resources.limits), ports, c.restart_policy)
-
-
-class BestRows:
-    """The feasible rows by total: the highest total and its rows in ascending order.
-
-    `add`, `remove` and `pick` cost O(log N): one sorted list per distinct total, and a heap
-    of totals whose lists are non-empty (stale totals are dropped lazily).
-    """
-
-    def __init__(self, rows: NDArray[np.intp], totals: Int64s) -> None:
-        self._rows: dict[int, SortedList[int]] = {}
-        self.size = int(rows.shape[0])
-        order = np.lexsort((rows, totals))
-        grouped_rows = rows[order].tolist()
-        grouped_totals = totals[order].tolist()
-        start = 0
-        for i in range(1, len(grouped_rows) + 1):
-            if i == len(grouped_rows) or grouped_totals[i] != grouped_totals[start]:
-                self._rows[grouped_totals[start]] = SortedList(grouped_rows[start:i])
-                start = i
-        self._heap = [-total for total in self._rows]
-        heapq.heapify(self._heap)
-
-    def add(self, row: int, total: int) -> None:
-        bucket = self._rows.get(total)
-        if bucket is None:
-            self._rows[total] = SortedList((row,))
-            heapq.heappush(self._heap, -total)
-        else:
-            bucket.add(row)
-        self.size += 1
-
-    def remove(self, row: int, total: int) -> None:
-        bucket = self._rows[total]
-        bucket.remove(row)
-        if not bucket:
-            del self._rows[total]
-        self.size -= 1
-
-    def top(self) -> SortedList[int]:
-        """The rows with the highest total, ascending (the heap's stale tops are dropped)."""
-        while True:
-            bucket = self._rows.get(-self._heap[0])
-            if bucket is not None:
-                return bucket
-            heapq.heappop(self._heap)
 
 
 @dataclass(slots=True, eq=False)
@@ -213,6 +132,11 @@ class _Entry:
     next_status_ids: NDArray[np.int32]
     next_valid: NDArray[np.bool_]
     """Rows whose look-ahead (`next_*`) matches their current pods plus one of ours."""
+    inter_pod_epoch: int
+    pure: bool
+    """Every plugin that reads other nodes skips: the kept results are the whole answer."""
+    local_skips: tuple[set[str], set[str]]
+    """The node-local plugins that skipped at PreFilter and at PreScore."""
     stale: set[int] = field(default_factory=set)
     """Rows whose look-ahead is out of date, recomputed LOOKAHEAD_BATCH at a time."""
 
@@ -241,17 +165,29 @@ class SignatureCache:
         """Rows run through the Filter and Score plugins (builds, changed rows, look-ahead)."""
         self.rows_promoted = 0
         """Changed rows brought up to date from the look-ahead, without a plugin call."""
+        self.mixed = 0
+        """Cycles answered by a mixed entry (the plugins reading other nodes run in full)."""
         self.known_unreusable = 0
         """Fallbacks decided from an earlier pod of the signature, without running PreFilter."""
         self.fallbacks: Counter[str] = Counter()
         """Why a cycle took the full path, by reason (e.g. "PodTopologySpread did not skip")."""
         self._blocker = _unreusable_plugin(framework)
+        self._others = _others(framework)
+        """Names of the plugins evaluated in full each cycle unless they skip."""
+        self._mixable = _others_filter_last(framework, self._others)
         self._last: _Entry | None = None
+        self._last_rejections: list[tuple[Status, NDArray[np.intp]]] = []
         # schedule.py imports the framework runtime, which builds this cache.
-        from scheduling.framework.schedule import effective_percentage, num_feasible_nodes_to_find
+        from scheduling.framework.schedule import (
+            effective_percentage,
+            num_feasible_nodes_to_find,
+            select_host,
+        )
 
         self._percentage = effective_percentage
         self._to_find = num_feasible_nodes_to_find
+        self._select_host = select_host
+        self._local_names = {name for name, _ in framework.filter_plugins} - self._others
 
     def clear(self) -> None:
         self._entries.clear()
@@ -286,8 +222,17 @@ class SignatureCache:
         except _NotReusable as reason:
             self.fallbacks[str(reason)] += 1
             return None
-        state.merge(entry.state)
         self._last = entry
+        self._last_rejections = []
+        if not entry.pure:
+            try:
+                chosen = self._select_mixed(entry, state, pod, nodes)
+            except _NotReusable as reason:
+                self.fallbacks[str(reason)] += 1
+                return None
+            self._placed[pod.metadata.uid] = entry
+            return chosen
+        state.merge(entry.state)
         top = entry.best.top()
         if entry.best.size == 1 or len(top) == 1:
             row = int(top[0])
@@ -312,6 +257,10 @@ class SignatureCache:
                 diagnosis.rejections.append((status, rows))
                 if status.plugin:
                     diagnosis.unschedulable_plugins.add(status.plugin)
+        for status, rows in self._last_rejections:
+            diagnosis.rejections.append((status, rows))
+            if status.plugin:
+                diagnosis.unschedulable_plugins.add(status.plugin)
         return diagnosis
 
     # ------------------------------------------------------------ eligibility
@@ -324,8 +273,9 @@ class SignatureCache:
             raise _NotReusable("nominated node")
         spec = pod.spec
         affinity = spec.affinity
-        if spec.topology_spread_constraints or (
-            affinity is not None and (affinity.pod_affinity or affinity.pod_anti_affinity)
+        if not self._mixable and (
+            spec.topology_spread_constraints
+            or (affinity is not None and (affinity.pod_affinity or affinity.pod_anti_affinity))
         ):
             # Its own terms keep InterPodAffinity or PodTopologySpread from skipping: known
             # without running PreFilter.
@@ -351,10 +301,17 @@ class SignatureCache:
         state = CycleState()
         pre = framework.run_pre_filter_plugins(state, pod, nodes)
         if not pre.status.is_success():
+            if pre.status.plugin in self._others:
+                raise _NotReusable(f"{pre.status.plugin} PreFilter rejected")
             raise _NotReusableHere("PreFilter rejected")
         if pre.result is not None and pre.result.node_names is not None:
             raise _NotReusableHere("PreFilter narrowed the nodes")
-        self._require_skipped(framework.pre_filter_plugins, state.skip_filter_plugins)
+        others = self._others
+        filter_skips = state.skip_filter_plugins
+        pure = self._all_skip(framework.pre_filter_plugins, filter_skips)
+        # The kept results are the node-local plugins' only.
+        local_filter_skips = filter_skips - others
+        state.skip_filter_plugins = local_filter_skips | others
         outcome = framework.run_filter_plugins(state, pod, nodes, ALL_ROWS)
         if not outcome.status.is_success():
             raise _NotReusable("Filter failed")
@@ -364,7 +321,9 @@ class SignatureCache:
         status = framework.run_pre_score_plugins(state, pod, nodes, feasible_rows)
         if not status.is_success():
             raise _NotReusableHere("PreScore failed")
-        self._require_skipped(framework.pre_score_plugins, state.skip_score_plugins)
+        pure = pure and self._all_skip(framework.pre_score_plugins, state.skip_score_plugins)
+        local_score_skips = state.skip_score_plugins - others
+        state.skip_score_plugins = local_score_skips | others
         n = len(nodes)
         entry = _Entry(
             state=state,
@@ -382,7 +341,12 @@ class SignatureCache:
             next_feasible=np.zeros(n, dtype=np.bool_),
             next_status_ids=np.full(n, -1, dtype=np.int32),
             next_valid=np.zeros(n, dtype=np.bool_),
+            inter_pod_epoch=nodes.inter_pod_epoch,
+            pure=pure,
+            local_skips=(local_filter_skips, local_score_skips),
         )
+        if not pure and not self._mixable:
+            raise _NotReusableHere(f"{self._first_not_skipped(state, pod, nodes)} did not skip")
         skip = state.skip_score_plugins
         for name, plugin, weight, normalizer in framework.score_plugins:
             if not (skip and name in skip):
@@ -396,10 +360,114 @@ class SignatureCache:
         self.builds += 1
         return entry
 
-    def _require_skipped(self, plugins: Sequence[tuple[str, object]], skipped: set[str]) -> None:
-        for name, plugin in plugins:
-            if getattr(plugin, "signature_reuse", None) == WHEN_SKIPPED and name not in skipped:
-                raise _NotReusableHere(f"{name} did not skip")
+    def _all_skip(self, plugins: Sequence[tuple[str, object]], skipped: set[str]) -> bool:
+        return all(name in skipped for name, _ in plugins if name in self._others)
+
+    def _first_not_skipped(self, state: CycleState, pod: Pod, nodes: NodeColumns) -> str:
+        """The first plugin reading other nodes that did not skip (for the fallback reason),
+        found by asking each again."""
+        probe = CycleState()
+        for name, plugin in self.framework.pre_filter_plugins:
+            if name in self._others and plugin.pre_filter(probe, pod, nodes)[1].code != Code.SKIP:
+                return name
+        return next(name for name, _ in self.framework.pre_score_plugins if name in self._others)
+
+    def _still_pure(self, entry: _Entry, pod: Pod, nodes: NodeColumns) -> bool:
+        """After a change of pods with inter-pod terms: do the plugins that read other nodes
+        still skip for this signature?"""
+        probe = CycleState()
+        for name, plugin in self.framework.pre_filter_plugins:
+            if name in self._others and plugin.pre_filter(probe, pod, nodes)[1].code != Code.SKIP:
+                return False
+        rows = np.flatnonzero(entry.feasible).astype(np.intp)
+        for name, pre_score in self.framework.pre_score_plugins:
+            if (
+                name in self._others
+                and pre_score.pre_score(probe, pod, nodes, rows).code != Code.SKIP
+            ):
+                return False
+        return True
+
+    # ------------------------------------------------------------ mixed entries
+    def _select_mixed(
+        self, entry: _Entry, state: CycleState, pod: Pod, nodes: NodeColumns
+    ) -> tuple[int, int]:
+        """The full cycle's answer from the kept node-local results plus this cycle's run of
+        the plugins that read other nodes (as the full cycle runs them: PreFilter, Filter on
+        the rows the others let through, PreScore and Score on the feasible rows)."""
+        framework = self.framework
+        others = self._others
+        state.merge(entry.state)
+        filter_skips = set(entry.local_skips[0])
+        for name, plugin in framework.pre_filter_plugins:
+            if name not in others:
+                continue
+            narrowed, status = plugin.pre_filter(state, pod, nodes)
+            if status.code == Code.SKIP:
+                filter_skips.add(name)
+            elif not status.is_success() or (narrowed is not None and narrowed.node_names):
+                raise _NotReusable(f"{name} PreFilter did not succeed")
+        candidates = np.flatnonzero(entry.feasible).astype(np.intp)
+        # Only the others' Filters, in profile order, on the rows the node-local ones kept.
+        state.skip_filter_plugins = self._local_names | filter_skips
+        outcome = framework.run_filter_plugins(state, pod, nodes, candidates)
+        state.skip_filter_plugins = filter_skips
+        if not outcome.status.is_success():
+            raise _NotReusable("Filter failed")
+        feasible = nodes.row_indices(outcome.feasible)
+        if feasible.shape[0] == 0:
+            raise _NotReusable("no node fits")
+        self._last_rejections = list(outcome.rejections)
+        self.mixed += 1
+        if feasible.shape[0] == 1:
+            return int(feasible[0]), 1
+        score_skips = set(entry.local_skips[1])
+        for name, pre_score in framework.pre_score_plugins:
+            if name in others:
+                status = pre_score.pre_score(state, pod, nodes, feasible)
+                if status.code == Code.SKIP:
+                    score_skips.add(name)
+                elif not status.is_success():
+                    raise _NotReusable(f"{name} PreScore failed")
+        state.skip_score_plugins = score_skips
+        totals = np.zeros(feasible.shape[0], dtype=np.int64)
+        for scorer in entry.scorers:
+            if scorer.normalizer is None:
+                totals += scorer.weighted[feasible]
+                continue
+            kept = scorer.raw[feasible]
+            if (int(kept.min()), int(kept.max())) == scorer.bounds():
+                totals += scorer.weighted[feasible]
+            else:  # normalized over fewer rows than the kept scores were
+                totals += self._normalize_over(state, pod, scorer, kept) * scorer.weight
+        for name, score_plugin, weight, normalizer in framework.score_plugins:
+            if name not in others or name in score_skips:
+                continue
+            raw = score_plugin.score(state, pod, nodes, feasible)
+            if isinstance(raw, Status) or raw.shape[0] != feasible.shape[0]:
+                raise _NotReusable(f"{name} Score failed")
+            scores = raw.astype(np.int64, copy=False)
+            if normalizer is not None:
+                out = normalizer.normalize_score(state, pod, scores)
+                if isinstance(out, Status):
+                    raise _NotReusable(f"{name} NormalizeScore failed")
+                scores = out.astype(np.int64, copy=False)
+            if scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE:
+                raise _NotReusable(f"{name} score out of range")
+            totals += scores * weight
+        return int(feasible[self._select_host(totals, framework.context.rng)]), int(
+            feasible.shape[0]
+        )
+
+    def _normalize_over(self, state: CycleState, pod: Pod, scorer: _Scorer, raw: Int64s) -> Int64s:
+        assert scorer.normalizer is not None
+        out = scorer.normalizer.normalize_score(state, pod, raw)
+        if isinstance(out, Status):
+            raise _NotReusable(f"{scorer.name} NormalizeScore failed")
+        scores = out.astype(np.int64, copy=False)
+        if scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE:
+            raise _NotReusable(f"{scorer.name} score out of range")
+        return scores
 
     # ----------------------------------------------------------- evaluating
     def _evaluate(
@@ -584,6 +652,11 @@ class SignatureCache:
         start = entry.seen - nodes.row_log_base
         if start < 0:
             return False
+        if entry.inter_pod_epoch != nodes.inter_pod_epoch:
+            entry.inter_pod_epoch = nodes.inter_pod_epoch
+            entry.pure = self._still_pure(entry, pod, nodes)
+            if not entry.pure and not self._mixable:
+                return False
         changes = nodes.row_log[start:]
         if changes:
             entry.seen = nodes.row_log_base + len(nodes.row_log)
@@ -651,3 +724,28 @@ def _unreusable_plugin(framework: Framework) -> str:
             if getattr(plugin, "signature_reuse", None) not in (NODE_LOCAL, WHEN_SKIPPED):
                 return name
     return ""
+
+
+def _others(framework: Framework) -> set[str]:
+    """The cycle's plugins that read other nodes (declared WHEN_SKIPPED)."""
+    points: list[Sequence[tuple[str, object]]] = [
+        framework.pre_filter_plugins,
+        framework.filter_plugins,
+        framework.pre_score_plugins,
+        [(name, plugin) for name, plugin, _, _ in framework.score_plugins],
+    ]
+    return {
+        name
+        for plugins in points
+        for name, plugin in plugins
+        if getattr(plugin, "signature_reuse", None) == WHEN_SKIPPED
+    }
+
+
+def _others_filter_last(framework: Framework, others: set[str]) -> bool:
+    """Whether every Filter that reads other nodes comes after every node-local one: then a
+    node rejected by both is reported under the node-local plugin in either evaluation, and
+    mixed entries give the full cycle's diagnosis."""
+    names = [name for name, _ in framework.filter_plugins]
+    first_other = next((i for i, name in enumerate(names) if name in others), len(names))
+    return all(name in others for name in names[first_other:])

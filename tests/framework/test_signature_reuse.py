@@ -19,8 +19,8 @@ from scheduling.cache.local import LocalCluster
 from scheduling.framework import columns as columns_module
 from scheduling.framework.cycle import binding_cycle, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
-from scheduling.framework.reuse import BestRows, pod_signature
 from scheduling.framework.runtime import Framework, build_frameworks
+from scheduling.framework.signature import BestRows, pod_signature
 from scheduling.framework.status import Code
 from scheduling.plugins.registry import in_tree_registry
 from shared.config import default_config
@@ -169,11 +169,11 @@ def test_reuse_holds_across_interleaved_signatures() -> None:
     assert signatures.hits == 298
 
 
-def test_plugins_that_read_other_nodes_fall_back_while_they_do_not_skip() -> None:
+def test_plugins_that_read_other_nodes_run_in_full_beside_the_kept_results() -> None:
     zone = "topology.kubernetes.io/zone"
     nodes = [
         make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=20).label(zone, ZONES[i % 3]).obj()
-        for i in range(9)
+        for i in range(60)
     ]
     # A running pod whose anti-affinity matches app=web keeps InterPodAffinity from skipping
     # for web pods, though they have no terms of their own.
@@ -184,27 +184,36 @@ def test_plugins_that_read_other_nodes_fall_back_while_they_do_not_skip() -> Non
         .pod_affinity(zone, label_selector({"app": "web"}), anti=True)
         .obj()
     )
-    cluster = LocalCluster(nodes, [guard])
-    framework = _frameworks(1, cluster, True)
+    clusters = [LocalCluster(nodes, [guard]), LocalCluster(nodes, [guard])]
+    frameworks = [_frameworks(1, clusters[0], True), _frameworks(1, clusters[1], False)]
     spread = (
         make_pod("s")
         .label("app", "s")
         .spread_constraint(1, zone, "DoNotSchedule", label_selector({"app": "s"}))
     )
     web = make_pod("w").label("app", "web").req(cpu="100m")
-    for i in range(3):
-        _outcome(framework, cluster, spread.name(f"s{i}").uid(f"s{i}").obj())
-        _outcome(framework, cluster, web.name(f"w{i}").uid(f"w{i}").obj())
-    signatures = framework.signatures
+    plain = make_pod("p").req(cpu="200m")
+    answers: list[list[tuple[object, ...]]] = [[], []]
+    for i in range(12):
+        for builder in (spread, web, plain):
+            pod = (
+                builder.name(f"{builder.obj().metadata.name[0]}{i}")
+                .uid(f"u{i}{builder.obj().metadata.name[0]}")
+                .obj()
+            )
+            for k in (0, 1):
+                answers[k].append(_outcome(frameworks[k], clusters[k], pod))
+    assert answers[0] == answers[1]
+    # Web pods avoid the guard's zone (z1: n0, n3, ...); spread pods keep to the zones evenly.
+    hosts = {a[1] for a, pod_kind in zip(answers[0], "swp" * 12, strict=True) if pod_kind == "w"}
+    assert all(int(str(host)[1:]) % 3 != 0 for host in hosts)
+    signatures = frameworks[0].signatures
     assert signatures is not None
-    assert signatures.hits == 0
-    assert signatures.fallbacks == {
-        "inter-pod affinity or spread terms": 3,
-        "InterPodAffinity did not skip": 3,
-    }
-    # Only the first web pod ran PreFilter to learn it: the others were known not reusable.
-    assert signatures.known_unreusable == 2
-    assert signatures.builds == 0
+    assert signatures.builds == 3
+    assert signatures.fallbacks == {}
+    # spread and web pods: mixed entries (their other plugins ran); plain pods: pure hits.
+    assert signatures.mixed == 24
+    assert signatures.hits == 33
 
 
 def test_signature_ignores_identity_and_sees_requests() -> None:

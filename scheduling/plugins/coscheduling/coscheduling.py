@@ -57,7 +57,7 @@ from scheduling.framework.interfaces import (
     PreFilterResult,
     ReservePlugin,
 )
-from scheduling.framework.reuse import WHEN_SKIPPED, Reuse
+from scheduling.framework.signature import WHEN_SKIPPED, Reuse
 from scheduling.framework.status import SKIP, SUCCESS, Status
 from scheduling.framework.waiting_pods import MAX_PERMIT_TIMEOUT_SECONDS, WaitingPod
 from scheduling.plugins import names

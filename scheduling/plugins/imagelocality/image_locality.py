@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import MAX_NODE_SCORE, Handle, ScorePlugin
-from scheduling.framework.reuse import NODE_LOCAL, Reuse
+from scheduling.framework.signature import NODE_LOCAL, Reuse
 from scheduling.framework.status import Status
 from scheduling.plugins import names
 from shared.models import Pod

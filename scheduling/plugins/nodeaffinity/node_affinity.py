@@ -25,7 +25,7 @@ from scheduling.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
-from scheduling.framework.reuse import NODE_LOCAL, Reuse
+from scheduling.framework.signature import NODE_LOCAL, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.helper import default_normalize_score

@@ -28,7 +28,7 @@ from scheduling.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
 )
-from scheduling.framework.reuse import NODE_LOCAL, Reuse
+from scheduling.framework.signature import NODE_LOCAL, Reuse
 from scheduling.framework.status import SKIP, SUCCESS, Status
 from scheduling.plugins import names
 from shared.models import HostPort, Pod, host_ports

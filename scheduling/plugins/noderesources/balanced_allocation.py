@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState, StateKey
 from scheduling.framework.interfaces import Handle, PreScorePlugin, ScorePlugin
-from scheduling.framework.reuse import NODE_LOCAL, Reuse
+from scheduling.framework.signature import NODE_LOCAL, Reuse
 from scheduling.framework.status import SKIP, SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.noderesources import allocation

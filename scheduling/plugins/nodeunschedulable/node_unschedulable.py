@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, ClassVar
 from scheduling.framework.columns import NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, FilterResult, Handle
-from scheduling.framework.reuse import NODE_LOCAL, Reuse
+from scheduling.framework.signature import NODE_LOCAL, Reuse
 from scheduling.framework.status import Status
 from scheduling.plugins import names
 from shared.models import Pod, Taint, tolerates_taint

@@ -25,7 +25,7 @@ from scheduling.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
-from scheduling.framework.reuse import WHEN_SKIPPED, Reuse
+from scheduling.framework.signature import WHEN_SKIPPED, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
 from scheduling.plugins.podindex import (
