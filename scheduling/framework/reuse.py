@@ -430,6 +430,12 @@ class SignatureCache:
                 elif not status.is_success():
                     raise _NotReusable(f"{name} PreScore failed")
         state.skip_score_plugins = score_skips
+        if self._all_skip(framework.pre_filter_plugins, filter_skips) and self._all_skip(
+            framework.pre_score_plugins, score_skips
+        ):
+            # Every plugin reading other nodes skipped: the kept results answer from now on
+            # (until a pod with inter-pod terms comes or goes).
+            entry.pure = True
         totals = np.zeros(feasible.shape[0], dtype=np.int64)
         for scorer in entry.scorers:
             if scorer.normalizer is None:
@@ -654,9 +660,11 @@ class SignatureCache:
             return False
         if entry.inter_pod_epoch != nodes.inter_pod_epoch:
             entry.inter_pod_epoch = nodes.inter_pod_epoch
-            entry.pure = self._still_pure(entry, pod, nodes)
-            if not entry.pure and not self._mixable:
-                return False
+            # A mixed entry runs those plugins anyway (and learns there when they skip).
+            if entry.pure and not self._still_pure(entry, pod, nodes):
+                if not self._mixable:
+                    return False
+                entry.pure = False
         changes = nodes.row_log[start:]
         if changes:
             entry.seen = nodes.row_log_base + len(nodes.row_log)

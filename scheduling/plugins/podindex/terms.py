@@ -29,7 +29,7 @@ from scheduling.plugins.podindex.selectors import (
     parse_label_selector,
     query_matches,
 )
-from shared.models import Pod, PodAffinityTerm, WeightedPodAffinityTerm
+from shared.models import Affinity, Pod, PodAffinityTerm, WeightedPodAffinityTerm
 from shared.models.affinity import term_label_selector, term_namespaces
 
 
@@ -109,11 +109,32 @@ def _parse_weighted(
         return []
 
 
+_PARSED_MAX = 1024
+_parsed: dict[tuple[int, str, tuple[tuple[str, str], ...]], tuple[Affinity, PodAffinityTerms]] = {}
+"""Recently parsed terms by (id of the affinity, namespace, labels); the affinity object is
+kept with them, so its id cannot be reused while the entry lives. One cycle parses a pod's
+terms up to three times (PreFilter, PreScore, the pod index) and a pod's copies (assumed,
+bound) share its affinity object."""
+
+
 def parse_pod_terms(pod: Pod) -> PodAffinityTerms:
     """The pod's terms (upstream NewPodInfo); `errors` lists the lists that failed to parse."""
     affinity = pod.spec.affinity
     if affinity is None or (affinity.pod_affinity is None and affinity.pod_anti_affinity is None):
         return NO_TERMS
+    meta = pod.metadata
+    key = (id(affinity), meta.namespace, tuple(sorted(meta.labels.items())))
+    known = _parsed.get(key)
+    if known is not None and known[0] is affinity:
+        return known[1]
+    terms = _parse_pod_terms(pod, affinity)
+    if len(_parsed) >= _PARSED_MAX:
+        _parsed.clear()
+    _parsed[key] = (affinity, terms)
+    return terms
+
+
+def _parse_pod_terms(pod: Pod, affinity: Affinity) -> PodAffinityTerms:
     errors: list[str] = []
     required: list[AffinityTerm] = []
     preferred: list[WeightedAffinityTerm] = []
