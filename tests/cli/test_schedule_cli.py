@@ -171,6 +171,25 @@ def test_bench_prints_the_contracted_figures(capsys):
     assert figures["pods_scheduled"] == 200
     assert figures["throughput_avg"] > 0
     assert 0 < figures["cycle_p50_ms"] <= figures["cycle_p99_ms"]
+    # The floor is measured in the same run, and the ratio is of the figure to it.
+    assert figures["floor_pods_per_s"] > 0
+    ratio = figures["throughput_avg"] / figures["floor_pods_per_s"]
+    assert figures["ratio_to_floor"] == round(ratio, 2)
+    # Identical pods: one signature built once, then every pod reused it.
+    reuse = figures["signature_reuse"]
+    assert (reuse["builds"], reuse["hits"], reuse["fallbacks"]) == (1, 199, {})
+
+
+def test_bench_without_reuse_places_the_same_pods(capsys):
+    """--no-reuse runs the full cycle for every pod; the placements are the same, so every
+    pod is scheduled either way (the property test compares them node by node)."""
+    code, out, _ = run(
+        capsys, "bench", "--nodes", "60", "--pods", "200", "--no-reuse", "-o", "json"
+    )
+    assert code == 0
+    figures = json.loads(out)
+    assert figures["pods_scheduled"] == 200
+    assert "signature_reuse" not in figures
 
 
 def test_bench_rejects_an_unknown_workload(capsys):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cli.bench.distributed import bench_distributed_async, cpu_seconds
 from cli.servers import DevServers
 
@@ -18,6 +20,29 @@ async def test_a_small_distributed_bench_reports_every_figure(dev_servers: DevSe
     }
     assert sum(result["worker_pods"].values()) >= 200
     assert {"queue-0", "binder-0", "worker-0", "worker-1"} <= set(result["cpu_seconds"])
+
+
+async def test_steady_load_offers_pods_open_loop(dev_servers: DevServers) -> None:
+    """--rate 40 --duration 2: 80 pods offered over ~2 s (not at once), every one bound,
+    latency and CPU per pod reported."""
+    result = await bench_distributed_async(
+        nodes=20, rate=40.0, duration=2.0, workers=1, servers=dev_servers
+    )
+    assert (result["pods"], result["bound"], result["settled"]) == (80, 80, True)
+    assert (result["rate"], result["duration"]) == (40.0, 2.0)
+    # Open loop: the last pod was due ~1.975 s after the first, whatever the pipeline did.
+    assert result["apply_seconds"] >= 1.9
+    assert 0 < result["latency_p50_ms"] <= result["latency_p99_ms"]
+    per_pod = result["cpu_ms_per_pod"]
+    assert per_pod["total"] == pytest.approx(
+        sum(v for k, v in per_pod.items() if k != "total"), abs=0.01
+    )
+    assert per_pod["worker-0"] > 0
+
+
+async def test_a_rate_needs_a_duration(dev_servers: DevServers) -> None:
+    with pytest.raises(ValueError, match="--rate needs a positive --duration"):
+        await bench_distributed_async(nodes=5, rate=10.0, servers=dev_servers)
 
 
 def test_cpu_seconds_of_a_missing_process_is_zero() -> None:
