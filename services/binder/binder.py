@@ -47,7 +47,7 @@ from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.order import CheckOrder
-from services.binder.refusals import lease_verdict, victims_refusal
+from services.binder.refusals import LeaseReader, victims_refusal
 from shared.eviction import evict
 from shared.kafka import Headers
 from shared.messages import (
@@ -187,6 +187,12 @@ class Binder:
         self._order = CheckOrder()
         """Cross-node checks run in submission order (see services.binder.order)."""
         self._tasks: set[asyncio.Task[None]] = set()
+        prefix = self.config.queue_key_prefix
+        self._leases = (
+            None
+            if prefix is None
+            else LeaseReader(self.store.redis, QueueKeys(prefix), self.bindings.batcher)
+        )
 
     # ------------------------------------------------------------------ intake
     async def admit(self) -> Slot:
@@ -514,10 +520,9 @@ class Binder:
     async def _lease_refusal(self, p: Proposal) -> str | None:
         """Why the queue's lease does not cover this proposal (None: it does; see
         services/binder/refusals.py). A refusal is dead-lettered."""
-        prefix = self.config.queue_key_prefix
-        if prefix is None:
+        if self._leases is None:
             return None
-        verdict = await lease_verdict(self.store.redis, QueueKeys(prefix), p)
+        verdict = await self._leases.verdict(p)
         if verdict.kind == "ok":
             return None
         if verdict.kind == "stale":

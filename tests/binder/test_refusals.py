@@ -10,10 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from services.binder.refusals import judge_lease
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
 from services.queue.records import PodRecord
 from services.queue.store import QueueStore
+from shared.proposals import Proposal
 from shared.store import PodCharge
 from tests.binder.conftest import Harness, make_harness, proposal
 from tests.binder.test_binder import node
@@ -130,3 +132,23 @@ async def test_a_preemption_clears_lower_priority_nominations_on_its_node(
         assert stored is not None
         nominations[name] = stored.status.nominated_node_name
     assert nominations == {"vip": "n1", "lower": "", "higher": "n1"}
+
+
+@pytest.mark.parametrize(
+    ("in_flight", "leased", "uid", "attempt", "kind", "reason"),
+    [
+        (True, 3, "u", 3, "ok", ""),
+        (True, 3, "u", 2, "stale", "stale"),
+        (False, 3, "u", 2, "stale", "stale"),
+        (False, 3, "u", 3, "stale", "default/p is not in flight (its attempt 3 ended)"),
+        (True, 3, "u", 4, "refused", "attempt 4 of default/p was not dispatched (lease 3)"),
+        (True, 3, None, 3, "refused", "the queue holds no pod default/p"),
+        (True, 3, "other", 3, "refused", "the queue's default/p has another uid"),
+    ],
+)
+def test_judge_lease(
+    in_flight: bool, leased: int, uid: str | None, attempt: int, kind: str, reason: str
+) -> None:
+    p = Proposal(tenant="default", pod_key="default/p", uid="u", attempt=attempt, node_name="n1")
+    verdict = judge_lease(p, in_flight, leased, uid)
+    assert (verdict.kind, verdict.reason) == (kind, reason)
