@@ -125,11 +125,12 @@ async def _run_in_process(
     signatures = framework.signatures
     if signatures is not None:
         report["signature_reuse"] = {
-            "hits": signatures.hits,
-            "builds": signatures.builds,
-            "rows_evaluated": signatures.rows_evaluated,
-            "rows_promoted": signatures.rows_promoted,
-            "fallbacks": dict(signatures.fallbacks),
+            "hits": signatures.stats.hits,
+            "builds": signatures.stats.builds,
+            "rows_evaluated": signatures.stats.rows_evaluated,
+            "rows_promoted": signatures.stats.rows_promoted,
+            "mixed": signatures.stats.mixed,
+            "fallbacks": dict(signatures.stats.fallbacks),
         }
     if preemption_cycles:
         # A cycle that preempted: Filter over all nodes, then DefaultPreemption's decision.

@@ -149,7 +149,7 @@ def test_reuse_places_every_pod_as_the_full_cycle(seed: int) -> None:
     assert signatures is not None
     assert any(o[0] == "bound" for o in outcomes)
     # The run exercised reuse (not only the full path it falls back to).
-    assert signatures.hits > 0, signatures.fallbacks
+    assert signatures.stats.hits > 0, signatures.stats.fallbacks
 
 
 def test_reuse_holds_across_interleaved_signatures() -> None:
@@ -165,8 +165,8 @@ def test_reuse_holds_across_interleaved_signatures() -> None:
         assert answers[0] == answers[1], i
     signatures = frameworks[0].signatures
     assert signatures is not None
-    assert signatures.builds == 2
-    assert signatures.hits == 298
+    assert signatures.stats.builds == 2
+    assert signatures.stats.hits == 298
 
 
 def test_plugins_that_read_other_nodes_run_in_full_beside_the_kept_results() -> None:
@@ -209,11 +209,11 @@ def test_plugins_that_read_other_nodes_run_in_full_beside_the_kept_results() -> 
     assert all(int(str(host)[1:]) % 3 != 0 for host in hosts)
     signatures = frameworks[0].signatures
     assert signatures is not None
-    assert signatures.builds == 3
-    assert signatures.fallbacks == {}
+    assert signatures.stats.builds == 3
+    assert signatures.stats.fallbacks == {}
     # spread and web pods: mixed entries (their other plugins ran); plain pods: pure hits.
-    assert signatures.mixed == 24
-    assert signatures.hits == 33
+    assert signatures.stats.mixed == 24
+    assert signatures.stats.hits == 33
 
 
 def test_signature_ignores_identity_and_sees_requests() -> None:
@@ -247,5 +247,5 @@ def test_reuse_survives_a_trimmed_row_log(seed: int, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(columns_module, "_MIN_ROW_LOG", 4)
     outcomes, reusing = _run(seed, 120)
     assert reusing.signatures is not None
-    assert reusing.signatures.hits > 0
+    assert reusing.signatures.stats.hits > 0
     assert any(o[0] == "bound" for o in outcomes)
