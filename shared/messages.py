@@ -265,6 +265,9 @@ class ScheduleRequest:
     """How many leases of this pod expired before (a lost worker or message)."""
     pod: bytes = b""
     """shared.models.codec.encode(pod) as the queue last saw it."""
+    fingerprint: str = ""
+    """pod_fingerprint of that pod, as the queue computed it when it read the pod ("":
+    unknown); the worker echoes it in its proposal instead of computing it again."""
 
     def decode_pod(self) -> Pod:
         """Decode the pod (MessageError if the bytes are not a Pod)."""
@@ -284,6 +287,7 @@ class ScheduleRequest:
             "nnn": self.nominated_node_name,
             "redispatches": self.redispatches,
             "pod": self.pod,
+            "fp": self.fingerprint,
         }
 
     @classmethod
@@ -301,6 +305,7 @@ class ScheduleRequest:
             nominated_node_name=opt_field(body, "nnn", str, ""),
             redispatches=opt_field(body, "redispatches", int, 0),
             pod=opt_field(body, "pod", bytes, b""),
+            fingerprint=opt_field(body, "fp", str, ""),
         )
 
 

@@ -3,11 +3,11 @@
 A pop (lua/pop.lua) returns pod keys; the request blob of each pod is in the tenant's `rq`
 hash, kept there by `request_blob` (lua/prelude.lua) whenever its state changes:
 
-    msgpack [body field, {uid, key, attempt, prio, ts, its, nnn, redispatches}]
+    msgpack [body field, {uid, key, attempt, prio, ts, its, nnn, redispatches, fp}]
 
-the body field naming the pod's body in `pod` (key#resourceVersion), the map holding 8 of
-the 12 fields of a schedule request (in any order). This module adds the 4 others (tenant,
-lease, cycle, pod), so a request is the header of a 12-entry map, the 8 entries as Redis
+the body field naming the pod's body in `pod` (key#resourceVersion), the map holding 9 of
+the 13 fields of a schedule request (in any order). This module adds the 4 others (tenant,
+lease, cycle, pod), so a request is the header of a 13-entry map, the 9 entries as Redis
 holds them, the 4 appended here and the body's bytes, and wraps the requests in a
 ScheduleBatch envelope (`ScheduleBatch.encode_raw`): a dispatched pod costs a few byte copies
 instead of a ScheduleRequest object, a dict and a msgpack encoding. Every request is a
@@ -30,13 +30,13 @@ from services.queue.state import PodState
 from shared.messages import ScheduleBatch, ScheduleRequest
 from shared.queue_keys import body_field
 
-LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches")
+LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches", "fp")
 """The request fields the blob's map carries."""
 PYTHON_FIELDS = ("tenant", "lease", "cycle", "pod")
 """The request fields appended here, in this order."""
 
-_MAP12 = b"\x8c"  # a fixmap of the 12 ScheduleRequest fields
-_MAP8 = b"\x88"  # the blob's map of 8
+_MAP13 = b"\x8d"  # a fixmap of the 13 ScheduleRequest fields
+_MAP9 = b"\x89"  # the blob's map of 9
 # "pod" and the header of a bin 32 (any length is valid msgpack; a fixed one keeps it simple).
 _POD_BIN32 = b"\xa3pod\xc6"
 
@@ -61,7 +61,7 @@ def split_blobs(blobs: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
     fields: list[bytes] = []
     entries: list[bytes] = []
     for blob in blobs:
-        # fixarray 2, then the field as a msgpack str (fix, 8 or 16 bit length), then fixmap 8.
+        # fixarray 2, then the field as a msgpack str (fix, 8 or 16 bit length), then fixmap 9.
         head = blob[1]
         if 0xA0 <= head <= 0xBF:
             start, n = 2, head & 0x1F
@@ -72,7 +72,7 @@ def split_blobs(blobs: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
         else:
             raise BlobError(f"unexpected request blob {blob[:8]!r}")
         end = start + n
-        if blob[0] != 0x92 or len(blob) <= end or blob[end] != 0x88:
+        if blob[0] != 0x92 or len(blob) <= end or blob[end] != 0x89:
             raise BlobError(f"unexpected request blob {blob[:8]!r}")
         fields.append(blob[start:end])
         entries.append(blob[end + 1 :])
@@ -90,6 +90,7 @@ def request_blob(key: str, state: PodState, ended_attempts: int) -> bytes:
         state.initial_attempt_timestamp / 1_000_000,
         state.nominated_node_name,
         state.redispatches,
+        state.fingerprint,
     )
     field = body_field(key, state.resource_version)
     return _packb([field, dict(zip(LUA_FIELDS, values, strict=True))])
@@ -97,7 +98,7 @@ def request_blob(key: str, state: PodState, ended_attempts: int) -> bytes:
 
 def first_uid(entries: bytes) -> bytes:
     """The uid in a blob's map entries (the Kafka key of the message it starts)."""
-    values = msgpack.unpackb(_MAP8 + entries, raw=True)
+    values = msgpack.unpackb(_MAP9 + entries, raw=True)
     return cast(bytes, values[b"uid"])
 
 
@@ -145,7 +146,7 @@ class PoppedPods:
     def encoded(self) -> list[bytes]:
         """Every request's bytes (one `ScheduleRequest.to_wire()` map each)."""
         return [
-            b"".join((_MAP12, *parts))
+            b"".join((_MAP13, *parts))
             for parts in zip(self.fragments, self._tails(), self.bodies, strict=True)
         ]
 
@@ -164,7 +165,7 @@ class PoppedPods:
             end = min(start + size, len(fragments))
             parts = itertools.chain.from_iterable(
                 zip(
-                    itertools.repeat(_MAP12, end - start),
+                    itertools.repeat(_MAP13, end - start),
                     fragments[start:end],
                     tails[start:end],
                     bodies[start:end],

@@ -83,7 +83,8 @@ def decide(
         proposal = _bind_proposal(framework, view, request, outcome)
         proposal = replace(
             proposal,
-            pod_fingerprint=pod_fingerprint(pod),
+            # The queue's fingerprint of the same bytes, when it sent one.
+            pod_fingerprint=request.fingerprint or pod_fingerprint(pod),
             pod_resource_version=pod.metadata.resource_version,
         )
         return Decision(proposal=proposal)

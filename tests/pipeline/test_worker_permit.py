@@ -11,7 +11,7 @@ from scheduling.framework.runtime import build_frameworks
 from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.cycle import decide
 from shared.config import load_config
-from shared.messages import ScheduleRequest
+from shared.messages import ScheduleRequest, pod_fingerprint
 from shared.models import POD_GROUP_LABEL, Pod, encode
 from tests.builders import make_node, make_pod, make_pod_group
 
@@ -61,3 +61,17 @@ def test_a_gang_member_proposal(
     assert (p.permit, p.permit_timeout_seconds, p.permit_plugins) == (permit, timeout, plugins)
     # the worker does not wait itself: nothing is left waiting in its framework
     assert len(frameworks["default-scheduler"].waiting_pods) == 0
+
+
+@pytest.mark.parametrize("sent", ["", "queue-fingerprint"])
+def test_the_proposal_carries_the_queues_fingerprint_or_computes_it(sent: str) -> None:
+    """The queue computed the fingerprint when it read the pod; the worker echoes it (and
+    computes one only for a request without)."""
+    pod = make_pod("p").req(cpu="1").obj()
+    cache = LocalCluster([make_node("n0").capacity(cpu="4", pods=10).obj()])
+    frameworks = build_frameworks(load_config(HEADER), in_tree_registry(), cache)
+    asked = request(pod)
+    asked.fingerprint = sent
+    decision = decide(frameworks, cache, asked, now=0.0)
+    assert decision.proposal is not None, decision.outcome
+    assert decision.proposal.pod_fingerprint == (sent or pod_fingerprint(pod))
