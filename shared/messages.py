@@ -268,6 +268,9 @@ class ScheduleRequest:
     fingerprint: str = ""
     """pod_fingerprint of that pod, as the queue computed it when it read the pod ("":
     unknown); the worker echoes it in its proposal instead of computing it again."""
+    resource_version: int = 0
+    """That pod's resourceVersion (0: unknown): a worker whose view holds this very version
+    uses its copy instead of decoding `pod`."""
 
     def decode_pod(self) -> Pod:
         """Decode the pod (MessageError if the bytes are not a Pod)."""
@@ -288,6 +291,7 @@ class ScheduleRequest:
             "redispatches": self.redispatches,
             "pod": self.pod,
             "fp": self.fingerprint,
+            "rv": self.resource_version,
         }
 
     @classmethod
@@ -306,6 +310,7 @@ class ScheduleRequest:
             redispatches=opt_field(body, "redispatches", int, 0),
             pod=opt_field(body, "pod", bytes, b""),
             fingerprint=opt_field(body, "fp", str, ""),
+            resource_version=opt_field(body, "rv", int, 0),
         )
 
 

@@ -3,11 +3,11 @@
 A pop (lua/pop.lua) returns pod keys; the request blob of each pod is in the tenant's `rq`
 hash, kept there by `request_blob` (lua/prelude.lua) whenever its state changes:
 
-    msgpack [body field, {uid, key, attempt, prio, ts, its, nnn, redispatches, fp}]
+    msgpack [body field, {uid, key, attempt, prio, ts, its, nnn, redispatches, fp, rv}]
 
-the body field naming the pod's body in `pod` (key#resourceVersion), the map holding 9 of
-the 13 fields of a schedule request (in any order). This module adds the 4 others (tenant,
-lease, cycle, pod), so a request is the header of a 13-entry map, the 9 entries as Redis
+the body field naming the pod's body in `pod` (key#resourceVersion), the map holding 10 of
+the 14 fields of a schedule request (in any order). This module adds the 4 others (tenant,
+lease, cycle, pod), so a request is the header of a 14-entry map, the 10 entries as Redis
 holds them, the 4 appended here and the body's bytes, and wraps the requests in a
 ScheduleBatch envelope (`ScheduleBatch.encode_raw`): a dispatched pod costs a few byte copies
 instead of a ScheduleRequest object, a dict and a msgpack encoding. Every request is a
@@ -30,13 +30,13 @@ from services.queue.state import PodState
 from shared.messages import ScheduleBatch, ScheduleRequest
 from shared.queue_keys import body_field
 
-LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches", "fp")
+LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches", "fp", "rv")
 """The request fields the blob's map carries."""
 PYTHON_FIELDS = ("tenant", "lease", "cycle", "pod")
 """The request fields appended here, in this order."""
 
-_MAP13 = b"\x8d"  # a fixmap of the 13 ScheduleRequest fields
-_MAP9 = b"\x89"  # the blob's map of 9
+_MAP14 = b"\x8e"  # a fixmap of the 14 ScheduleRequest fields
+_MAP10 = b"\x8a"  # the blob's map of 10
 # "pod" and the header of a bin 32 (any length is valid msgpack; a fixed one keeps it simple).
 _POD_BIN32 = b"\xa3pod\xc6"
 
@@ -61,7 +61,7 @@ def split_blobs(blobs: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
     fields: list[bytes] = []
     entries: list[bytes] = []
     for blob in blobs:
-        # fixarray 2, then the field as a msgpack str (fix, 8 or 16 bit length), then fixmap 9.
+        # fixarray 2, then the field as a msgpack str (fix, 8 or 16 bit length), then fixmap 10.
         head = blob[1]
         if 0xA0 <= head <= 0xBF:
             start, n = 2, head & 0x1F
@@ -72,7 +72,7 @@ def split_blobs(blobs: Sequence[bytes]) -> tuple[list[bytes], list[bytes]]:
         else:
             raise BlobError(f"unexpected request blob {blob[:8]!r}")
         end = start + n
-        if blob[0] != 0x92 or len(blob) <= end or blob[end] != 0x89:
+        if blob[0] != 0x92 or len(blob) <= end or blob[end] != 0x8A:
             raise BlobError(f"unexpected request blob {blob[:8]!r}")
         fields.append(blob[start:end])
         entries.append(blob[end + 1 :])
@@ -91,6 +91,7 @@ def request_blob(key: str, state: PodState, ended_attempts: int) -> bytes:
         state.nominated_node_name,
         state.redispatches,
         state.fingerprint,
+        state.resource_version,
     )
     field = body_field(key, state.resource_version)
     return _packb([field, dict(zip(LUA_FIELDS, values, strict=True))])
@@ -98,7 +99,7 @@ def request_blob(key: str, state: PodState, ended_attempts: int) -> bytes:
 
 def first_uid(entries: bytes) -> bytes:
     """The uid in a blob's map entries (the Kafka key of the message it starts)."""
-    values = msgpack.unpackb(_MAP9 + entries, raw=True)
+    values = msgpack.unpackb(_MAP10 + entries, raw=True)
     return cast(bytes, values[b"uid"])
 
 
@@ -146,7 +147,7 @@ class PoppedPods:
     def encoded(self) -> list[bytes]:
         """Every request's bytes (one `ScheduleRequest.to_wire()` map each)."""
         return [
-            b"".join((_MAP13, *parts))
+            b"".join((_MAP14, *parts))
             for parts in zip(self.fragments, self._tails(), self.bodies, strict=True)
         ]
 
@@ -165,7 +166,7 @@ class PoppedPods:
             end = min(start + size, len(fragments))
             parts = itertools.chain.from_iterable(
                 zip(
-                    itertools.repeat(_MAP13, end - start),
+                    itertools.repeat(_MAP14, end - start),
                     fragments[start:end],
                     tails[start:end],
                     bodies[start:end],

@@ -46,8 +46,18 @@ def failed_decision(request: ScheduleRequest, error: Exception) -> Decision:
 
 
 def request_pod(request: ScheduleRequest, view: ClusterCache) -> Pod:
-    """The pod to schedule: the queue's copy, with its latest known nomination."""
-    pod = request.decode_pod()
+    """The pod to schedule: the queue's copy (the view's, when it holds that very version:
+    the view decoded it from the change stream already), with its latest known nomination."""
+    held = view.pods.get(request.pod_key)
+    if (
+        held is not None
+        and request.resource_version
+        and held.metadata.resource_version == request.resource_version
+        and held.metadata.uid == request.uid
+    ):
+        pod = held
+    else:
+        pod = request.decode_pod()
     nominated = request.nominated_node_name or pod.status.nominated_node_name
     if nominated != pod.status.nominated_node_name:
         pod = replace(pod, status=replace(pod.status, nominated_node_name=nominated))

@@ -9,7 +9,7 @@ import pytest
 from scheduling.cache.local import LocalCluster
 from scheduling.framework.runtime import build_frameworks
 from scheduling.plugins.registry import in_tree_registry
-from services.scheduler.cycle import decide
+from services.scheduler.cycle import decide, request_pod
 from shared.config import load_config
 from shared.messages import ScheduleRequest, pod_fingerprint
 from shared.models import POD_GROUP_LABEL, Pod, encode
@@ -75,3 +75,18 @@ def test_the_proposal_carries_the_queues_fingerprint_or_computes_it(sent: str) -
     decision = decide(frameworks, cache, asked, now=0.0)
     assert decision.proposal is not None, decision.outcome
     assert decision.proposal.pod_fingerprint == (sent or pod_fingerprint(pod))
+
+
+def test_the_worker_takes_the_views_copy_of_the_very_version_it_is_asked_to_schedule() -> None:
+    pod = make_pod("p").uid("u1").req(cpu="1").obj()
+    pod.metadata.resource_version = 7
+    cache = LocalCluster([make_node("n0").capacity(cpu="4", pods=10).obj()], pending=[pod])
+    asked = request(pod)
+    asked.resource_version = 7
+    assert request_pod(asked, cache) is cache.pods[pod.key]
+    # Another version (or none named): the request's own bytes are decoded.
+    for version in (6, 0):
+        asked.resource_version = version
+        decoded = request_pod(asked, cache)
+        assert decoded is not cache.pods[pod.key]
+        assert decoded == pod

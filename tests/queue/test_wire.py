@@ -114,7 +114,7 @@ async def test_python_blob_equals_the_lua_blob(store: QueueStore) -> None:
         assert msgpack.unpackb(lua) == msgpack.unpackb(python)
         [[lua_field, py_field], [lua_entries, py_entries]] = split_blobs([lua, python])
         assert lua_field == py_field == f"{key}#{state.resource_version}".encode()
-        assert msgpack.unpackb(b"\x89" + lua_entries) == msgpack.unpackb(b"\x89" + py_entries)
+        assert msgpack.unpackb(b"\x8a" + lua_entries) == msgpack.unpackb(b"\x8a" + py_entries)
 
 
 @pytest.mark.parametrize(

@@ -114,6 +114,7 @@ local function request_blob(key, s, att)
   return cmsgpack.pack({body_field(key, s[RV]), {
     uid = s[UID], key = key, attempt = att + 1, prio = s[PRIO], ts = s[TS] / 1e6,
     its = s[ITS] / 1e6, nnn = s[NOM], redispatches = s[RED], fp = s[FP],
+    rv = s[RV],
   }})
 end
 
