@@ -503,7 +503,13 @@ class Outcome:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> Outcome:
-        return cls.from_body(_expect(data, cls.TYPE))
+        return cls.from_body(cls.body_of(data))
+
+    @classmethod
+    def body_of(cls, data: bytes | bytearray | memoryview) -> dict[str, Any]:
+        """The message's fields, unchecked (`from_body` checks them): a reader interested in
+        few outcomes looks at `result` and `uid` before building one."""
+        return _expect(data, cls.TYPE)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -460,7 +460,10 @@ class SchedulerWorker:
         if not value:
             return
         try:
-            outcome = Outcome.decode(value)
+            body = Outcome.body_of(value)
+            if body.get("result") not in FORGET_RESULTS and body.get("uid") not in self._preempting:
+                return  # a pod bound (the view learns it from the stream): nothing to do here
+            outcome = Outcome.from_body(body)
         except MessageError:
             return
         if outcome.result == "conflict" and outcome.facts is not None:
