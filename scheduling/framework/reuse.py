@@ -90,13 +90,22 @@ class SignatureCache:
         self._entries: OrderedDict[Signature, Entry] = OrderedDict()
         self._placed: OrderedDict[str, Entry] = OrderedDict()
         """uid -> the entry that chose the pod's node (its binding there is one step ahead)."""
-        self._unreusable: OrderedDict[Signature, tuple[NodeColumns, int, str]] = OrderedDict()
-        """signature -> (columns, shared epoch, reason): known not reusable until it moves."""
+        self._unreusable: OrderedDict[Signature, tuple[NodeColumns, int, int, str]] = OrderedDict()
+        """signature -> (columns, shared and inter-pod epochs, reason): known not reusable
+        until either moves."""
         self.stats = ReuseStats()
         self._blocker = _unreusable_plugin(framework)
         self._others = _others(framework)
         """Names of the plugins evaluated in full each cycle unless they skip."""
         self._mixable = _others_filter_last(framework, self._others)
+        self._other_filters = self._others & _names(
+            framework.pre_filter_plugins, framework.filter_plugins
+        )
+        """Those at PreFilter or Filter: pure entries need every one of them to skip."""
+        self._other_scores = self._others & _names(
+            framework.pre_score_plugins, [(n, p) for n, p, _, _ in framework.score_plugins]
+        )
+        """Those at PreScore or Score: pure entries need every one of them to skip."""
         self._last: Entry | None = None
         self._last_rejections: list[tuple[Status, NDArray[np.intp]]] = []
         # schedule.py imports the framework runtime, which builds this cache.
@@ -136,7 +145,8 @@ class SignatureCache:
                 self.stats.hits += 1
         except NotReusableHere as reason:
             # Until the next shared change, this signature goes straight to the full path.
-            self._unreusable[signature] = (nodes, nodes.shared_epoch, str(reason))
+            epochs = (nodes.shared_epoch, nodes.inter_pod_epoch)
+            self._unreusable[signature] = (nodes, *epochs, str(reason))
             if len(self._unreusable) > MAX_SIGNATURES:
                 self._unreusable.popitem(last=False)
             self.stats.fallbacks[str(reason)] += 1
@@ -152,7 +162,7 @@ class SignatureCache:
             except NotReusable as reason:
                 self.stats.fallbacks[str(reason)] += 1
                 return None
-            self._placed[pod.metadata.uid] = entry
+            self._remember(pod, entry)
             return chosen
         state.merge(entry.state)
         top = entry.best.top()
@@ -161,10 +171,14 @@ class SignatureCache:
         else:
             # select_host: the k-th of the tied rows in ascending order, k drawn only on a tie.
             row = int(top[int(self.framework.context.rng.integers(len(top)))])
+        self._remember(pod, entry)
+        return row, entry.best.size
+
+    def _remember(self, pod: Pod, entry: Entry) -> None:
+        """The entry placed this pod: its binding is one step of the entry's look-ahead."""
         self._placed[pod.metadata.uid] = entry
         if len(self._placed) > MAX_PLACED:
             self._placed.popitem(last=False)
-        return row, entry.best.size
 
     def diagnosis(self, nodes: NodeColumns) -> Diagnosis:
         """The rejections of the rows that did not fit in the last `select`, as the full
@@ -218,9 +232,9 @@ class SignatureCache:
             # without running PreFilter.
             raise NotReusable("inter-pod affinity or spread terms")
         known = self._unreusable.get(signature)
-        if known is not None and known[0] is nodes and known[1] == nodes.shared_epoch:
+        if known is not None and known[:3] == (nodes, nodes.shared_epoch, nodes.inter_pod_epoch):
             self.stats.known_unreusable += 1
-            raise NotReusable(known[2])
+            raise NotReusable(known[3])
         if framework.extenders():
             raise NotReusable("extenders")
         if framework.nominated_pods():
@@ -245,7 +259,7 @@ class SignatureCache:
             raise NotReusableHere("PreFilter narrowed the nodes")
         others = self._others
         filter_skips = state.skip_filter_plugins
-        pure = self._all_skip(framework.pre_filter_plugins, filter_skips)
+        pure = self._all_skip(self._other_filters, filter_skips)
         # The kept results are the node-local plugins' only.
         local_filter_skips = filter_skips - others
         state.skip_filter_plugins = local_filter_skips | others
@@ -258,7 +272,7 @@ class SignatureCache:
         status = framework.run_pre_score_plugins(state, pod, nodes, feasible_rows)
         if not status.is_success():
             raise NotReusableHere("PreScore failed")
-        pure = pure and self._all_skip(framework.pre_score_plugins, state.skip_score_plugins)
+        pure = pure and self._all_skip(self._other_scores, state.skip_score_plugins)
         local_score_skips = state.skip_score_plugins - others
         state.skip_score_plugins = local_score_skips | others
         n = len(nodes)
@@ -297,8 +311,9 @@ class SignatureCache:
         self.stats.builds += 1
         return entry
 
-    def _all_skip(self, plugins: Sequence[tuple[str, object]], skipped: set[str]) -> bool:
-        return all(name in skipped for name, _ in plugins if name in self._others)
+    @staticmethod
+    def _all_skip(names: set[str], skipped: set[str]) -> bool:
+        return names <= skipped
 
     def _first_not_skipped(self, state: CycleState, pod: Pod, nodes: NodeColumns) -> str:
         """The first plugin reading other nodes that did not skip (for the fallback reason),
@@ -307,7 +322,10 @@ class SignatureCache:
         for name, plugin in self.framework.pre_filter_plugins:
             if name in self._others and plugin.pre_filter(probe, pod, nodes)[1].code != Code.SKIP:
                 return name
-        return next(name for name, _ in self.framework.pre_score_plugins if name in self._others)
+        return next(
+            (name for name, _ in self.framework.pre_score_plugins if name in self._others),
+            "a plugin reading other nodes",
+        )
 
     def _still_pure(self, entry: Entry, pod: Pod, nodes: NodeColumns) -> bool:
         """After a change of pods with inter-pod terms: do the plugins that read other nodes
@@ -342,7 +360,9 @@ class SignatureCache:
             narrowed, status = plugin.pre_filter(state, pod, nodes)
             if status.code == Code.SKIP:
                 filter_skips.add(name)
-            elif not status.is_success() or (narrowed is not None and narrowed.node_names):
+            elif not status.is_success() or (
+                narrowed is not None and narrowed.node_names is not None
+            ):
                 raise NotReusable(f"{name} PreFilter did not succeed")
         candidates = np.flatnonzero(entry.feasible).astype(np.intp)
         # Only the others' Filters, in profile order, on the rows the node-local ones kept.
@@ -367,8 +387,8 @@ class SignatureCache:
                 elif not status.is_success():
                     raise NotReusable(f"{name} PreScore failed")
         state.skip_score_plugins = score_skips
-        if self._all_skip(framework.pre_filter_plugins, filter_skips) and self._all_skip(
-            framework.pre_score_plugins, score_skips
+        if self._all_skip(self._other_filters, filter_skips) and self._all_skip(
+            self._other_scores, score_skips
         ):
             # Every plugin reading other nodes skipped: the kept results answer from now on
             # (until a pod with inter-pod terms comes or goes).
@@ -452,3 +472,7 @@ def _others_filter_last(framework: Framework, others: set[str]) -> bool:
     names = [name for name, _ in framework.filter_plugins]
     first_other = next((i for i, name in enumerate(names) if name in others), len(names))
     return all(name in others for name in names[first_other:])
+
+
+def _names(*points: Sequence[tuple[str, object]]) -> set[str]:
+    return {name for plugins in points for name, _ in plugins}
