@@ -294,3 +294,23 @@ def test_a_reload_keeps_assumptions_whose_binding_has_not_arrived():
     assert cache.bound_node("default/done", done.metadata.uid) == "n1"
     assert cache.bound_node("default/done", "another-uid") == ""
     assert cache.bound_node("default/waiting", waiting.metadata.uid) == ""
+
+
+def test_what_every_node_may_depend_on_moves_the_shared_epoch():
+    """Namespaces, services and workload selectors reach every node's Filter and Score
+    results (spread defaults, namespace selectors): the signature cache's entries are rebuilt.
+    A pod's binding moves only its row; a pod with inter-pod terms, the inter-pod epoch."""
+    view = ClusterCache()
+    view.load(snapshot(1, make_node("n1").obj()))
+    columns = view.columns
+    shared, inter_pod = columns.shared_epoch, columns.inter_pod_epoch
+    view.apply([put(2, make_namespace("team-a", {"tier": "gold"}))])
+    assert (columns.shared_epoch, columns.inter_pod_epoch) == (shared + 1, inter_pod)
+    logged = len(columns.row_log)
+    view.apply([put(3, make_pod("plain").uid("p1").node("n1").obj())])
+    assert columns.shared_epoch == shared + 1
+    assert columns.row_log[logged:] == [(0, "p1")]
+    anti = make_pod("anti").uid("p2").node("n1")
+    anti = anti.pod_affinity_exists("app", "kubernetes.io/hostname", anti=True).obj()
+    view.apply([put(4, anti)])
+    assert (columns.shared_epoch, columns.inter_pod_epoch) == (shared + 1, inter_pod + 1)
