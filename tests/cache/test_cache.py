@@ -311,6 +311,5 @@ def test_what_every_node_may_depend_on_moves_the_shared_epoch():
     assert columns.shared_epoch == shared + 1
     assert columns.row_log[logged:] == [(0, "p1")]
     anti = make_pod("anti").uid("p2").node("n1")
-    anti = anti.pod_affinity_exists("app", "kubernetes.io/hostname", anti=True).obj()
-    view.apply([put(4, anti)])
+    view.apply([put(4, anti.pod_affinity_exists("app", "kubernetes.io/hostname", anti=True).obj())])
     assert (columns.shared_epoch, columns.inter_pod_epoch) == (shared + 1, inter_pod + 1)
