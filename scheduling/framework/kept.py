@@ -163,11 +163,13 @@ class Entry:
         raws = []
         for scorer in self.scorers:
             raw = np.zeros(rows.shape[0], dtype=np.int64)
+            raws.append(raw)
+            if ok.shape[0] == 0:
+                continue  # nothing to score (the full cycle scores feasible nodes only)
             scores = scorer.plugin.score(self.state, pod, nodes, ok)
             if isinstance(scores, Status) or scores.shape[0] != ok.shape[0]:
                 raise NotReusable(f"{scorer.name} Score failed")
             raw[feasible] = scores
-            raws.append(raw)
         return Results(rows, feasible, status_ids, raws)
 
     def look_ahead(self, pod: Pod, nodes: NodeColumns, rows: NDArray[np.intp]) -> None:

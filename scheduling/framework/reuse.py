@@ -127,24 +127,17 @@ class SignatureCache:
 
     def select(self, state: CycleState, pod: Pod, nodes: NodeColumns) -> tuple[int, int] | None:
         """(chosen row, feasible nodes) from the entry of the pod's signature, with `state`
-        filled as PreFilter and PreScore would fill it; None: run the full cycle."""
-        signature: Signature = None
+        filled as PreFilter and PreScore would fill it; None: run the full cycle (which
+        also reports whatever made this one give up)."""
         try:
             signature = self._eligible(pod, nodes)
-            entry = self._entries.get(signature)
-            if entry is None or not self._refresh(entry, pod, nodes):
-                # Gone before the rebuild: a refresh that gave up left the entry half done,
-                # and a rebuild may find the pod no longer reusable.
-                self._entries.pop(signature, None)
-                entry = self._build(pod, nodes)
-                self._entries[signature] = entry
-                if len(self._entries) > MAX_SIGNATURES:
-                    self._entries.popitem(last=False)
-            else:
-                self._entries.move_to_end(signature)
-                self.stats.hits += 1
+        except NotReusable as reason:
+            self.stats.fallbacks[str(reason)] += 1
+            return None
+        try:
+            entry = self._current(signature, pod, nodes)
         except NotReusableHere as reason:
-            # Until the next shared change, this signature goes straight to the full path.
+            # Until an epoch moves, this signature goes straight to the full path.
             epochs = (nodes.shared_epoch, nodes.inter_pod_epoch)
             self._unreusable[signature] = (nodes, *epochs, str(reason))
             if len(self._unreusable) > MAX_SIGNATURES:
@@ -154,14 +147,23 @@ class SignatureCache:
         except NotReusable as reason:
             self.stats.fallbacks[str(reason)] += 1
             return None
+        except Exception as err:  # noqa: BLE001 - a plugin bug: the full cycle reports it
+            self._entries.pop(signature, None)
+            self.stats.fallbacks[f"a plugin raised {type(err).__name__}"] += 1
+            return None
         self._last = entry
         self._last_rejections = []
         if not entry.pure:
+            work = CycleState()  # the caller's state stays clean if this gives up
             try:
-                chosen = self._select_mixed(entry, state, pod, nodes)
+                chosen = self._select_mixed(entry, work, pod, nodes)
             except NotReusable as reason:
                 self.stats.fallbacks[str(reason)] += 1
                 return None
+            except Exception as err:  # noqa: BLE001 - a plugin bug: the full cycle reports it
+                self.stats.fallbacks[f"a plugin raised {type(err).__name__}"] += 1
+                return None
+            state.merge(work)
             self._remember(pod, entry)
             return chosen
         state.merge(entry.state)
@@ -179,6 +181,25 @@ class SignatureCache:
         self._placed[pod.metadata.uid] = entry
         if len(self._placed) > MAX_PLACED:
             self._placed.popitem(last=False)
+
+    def _current(self, signature: Signature, pod: Pod, nodes: NodeColumns) -> Entry:
+        """The signature's entry, brought up to date or built. An entry whose update fails
+        part way is dropped (the next pod of the signature builds a new one)."""
+        entry = self._entries.get(signature)
+        try:
+            if entry is not None and self._refresh(entry, pod, nodes):
+                self._entries.move_to_end(signature)
+                self.stats.hits += 1
+                return entry
+        except BaseException:
+            self._entries.pop(signature, None)
+            raise
+        self._entries.pop(signature, None)
+        entry = self._build(pod, nodes)
+        self._entries[signature] = entry
+        if len(self._entries) > MAX_SIGNATURES:
+            self._entries.popitem(last=False)
+        return entry
 
     def diagnosis(self, nodes: NodeColumns) -> Diagnosis:
         """The rejections of the rows that did not fit in the last `select`, as the full

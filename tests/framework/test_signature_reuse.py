@@ -249,3 +249,26 @@ def test_reuse_survives_a_trimmed_row_log(seed: int, monkeypatch: pytest.MonkeyP
     assert reusing.signatures is not None
     assert reusing.signatures.stats.hits > 0
     assert any(o[0] == "bound" for o in outcomes)
+
+
+def test_a_plugin_that_raises_gives_the_full_cycles_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug in a plugin must not escape the cache: it gives up on the pod (and drops the
+    entry), and the full cycle reports the plugin's error, as without reuse."""
+    nodes = [make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=20).obj() for i in range(5)]
+    cluster = LocalCluster(nodes)
+    framework = _frameworks(3, cluster, True)
+    first = _outcome(framework, cluster, make_pod("a").uid("a").req(cpu="100m").obj())
+    assert first[0] == "bound"
+    plugin = framework.plugins["NodeResourcesBalancedAllocation"]
+
+    def broken(*_: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(type(plugin), "score", broken)
+    answer = _outcome(framework, cluster, make_pod("b").uid("b").req(cpu="300m").obj())
+    assert answer[0] == "unschedulable"
+    assert "NodeResourcesBalancedAllocation" in str(answer[1])
+    assert "boom" in str(answer[1])
+    signatures = framework.signatures
+    assert signatures is not None
+    assert signatures.stats.fallbacks == {"a plugin raised RuntimeError": 1}
