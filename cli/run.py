@@ -64,8 +64,9 @@ class RunObserver:
         self._task = asyncio.create_task(self._read(), name="run-observer")
 
     async def _read(self) -> None:
-        from shared.messages import MessageError, Outcome, ScheduleBatch
+        from shared.messages import Outcome, ScheduleBatch
         from shared.proposals import Proposal
+        from shared.wire import MessageError
 
         assert self._consumer is not None
         while True:

@@ -23,20 +23,33 @@ Errors::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast, get_args
+from typing import Any, Literal, Protocol, get_args
 
 import msgpack
 
 from shared.models import Pod
 from shared.models.codec import CodecError, decode, encode_fields
-from shared.models.names import dns1123_label, dns1123_subdomain
-from shared.models.validation import UID_MAX
+from shared.wire import (
+    SCHEMA_VERSION,
+    MessageError,
+    array_header,
+    attempt_field,
+    choice_field,
+    expect_message,
+    need_field,
+    number_field,
+    opt_field,
+    pack_message,
+    pack_value,
+    pod_key_field,
+    strings_field,
+    tenant_field,
+    uid_field,
+    unpack,
+)
 
-SCHEMA_VERSION = 1
-
-PodOp = Literal["add", "update", "delete"]
 OutcomeResult = Literal["scheduled", "unschedulable", "error", "conflict", "extend"]
 """
 - scheduled: the pod is bound; the queue forgets it.
@@ -44,162 +57,7 @@ OutcomeResult = Literal["scheduled", "unschedulable", "error", "conflict", "exte
 - conflict: the binder found a conflict; the pod goes straight back to active, no backoff.
 - extend: the attempt is still running (e.g. waiting on a permit); renew the lease.
 """
-POD_OPS: tuple[str, ...] = get_args(PodOp)
 OUTCOME_RESULTS: tuple[str, ...] = get_args(OutcomeResult)
-
-
-class MessageError(ValueError):
-    """A payload that cannot be decoded or does not follow its schema."""
-
-
-# ---------------------------------------------------------------------------------------------
-# field readers: strict, with the field name in the error (shared.proposals uses them too)
-
-
-def need_field(body: Mapping[str, Any], name: str, kind: type | tuple[type, ...]) -> Any:
-    """body[name], which must be there and be a `kind`. A bool is never a number here (msgpack
-    keeps them apart; Python's bool is an int subclass)."""
-    if name not in body:
-        raise MessageError(f"missing field {name!r}")
-    value = body[name]
-    if not isinstance(value, kind) or (type(value) is bool and not _admits_bool(kind)):
-        raise MessageError(f"field {name!r}: expected {_kind_name(kind)}, got {value!r:.80}")
-    return value
-
-
-def _admits_bool(kind: type | tuple[type, ...]) -> bool:
-    return bool in kind if isinstance(kind, tuple) else kind is bool
-
-
-def opt_field(
-    body: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any
-) -> Any:
-    """body[name] as `need_field` reads it, or `default` when absent or nil."""
-    if body.get(name) is None:
-        return default
-    return need_field(body, name, kind)
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    if isinstance(kind, tuple):
-        return " or ".join(k.__name__ for k in kind)
-    return kind.__name__
-
-
-def strings_field(body: Mapping[str, Any], name: str) -> tuple[str, ...]:
-    """An optional list of strings (absent: empty)."""
-    values = opt_field(body, name, list, [])
-    if not all(isinstance(v, str) for v in values):
-        raise MessageError(f"field {name!r}: expected a list of strings")
-    return tuple(values)
-
-
-def _string_map(body: Mapping[str, Any], name: str) -> dict[str, str]:
-    values = opt_field(body, name, dict, {})
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in values.items()):
-        raise MessageError(f"field {name!r}: expected a map of strings")
-    return cast(dict[str, str], values)
-
-
-def _all_str(values: Any) -> bool:
-    # A plain loop: all() over a generator costs twice as much on the pod-event hot path.
-    for value in values:  # noqa: SIM110
-        if type(value) is not str:
-            return False
-    return True
-
-
-def choice_field(
-    body: Mapping[str, Any], name: str, choices: Sequence[str], default: str | None = None
-) -> Any:
-    """One of `choices`; required unless a `default` is given."""
-    value = need_field(body, name, str) if default is None else opt_field(body, name, str, default)
-    if value not in choices:
-        raise MessageError(f"field {name!r}: {value!r} is not one of {', '.join(choices)}")
-    return value
-
-
-def _number(body: Mapping[str, Any], name: str, default: float | None = None) -> float:
-    if default is not None and body.get(name) is None:
-        return default
-    return float(need_field(body, name, (int, float)))
-
-
-# Identity fields every message carries, checked as the store and the queue will use them (a
-# pod key becomes part of Redis keys and fields, a tenant part of a hash tag): anything that
-# passes here is safe downstream, anything else is a MessageError naming the field.
-_BAD_TENANT_CHARS = frozenset("{}*?[]|# \t\r\n")
-MAX_ATTEMPT = 2**53 - 1
-
-
-def tenant_field(body: Mapping[str, Any]) -> str:
-    tenant: str = need_field(body, "tenant", str)
-    if not tenant or len(tenant) > 253 or any(c in _BAD_TENANT_CHARS for c in tenant):
-        raise MessageError(f"field 'tenant': invalid tenant {tenant!r:.80}")
-    return tenant
-
-
-def pod_key_field(body: Mapping[str, Any], name: str = "key") -> str:
-    key: str = need_field(body, name, str)
-    namespace, slash, pod = key.partition("/")
-    if not slash or dns1123_label(namespace) or dns1123_subdomain(pod):
-        raise MessageError(f"field {name!r}: {key!r:.80} is not namespace/name")
-    return key
-
-
-def uid_field(body: Mapping[str, Any], name: str = "uid") -> str:
-    uid: str = need_field(body, name, str)
-    if not uid or len(uid) > UID_MAX or not uid.isprintable() or " " in uid:
-        raise MessageError(f"field {name!r}: invalid uid {uid!r:.80}")
-    return uid
-
-
-def attempt_field(body: Mapping[str, Any]) -> int:
-    attempt: int = need_field(body, "attempt", int)
-    if not 0 <= attempt <= MAX_ATTEMPT:
-        raise MessageError(f"field 'attempt': {attempt} is out of range 0..{MAX_ATTEMPT}")
-    return attempt
-
-
-def _pack(body: dict[str, Any]) -> bytes:
-    return cast(bytes, msgpack.packb(body, use_bin_type=True))
-
-
-def _pack_one(value: Any) -> bytes:
-    return cast(bytes, msgpack.packb(value, use_bin_type=True))
-
-
-def _array_header(count: int) -> bytes:
-    """msgpack's array header for `count` items (fixarray, array 16 or array 32)."""
-    if count < 16:
-        return bytes((0x90 | count,))
-    if count < 1 << 16:
-        return b"\xdc" + count.to_bytes(2, "big")
-    return b"\xdd" + count.to_bytes(4, "big")
-
-
-def unpack(data: bytes | bytearray | memoryview) -> tuple[str, dict[str, Any]]:
-    """(type, body) of any berth message; MessageError if it is not one."""
-    try:
-        body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except Exception as e:  # msgpack raises many unrelated exception types on bad input
-        raise MessageError(f"undecodable msgpack: {e}") from e
-    if not isinstance(body, dict):
-        raise MessageError(f"expected a map, got {type(body).__name__}")
-    version = body.get("v")
-    if version != SCHEMA_VERSION:
-        raise MessageError(f"unsupported schema version {version!r} (expected {SCHEMA_VERSION})")
-    kind = body.get("t")
-    if not isinstance(kind, str):
-        raise MessageError("missing message type 't'")
-    return kind, body
-
-
-def _expect(data: bytes | bytearray | memoryview, kind: str) -> dict[str, Any]:
-    found, body = unpack(data)
-    if found != kind:
-        raise MessageError(f"expected a {kind!r} message, got {found!r}")
-    return body
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,9 +161,9 @@ class ScheduleRequest:
             attempt=attempt_field(body),
             scheduling_cycle=need_field(body, "cycle", int),
             priority=opt_field(body, "prio", int, 0),
-            timestamp=_number(body, "ts", 0.0),
-            initial_attempt_timestamp=_number(body, "its", 0.0),
-            lease_expires_at=_number(body, "lease", 0.0),
+            timestamp=number_field(body, "ts", 0.0),
+            initial_attempt_timestamp=number_field(body, "its", 0.0),
+            lease_expires_at=number_field(body, "lease", 0.0),
             nominated_node_name=opt_field(body, "nnn", str, ""),
             redispatches=opt_field(body, "redispatches", int, 0),
             pod=opt_field(body, "pod", bytes, b""),
@@ -323,7 +181,7 @@ class ScheduleBatch:
     TYPE = "schedule"
 
     def encode(self) -> bytes:
-        return _pack(
+        return pack_message(
             {
                 "v": SCHEMA_VERSION,
                 "t": self.TYPE,
@@ -338,7 +196,7 @@ class ScheduleBatch:
         concatenation of `parts`: the queue's dispatcher assembles them from pre-encoded
         pieces without building a ScheduleRequest per pod. `decode` reads it like any other.
         """
-        return _SCHEDULE_HEAD + _array_header(count) + b"".join(parts)
+        return _SCHEDULE_HEAD + array_header(count) + b"".join(parts)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduleBatch:
@@ -355,12 +213,12 @@ class ScheduleBatch:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> ScheduleBatch:
-        return cls.from_body(_expect(data, cls.TYPE))
+        return cls.from_body(expect_message(data, cls.TYPE))
 
 
 # The fixed start of every ScheduleBatch payload, up to the requests array (`encode_raw`).
 _SCHEDULE_HEAD = b"\x83" + b"".join(
-    _pack_one(x) for x in ("v", SCHEMA_VERSION, "t", ScheduleBatch.TYPE, "requests")
+    pack_value(x) for x in ("v", SCHEMA_VERSION, "t", ScheduleBatch.TYPE, "requests")
 )
 
 
@@ -480,7 +338,7 @@ class Outcome:
             body["lease_s"] = self.lease_seconds
         if self.facts is not None:
             body["facts"] = self.facts.wire()
-        return _pack(body)
+        return pack_message(body)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Outcome:
@@ -497,7 +355,7 @@ class Outcome:
             node_name=opt_field(body, "node", str, ""),
             nominated_node_name=opt_field(body, "nnn", str, None),
             pods_to_activate=strings_field(body, "activate"),
-            lease_seconds=None if lease is None else _number(body, "lease_s"),
+            lease_seconds=None if lease is None else number_field(body, "lease_s"),
             facts=_facts(body),
         )
 
@@ -509,7 +367,7 @@ class Outcome:
     def body_of(cls, data: bytes | bytearray | memoryview) -> dict[str, Any]:
         """The message's fields, unchecked (`from_body` checks them): a reader interested in
         few outcomes looks at `result` and `uid` before building one."""
-        return _expect(data, cls.TYPE)
+        return expect_message(data, cls.TYPE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -564,7 +422,7 @@ class DeadLetter:
         )
 
     def encode(self) -> bytes:
-        return _pack(
+        return pack_message(
             {
                 "v": SCHEMA_VERSION,
                 "t": self.TYPE,
@@ -592,7 +450,7 @@ class DeadLetter:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> DeadLetter:
-        return cls.from_body(_expect(data, cls.TYPE))
+        return cls.from_body(expect_message(data, cls.TYPE))
 
 
 Message = ScheduleBatch | Outcome | DeadLetter

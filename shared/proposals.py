@@ -1,5 +1,5 @@
 """`berth.proposals`: what a scheduler worker asks the binder to do (msgpack, like
-shared.messages: ``{"v": SCHEMA_VERSION, "t": "proposal", ...}``, key = node name).
+shared.wire: ``{"v": SCHEMA_VERSION, "t": "proposal", ...}``, key = node name).
 
 A *bind* proposal carries the node the worker chose after Reserve and Permit, the node's
 resourceVersion it saw, and its Permit result. A *preempt* proposal carries the victims the
@@ -15,7 +15,8 @@ from typing import Any, Literal, cast, get_args
 
 import msgpack
 
-from shared.messages import (
+from shared.models.names import dns1123_subdomain
+from shared.wire import (
     SCHEMA_VERSION,
     MessageError,
     attempt_field,
@@ -28,7 +29,6 @@ from shared.messages import (
     uid_field,
     unpack,
 )
-from shared.models.names import dns1123_subdomain
 
 ProposalKind = Literal["bind", "preempt"]
 PermitCode = Literal["allow", "wait"]

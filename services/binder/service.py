@@ -32,11 +32,12 @@ from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consumer, make_producer
-from shared.messages import DeadLetter, MessageError, Outcome
+from shared.messages import DeadLetter, Outcome
 from shared.metrics import report_consumer_lag
 from shared.proposals import Proposal
 from shared.store import ClusterStore
 from shared.tasks import finish
+from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 

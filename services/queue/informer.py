@@ -45,10 +45,10 @@ from services.queue.hints import (
     node_update_event,
 )
 from services.queue.records import PodOp, PodRecord
-from shared.messages import MessageError
 from shared.models import POD_GROUP_LABEL, Node
 from shared.queue_keys import QueueKeys
 from shared.store import Change, ClusterStore, StreamGapError
+from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 

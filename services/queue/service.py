@@ -40,10 +40,11 @@ from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
 from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
-from shared.messages import DeadLetter, MessageError, Outcome, ScheduleBatch, decode_message
+from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
 from shared.queue_keys import InvalidTenantError, check_tenant
 from shared.redisconn import connect
 from shared.store import ClusterStore
+from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 

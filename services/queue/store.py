@@ -42,9 +42,10 @@ from services.queue.views import (
     text,
 )
 from services.queue.wire import EncodedBatch, PoppedPods, TenantPop, request_blob, split_blobs
-from shared.messages import MessageError, Outcome, ScheduleRequest
+from shared.messages import Outcome, ScheduleRequest
 from shared.models import affinity_term_matches, required_terms
 from shared.queue_keys import LOCATIONS, QueueKeys, body_field, check_tenant
+from shared.wire import MessageError
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 

@@ -18,9 +18,10 @@ from scheduling.framework.cycle import SchedulingOutcome, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.runtime import Framework
 from scheduling.framework.status import Code
-from shared.messages import MessageError, Outcome, OutcomeResult, ScheduleRequest, pod_fingerprint
+from shared.messages import Outcome, OutcomeResult, ScheduleRequest, pod_fingerprint
 from shared.models import Pod
 from shared.proposals import Proposal, Victim
+from shared.wire import MessageError
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,19 +57,13 @@ from shared.kafka import (
     make_consumer,
     make_producer,
 )
-from shared.messages import (
-    DeadLetter,
-    MessageError,
-    NodeFacts,
-    Outcome,
-    ScheduleBatch,
-    ScheduleRequest,
-)
+from shared.messages import DeadLetter, NodeFacts, Outcome, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
 from shared.store import ClusterStore, HostPort, NodeUsage, StoreKeys
 from shared.tasks import finish
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
+from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
@@ -461,9 +455,15 @@ class SchedulerWorker:
             return
         try:
             body = Outcome.body_of(value)
-            if body.get("result") not in FORGET_RESULTS and body.get("uid") not in self._preempting:
+            result, uid = body.get("result"), body.get("uid")
+            if (
+                isinstance(result, str)
+                and isinstance(uid, str)
+                and result not in FORGET_RESULTS
+                and uid not in self._preempting
+            ):
                 return  # a pod bound (the view learns it from the stream): nothing to do here
-            outcome = Outcome.from_body(body)
+            outcome = Outcome.from_body(body)  # checks every field (MessageError)
         except MessageError:
             return
         if outcome.result == "conflict" and outcome.facts is not None:

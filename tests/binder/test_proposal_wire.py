@@ -8,16 +8,16 @@ from typing import Any
 import msgpack
 import pytest
 
-from shared.messages import (
+from shared.messages import ScheduleRequest
+from shared.proposals import Proposal, Victim
+from shared.wire import (
     SCHEMA_VERSION,
     MessageError,
-    ScheduleRequest,
     choice_field,
     need_field,
     opt_field,
     strings_field,
 )
-from shared.proposals import Proposal, Victim
 
 BIND = Proposal(
     "team-a",

@@ -10,7 +10,6 @@ import pytest
 from services.queue.records import PodRecord
 from shared.messages import (
     DeadLetter,
-    MessageError,
     Outcome,
     ScheduleBatch,
     ScheduleRequest,
@@ -19,6 +18,7 @@ from shared.messages import (
 )
 from shared.models import Node, NodeStatus, ObjectMeta
 from shared.models.codec import encode
+from shared.wire import MessageError
 from tests.queue.builders import make_pod
 
 POD = make_pod("web", "team-a", priority=7, gates=["g1"], labels={"app": "web"}, rv=3)
