@@ -47,8 +47,10 @@ CORE_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 MISSING = -1
 """Label code of a node without the key."""
 UNKNOWN_VALUE = -2
-_MIN_ROW_LOG = 4096
 """Code for a value no node carries: compares unequal to every row."""
+_MIN_ROW_LOG = 4096
+"""The row log keeps at least this many entries (and 4 per node) before it drops its older
+half; a reader that fell further behind starts over."""
 
 
 UsedPorts = dict[PortKey, dict[int, Counter[str]]]
