@@ -331,17 +331,19 @@ class ClusterCache:
             elif uid not in self.assumed:
                 self._uncount(uid)
             return
-        if same_body and uid in self.assumed and before is not None:
+        if same_body and before is not None and (uid in self.assumed or uid in self._reserved):
             counted = self._counted.get(uid)
             if (
                 counted is not None
                 and counted.spec.node_name == pod.spec.node_name
                 and counted.metadata.resource_version == before.metadata.resource_version
             ):
-                # The binding of the pod assumed here, as it was assumed: it stays counted
-                # (its copy differs in resourceVersion and nomination only, which no
-                # Filter reads), saving the columns a removal and an addition.
-                del self.assumed[uid]
+                # The binding of the pod assumed here, or reserved by another binder, where
+                # it was counted: it stays counted (its copy differs in resourceVersion and
+                # nomination only, which no Filter reads), saving the columns a removal and
+                # an addition.
+                self.assumed.pop(uid, None)
+                self._reserved.pop(uid, None)
                 return
         self._uncount(uid)
         self._count(pod)

@@ -313,3 +313,23 @@ def test_what_every_node_may_depend_on_moves_the_shared_epoch():
     anti = make_pod("anti").uid("p2").node("n1")
     view.apply([put(4, anti.pod_affinity_exists("app", "kubernetes.io/hostname", anti=True).obj())])
     assert (columns.shared_epoch, columns.inter_pod_epoch) == (shared + 1, inter_pod + 1)
+
+
+def test_the_binding_of_a_reserved_pod_keeps_it_counted_without_touching_the_columns():
+    """Another binder's reservation, then its binding (the same stored body, bound): the pod
+    stays counted where it was, as the binding of a pod assumed here does; its end
+    afterwards changes nothing."""
+    view = ClusterCache(holder="me")
+    view.load(snapshot(3, make_node("n1").capacity(pods=10).obj(), make_pod("p").uid("u").obj()))
+    pending = view.pods["default/p"]
+    view.apply([reservation(4, pending, "n1", "other")])
+    logged = len(view.columns.row_log)
+    bound = make_pod("p").uid("u").node("n1").obj()
+    view.apply([Change(5, "put", "Pod", bound.key, "u", bound, "n1", same_body=True)])
+    assert counted(view) == {"n1": ["p"]}
+    assert len(view.columns.row_log) == logged  # no removal and addition on the row
+    view.apply([reservation(6, pending, "n1", "other", "delete")])
+    assert counted(view) == {"n1": ["p"]}
+    assert not view.is_assumed("u")
+    with view.as_of(3):  # bound now, not a reservation a check as of earlier leaves out
+        assert counted(view) == {"n1": ["p"]}
