@@ -72,6 +72,11 @@ FOLLOW_BLOCK_MS = 500
 YIELD_EVERY = 32
 """Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
 FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
+OUTCOMES_FETCH_MAX_WAIT_MS = 200
+"""The outcome listener's fetch wait. It forgets failed assumptions (which meanwhile only
+make the view count a pod too many) and hears refused preemptors (the view's own advance
+answers the others), so it polls the broker 10x less often than the work consumer: every
+idle fetch costs the broker CPU, per worker."""
 
 
 class WorkerFailedError(RuntimeError):
@@ -207,7 +212,7 @@ class SchedulerWorker:
             group_id=None,
             enable_auto_commit=False,
             auto_offset_reset="latest",
-            fetch_max_wait_ms=FETCH_MAX_WAIT_MS,
+            fetch_max_wait_ms=OUTCOMES_FETCH_MAX_WAIT_MS,
         )
         await consumer.start()
         assigned = await assign_all(consumer, [topic])
