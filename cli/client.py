@@ -31,8 +31,15 @@ def state_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 def write_state(settings: StackSettings, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"env": settings.env(), "pid": os.getpid()}, indent=2))
+    """The running stack's settings for the client commands, readable by this user only
+    (its Redis URL may carry a password): written to a 0600 file, then moved in place."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(json.dumps({"env": settings.env(), "pid": os.getpid()}, indent=2))
+    os.chmod(temporary, 0o600)  # O_CREAT's mode is masked by the umask, never widened
+    os.replace(temporary, path)
 
 
 def read_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> StackSettings:

@@ -19,7 +19,13 @@ from cli.client import StackClient, read_settings, state_path, write_state
 from cli.servers import start_dev_servers
 from cli.supervisor import Stack, create_topics, wait_for_workers
 from cli.tables import format_nodes, format_pods, format_queues
-from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, StackError, StackSettings
+from shared.env import (
+    ENV_KAFKA_BOOTSTRAP,
+    ENV_REDIS_URL,
+    StackError,
+    StackSettings,
+    redact_url,
+)
 from shared.models import (
     ManifestError,
     Manifests,
@@ -196,7 +202,7 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         stack.start()
         asyncio.run(wait_for_workers(settings, args.workers, 60.0, stack))
         write_state(settings, path)
-        print(f"redis:   {settings.redis_url} ({servers.redis_source})")
+        print(f"redis:   {redact_url(settings.redis_url)} ({servers.redis_source})")
         print(f"kafka:   {settings.kafka_bootstrap} ({servers.kafka_source})")
         for process in stack.processes.values():
             print(f"{process.name:<10} pid {process.pid}  log {process.log_path}")

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from shared.config import SchedulerConfiguration, default_config, load_config
 from shared.kafka import Topics
@@ -166,3 +167,18 @@ def group_options(session_ms: int) -> dict[str, Any]:
     if not session_ms:
         return {}
     return {"session_timeout_ms": session_ms, "heartbeat_interval_ms": max(100, session_ms // 5)}
+
+
+def redact_url(url: str) -> str:
+    """`url` with the password of its user part replaced by "***" (for output and logs):
+    "redis://:s3cret@host:6379/0" -> "redis://:***@host:6379/0". Anything that is not a URL
+    with a password is returned as it is."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

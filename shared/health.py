@@ -64,6 +64,10 @@ class _Response:
     headers: tuple[tuple[str, str], ...] = ()
 
 
+DEFAULT_HOST = "127.0.0.1"
+"""Where the endpoint listens when $BERTH_METRICS_HOST is unset."""
+
+
 class HealthServer:
     """One service's probe and scrape endpoint. `port=None`: disabled (start/stop do
     nothing, set_ready still records the state)."""
@@ -98,7 +102,10 @@ class HealthServer:
                 raise HealthConfigError(f"{ENV_PORT}={raw!r}: not a port number") from None
             if not 0 <= port <= 65535:
                 raise HealthConfigError(f"{ENV_PORT}={raw!r}: not a port number")
-        return cls(port=port, host=env.get(ENV_HOST) or None, registry=registry)
+        # Loopback unless told (the chart tells the pod's IP): /metrics must not answer on
+        # every interface of a node by default.
+        host = env.get(ENV_HOST, "").strip() or DEFAULT_HOST
+        return cls(port=port, host=host, registry=registry)
 
     # ----------------------------------------------------------------------- state
     @property

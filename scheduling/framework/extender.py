@@ -95,8 +95,9 @@ def _ssl_context(config: Extender) -> ssl.SSLContext | None:
     if tls is None and not config.enable_https:
         return None
     context = ssl.create_default_context()
-    has_ca = tls is not None and bool(tls.ca_file or tls.ca_data)
-    insecure = (tls is not None and tls.insecure) or (config.enable_https and not has_ca)
+    # Upstream's makeTransport turns verification off for enableHTTPS without a CA; berth
+    # then verifies against the system's CAs. Only an explicit `insecure: true` skips it.
+    insecure = tls is not None and tls.insecure
     if tls is not None:
         if tls.ca_file:
             context.load_verify_locations(cafile=tls.ca_file)

@@ -462,6 +462,20 @@ def test_probes_and_metrics_port(component: str) -> None:
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
+        pytest.param({}, {"fieldRef": {"fieldPath": "status.podIP"}}, id="the-pods-ip"),
+        pytest.param({"metrics": {"host": "0.0.0.0"}}, "0.0.0.0", id="as-configured"),
+    ],
+)
+@pytest.mark.parametrize("component", COMPONENTS)
+def test_metrics_listen_on_the_pods_ip_not_every_interface(
+    component: str, values: dict[str, Any], expected: object
+) -> None:
+    assert render(values).env(component)["BERTH_METRICS_HOST"] == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
         pytest.param({}, None, id="off-by-default"),
         pytest.param(
             {"tracing": {"otlpEndpoint": "http://jaeger:4318", "sampleRatio": 0.1}},

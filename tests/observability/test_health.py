@@ -178,9 +178,25 @@ async def test_stop_closes_the_port(metrics: BerthMetrics) -> None:
 @pytest.mark.parametrize(
     ("env", "enabled", "port", "host"),
     [
-        pytest.param({}, False, None, None, id="unset-is-off"),
-        pytest.param({"BERTH_METRICS_PORT": ""}, False, None, None, id="empty-is-off"),
-        pytest.param({"BERTH_METRICS_PORT": "9090"}, True, 9090, None, id="port"),
+        pytest.param({}, False, None, "127.0.0.1", id="unset-is-off"),
+        pytest.param({"BERTH_METRICS_PORT": ""}, False, None, "127.0.0.1", id="empty-is-off"),
+        pytest.param(
+            {"BERTH_METRICS_PORT": "9090"}, True, 9090, "127.0.0.1", id="loopback-by-default"
+        ),
+        pytest.param(
+            {"BERTH_METRICS_PORT": "9090", "BERTH_METRICS_HOST": " "},
+            True,
+            9090,
+            "127.0.0.1",
+            id="blank-host-is-loopback",
+        ),
+        pytest.param(
+            {"BERTH_METRICS_PORT": "9090", "BERTH_METRICS_HOST": "0.0.0.0"},
+            True,
+            9090,
+            "0.0.0.0",
+            id="every-interface-only-when-asked",
+        ),
         pytest.param(
             {"BERTH_METRICS_PORT": "0", "BERTH_METRICS_HOST": "127.0.0.1"},
             True,

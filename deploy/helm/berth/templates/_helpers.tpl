@@ -183,6 +183,14 @@ topic (the scheduler: berth.schedule).
 {{- end }}
 - name: BERTH_METRICS_PORT
   value: {{ $root.Values.metrics.port | int | quote }}
+- name: BERTH_METRICS_HOST
+{{- if $root.Values.metrics.host }}
+  value: {{ $root.Values.metrics.host | quote }}
+{{- else }}
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end }}
 {{- if $root.Values.tracing.otlpEndpoint }}
 - name: BERTH_OTLP_ENDPOINT
   value: {{ $root.Values.tracing.otlpEndpoint | quote }}
