@@ -42,9 +42,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Literal
+from urllib.parse import quote
 
 from cli.processes import ManagedProcess, install_exit_hooks
-from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_SERVER, ENV_REDIS_URL, ENV_TESTCONTAINERS
+from shared.env import (
+    ENV_KAFKA_BOOTSTRAP,
+    ENV_REDIS_PASSWORD,
+    ENV_REDIS_SERVER,
+    ENV_REDIS_URL,
+    ENV_TESTCONTAINERS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -210,13 +217,24 @@ def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str]) -> Ma
     return process
 
 
-def _redis_ping(host: str, port: int) -> bool:
+def _redis_ping(host: str, port: int, password: str = "") -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5) as sock:
+            if password:
+                secret = password.encode()
+                sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
+                if not sock.recv(64).startswith(b"+OK"):
+                    return False
             sock.sendall(b"*1\r\n$4\r\nPING\r\n")
             return sock.recv(64).startswith(b"+PONG")
     except OSError:
         return False
+
+
+def _redis_config_string(value: str) -> str:
+    """`value` as a double-quoted redis.conf string."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'
 
 
 def _kafka_api_versions(host: str, port: int) -> bool:
@@ -261,6 +279,7 @@ def _start_local_redis(
     env: Mapping[str, str], workdir: Path, port: int, timeout: float
 ) -> ManagedProcess:
     binary = find_redis_server(env)
+    password = env.get(ENV_REDIS_PASSWORD, "")
     last_error: ServerStartError | None = None
     for _ in range(_START_ATTEMPTS if port == 0 else 1):
         chosen = port or free_port()
@@ -279,9 +298,17 @@ def _start_local_redis(
             "--dir",
             str(workdir),
         ]
+        if password:
+            # In a config file, not on the command line (which every local user can read).
+            config = workdir / "redis-auth.conf"
+            fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(f"requirepass {_redis_config_string(password)}\n")
+            argv.insert(1, str(config))
         process = _spawn("redis", argv, workdir, dict(env))
         try:
-            _wait_ready(process, functools.partial(_redis_ping, "127.0.0.1", chosen), timeout)
+            ping = functools.partial(_redis_ping, "127.0.0.1", chosen, password)
+            _wait_ready(process, ping, timeout)
         except ServerStartError as exc:  # most likely the port was taken meanwhile
             process.stop()
             last_error = exc
@@ -402,7 +429,9 @@ def start_dev_servers(
         if not redis_url:
             process = _start_local_redis(env, _mkdirs(workdir / "redis"), redis_port, timeout)
             servers.processes.append(process)
-            redis_url = f"redis://127.0.0.1:{process.name.split(':')[1]}/0"
+            password = env.get(ENV_REDIS_PASSWORD, "")
+            auth = f":{quote(password, safe='')}@" if password else ""
+            redis_url = f"redis://{auth}127.0.0.1:{process.name.split(':')[1]}/0"
             servers.redis_source = "local"
         if not kafka_bootstrap:
             process = _start_local_tansu(env, _mkdirs(workdir / "kafka"), kafka_port, timeout)

@@ -10,9 +10,15 @@ import stat
 from pathlib import Path
 
 import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import AuthenticationError
 
 from cli.client import read_settings, write_state
-from shared.env import StackSettings, redact_url
+from cli.run import pipeline
+from cli.servers import DevServers, start_dev_servers
+from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_PASSWORD, StackSettings, redact_url
+from shared.models import Manifests, Pod
+from tests.builders import make_node, make_pod
 
 
 @pytest.mark.parametrize(
@@ -47,3 +53,38 @@ def test_the_state_file_is_readable_by_its_user_only(tmp_path: Path) -> None:
     no_flags = argparse.Namespace(redis_url=None, kafka_bootstrap=None)
     read = read_settings(no_flags, {"BERTH_STATE": str(path)})
     assert read.redis_url == "redis://:s3cret@r:6379/0"
+
+
+async def test_a_redis_that_requires_a_password_runs_the_whole_stack(
+    dev_servers: DevServers,
+) -> None:
+    """BERTH_REDIS_PASSWORD: the embedded Redis refuses clients without it (AUTH), its URL
+    carries it (percent-encoded), and every service connects with that URL."""
+    password = 'p@ss w"rd'
+    env = {
+        ENV_REDIS_PASSWORD: password,
+        ENV_KAFKA_BOOTSTRAP: dev_servers.kafka_bootstrap,  # the session's broker
+    }
+    servers = start_dev_servers(env, containers=False)
+    try:
+        url = servers.redis_url
+        assert url.startswith("redis://:p%40ss%20w%22rd@127.0.0.1:")
+        assert password not in redact_url(url)
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        anonymous = aioredis.Redis(host="127.0.0.1", port=port)
+        with pytest.raises(AuthenticationError):
+            await anonymous.ping()
+        await anonymous.aclose()
+        nodes = [make_node("n1").capacity(cpu="4", pods=10).obj()]
+        pods = [make_pod(f"p{i}").req(cpu="100m").obj() for i in range(3)]
+        async with pipeline(workers=1, binders=1, servers=servers) as run:
+            await run.apply(Manifests(nodes=nodes, pods=pods))
+            assert await run.settle(60)
+            stored = [p for p in await run.client.store.list("Pod") if isinstance(p, Pod)]
+            assert sorted((p.metadata.name, p.spec.node_name) for p in stored) == [
+                ("p0", "n1"),
+                ("p1", "n1"),
+                ("p2", "n1"),
+            ]
+    finally:
+        servers.stop()
