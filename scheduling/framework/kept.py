@@ -189,17 +189,11 @@ class Entry:
         with the minimum and maximum over all of them, which is all a node-local
         normalizer reads."""
         if scorer.normalizer is None:
-            scores = raw
-        else:
-            low, high = scorer.bounds()
-            together = np.concatenate((raw, np.array([low, high], dtype=np.int64)))
-            out = scorer.normalizer.normalize_score(self.state, pod, together)
-            if isinstance(out, Status):
-                raise NotReusable(f"{scorer.name} NormalizeScore failed")
-            scores = out[: raw.shape[0]].astype(np.int64, copy=False)
-        if scores.shape[0] and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
-            raise NotReusable(f"{scorer.name} score out of range")
-        return scores
+            return in_range(scorer.name, raw)
+        low, high = scorer.bounds()
+        together = np.concatenate((raw, np.array([low, high], dtype=np.int64)))
+        scores = normalized(scorer.name, scorer.normalizer, self.state, pod, together)
+        return in_range(scorer.name, scores[: raw.shape[0]])
 
     # ------------------------------------------------------------- updating
     def apply(self, pod: Pod, results: Results) -> None:
@@ -225,11 +219,7 @@ class Entry:
                 renormalize = renormalize or scorer.bounds() != before
             scorer.raw[rows] = raw
         if renormalize:
-            # A normalizer's minimum or maximum moved (or many rows changed): every
-            # feasible row's score is recomputed and the best-row structure rebuilt.
-            every = np.flatnonzero(self.feasible).astype(np.intp)
-            self.retotal(pod, every)
-            self.best = BestRows(every, self.totals[every])
+            self.renormalize(pod)
             return
         now = rows[feasible]
         totals = self.retotal(pod, now)
@@ -265,9 +255,7 @@ class Entry:
                 renormalize = renormalize or scorer.bounds() != before
             scorer.raw[row] = raw
         if renormalize:
-            every = np.flatnonzero(self.feasible).astype(np.intp)
-            self.retotal(pod, every)
-            self.best = BestRows(every, self.totals[every])
+            self.renormalize(pod)
             return
         if not feasible:
             return
@@ -281,6 +269,13 @@ class Entry:
             total += weighted
         self.totals[row] = total
         self.best.add(row, total)
+
+    def renormalize(self, pod: Pod) -> None:
+        """A normalizer's minimum or maximum moved (or many rows changed): every feasible
+        row's score is recomputed and the best-row structure rebuilt."""
+        every = np.flatnonzero(self.feasible).astype(np.intp)
+        self.retotal(pod, every)
+        self.best = BestRows(every, self.totals[every])
 
     def normalize_one(self, scorer: Scorer, pod: Pod, raw: int) -> int:
         """One row's normalized score, remembered per (raw, minimum, maximum): that is all a
@@ -358,3 +353,21 @@ class Entry:
             else:
                 evaluated.add(row)
         return promoted, evaluated
+
+
+def normalized(
+    name: str, normalizer: NormalizeScorePlugin, state: CycleState, pod: Pod, raw: Int64s
+) -> Int64s:
+    """`normalizer`'s scores for `raw` (NotReusable when it fails: the full cycle reports)."""
+    out = normalizer.normalize_score(state, pod, raw)
+    if isinstance(out, Status):
+        raise NotReusable(f"{name} NormalizeScore failed")
+    return out.astype(np.int64, copy=False)
+
+
+def in_range(name: str, scores: Int64s) -> Int64s:
+    """`scores`, when every one is in [MIN_NODE_SCORE, MAX_NODE_SCORE] (as RunScorePlugins
+    requires); else NotReusable, and the full cycle reports the plugin's error."""
+    if scores.shape[0] and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+        raise NotReusable(f"{name} score out of range")
+    return scores

@@ -44,8 +44,6 @@ from numpy.typing import NDArray
 from scheduling.framework.columns import ALL_ROWS, NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import (
-    MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
     Diagnosis,
 )
 from scheduling.framework.kept import (
@@ -54,6 +52,8 @@ from scheduling.framework.kept import (
     NotReusableHere,
     ReuseStats,
     Scorer,
+    in_range,
+    normalized,
 )
 from scheduling.framework.signature import (
     NODE_LOCAL,
@@ -229,7 +229,8 @@ class SignatureCache:
         if entry.inter_pod_epoch != nodes.inter_pod_epoch:
             entry.inter_pod_epoch = nodes.inter_pod_epoch
             # A mixed entry runs those plugins anyway (and learns there when they skip).
-            if entry.pure and not self._still_pure(entry, pod, nodes):
+            rows = np.flatnonzero(entry.feasible).astype(np.intp) if entry.pure else None
+            if rows is not None and self._first_other_not_skipping(pod, nodes, rows):
                 if not self._mixable:
                     return False
                 entry.pure = False
@@ -320,7 +321,9 @@ class SignatureCache:
             local_skips=(local_filter_skips, local_score_skips),
         )
         if not pure and not self._mixable:
-            raise NotReusableHere(f"{self._first_not_skipped(state, pod, nodes)} did not skip")
+            other = self._first_other_not_skipping(pod, nodes, feasible_rows)
+            other = other or "a plugin reading other nodes"
+            raise NotReusableHere(f"{other} did not skip")
         skip = state.skip_score_plugins
         for name, plugin, weight, normalizer in framework.score_plugins:
             if not (skip and name in skip):
@@ -336,33 +339,22 @@ class SignatureCache:
     def _all_skip(names: set[str], skipped: set[str]) -> bool:
         return names <= skipped
 
-    def _first_not_skipped(self, state: CycleState, pod: Pod, nodes: NodeColumns) -> str:
-        """The first plugin reading other nodes that did not skip (for the fallback reason),
-        found by asking each again."""
+    def _first_other_not_skipping(
+        self, pod: Pod, nodes: NodeColumns, rows: NDArray[np.intp]
+    ) -> str:
+        """The first plugin reading other nodes that does not Skip at PreFilter, or at
+        PreScore over `rows`, for `pod` now ("" when all do), asked on a probe state."""
         probe = CycleState()
         for name, plugin in self.framework.pre_filter_plugins:
             if name in self._others and plugin.pre_filter(probe, pod, nodes)[1].code != Code.SKIP:
                 return name
-        return next(
-            (name for name, _ in self.framework.pre_score_plugins if name in self._others),
-            "a plugin reading other nodes",
-        )
-
-    def _still_pure(self, entry: Entry, pod: Pod, nodes: NodeColumns) -> bool:
-        """After a change of pods with inter-pod terms: do the plugins that read other nodes
-        still skip for this signature?"""
-        probe = CycleState()
-        for name, plugin in self.framework.pre_filter_plugins:
-            if name in self._others and plugin.pre_filter(probe, pod, nodes)[1].code != Code.SKIP:
-                return False
-        rows = np.flatnonzero(entry.feasible).astype(np.intp)
         for name, pre_score in self.framework.pre_score_plugins:
             if (
                 name in self._others
                 and pre_score.pre_score(probe, pod, nodes, rows).code != Code.SKIP
             ):
-                return False
-        return True
+                return name
+        return ""
 
     # ------------------------------------------------------------ mixed entries
     def _select_mixed(
@@ -423,7 +415,8 @@ class SignatureCache:
             if (int(kept.min()), int(kept.max())) == scorer.bounds():
                 totals += scorer.weighted[feasible]
             else:  # normalized over fewer rows than the kept scores were
-                totals += self._normalize_over(state, pod, scorer, kept) * scorer.weight
+                scores = normalized(scorer.name, scorer.normalizer, state, pod, kept)
+                totals += in_range(scorer.name, scores) * scorer.weight
         for name, score_plugin, weight, normalizer in framework.score_plugins:
             if name not in others or name in score_skips:
                 continue
@@ -432,26 +425,11 @@ class SignatureCache:
                 raise NotReusable(f"{name} Score failed")
             scores = raw.astype(np.int64, copy=False)
             if normalizer is not None:
-                out = normalizer.normalize_score(state, pod, scores)
-                if isinstance(out, Status):
-                    raise NotReusable(f"{name} NormalizeScore failed")
-                scores = out.astype(np.int64, copy=False)
-            if scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE:
-                raise NotReusable(f"{name} score out of range")
-            totals += scores * weight
+                scores = normalized(name, normalizer, state, pod, scores)
+            totals += in_range(name, scores) * weight
         return int(feasible[self._select_host(totals, framework.context.rng)]), int(
             feasible.shape[0]
         )
-
-    def _normalize_over(self, state: CycleState, pod: Pod, scorer: Scorer, raw: Int64s) -> Int64s:
-        assert scorer.normalizer is not None
-        out = scorer.normalizer.normalize_score(state, pod, raw)
-        if isinstance(out, Status):
-            raise NotReusable(f"{scorer.name} NormalizeScore failed")
-        scores = out.astype(np.int64, copy=False)
-        if scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE:
-            raise NotReusable(f"{scorer.name} score out of range")
-        return scores
 
 
 def _unreusable_plugin(framework: Framework) -> str:
