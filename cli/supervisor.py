@@ -55,14 +55,20 @@ class Stack:
         workers: int = 1,
         binders: int = 1,
         queues: int = 1,
+        adapters: int | None = None,
         extra_env: Mapping[str, str] | None = None,
     ) -> None:
+        """`adapters`: Kubernetes API adapters (leader-elected; default one in Kubernetes
+        mode, none standalone)."""
         self.settings = settings
+        if adapters is None:
+            adapters = 1 if settings.kube else 0
         self.workdir = workdir
         env = {**os.environ, **settings.env(), **(extra_env or {})}
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.processes: dict[str, ManagedProcess] = {}
-        for kind, count in (("queue", queues), ("binder", binders), ("worker", workers)):
+        kinds = (("queue", queues), ("binder", binders), ("worker", workers), ("adapter", adapters))
+        for kind, count in kinds:
             for i in range(count):
                 name = f"{kind}-{i}"
                 # One log across restarts: the crash that caused a restart stays readable.
@@ -172,6 +178,8 @@ async def start_stack(
     workdir: Path | None = None,
     extra_env: Mapping[str, str] | None = None,
     ready_seconds: float = 60.0,
+    kube: str = "",
+    adapters: int | None = None,
 ) -> RunningStack:
     """Start servers (unless given) and the services; returns once every worker's view is
     loaded (heartbeat) — the queue and binders consume from the start of their topics."""
@@ -189,6 +197,7 @@ async def start_stack(
             single_tenant=single_tenant or settings.single_tenant,
             session_ms=session_ms,
             ordered=ordered,
+            kube=kube or settings.kube,
         )
         await create_topics(settings, ordered=ordered, workers=workers)
         owns_workdir = workdir is None
@@ -199,6 +208,7 @@ async def start_stack(
             workers=workers,
             binders=binders,
             queues=queues,
+            adapters=adapters,
             extra_env=extra_env,
         )
         running = RunningStack(

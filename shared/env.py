@@ -12,12 +12,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.config import SchedulerConfiguration, default_config, load_config
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
+
+if TYPE_CHECKING:
+    from shared.kube.client import KubeApi
 
 ENV_REDIS_URL = "BERTH_REDIS_URL"
 ENV_KAFKA_BOOTSTRAP = "BERTH_KAFKA_BOOTSTRAP"
@@ -53,8 +56,15 @@ ENV_TESTCONTAINERS = "BERTH_TESTCONTAINERS"
 ENV_OTLP_ENDPOINT = "BERTH_OTLP_ENDPOINT"
 ENV_TRACE_SAMPLE_RATIO = "BERTH_TRACE_SAMPLE_RATIO"
 ENV_OTLP_TIMEOUT_SECONDS = "BERTH_OTLP_TIMEOUT_SECONDS"
+ENV_KUBE = "BERTH_KUBE"
+"""Kubernetes mode: a kubeconfig path, or "in-cluster" (the pod's service account). Unset:
+standalone (pods enter through `berth apply`)."""
+ENV_KUBE_LEASE_NAMESPACE = "BERTH_KUBE_LEASE_NAMESPACE"
+"""Namespace of the adapter's leader-election Lease (default kube-system)."""
 ENV_METRICS_PORT = "BERTH_METRICS_PORT"
 ENV_METRICS_HOST = "BERTH_METRICS_HOST"
+
+IN_CLUSTER = "in-cluster"
 
 REDIS_CONNECTIONS = 1024
 """Per service process: redis-py's asyncio pool refuses (not waits) past its limit (100 by
@@ -82,6 +92,8 @@ class StackSettings:
     ordered: bool = False
     """Keep the order pods were applied in, end to end (berth run): see `create_topics`; the
     queue dispatches from one loop."""
+    kube: str = ""
+    """Kubernetes mode (ENV_KUBE): a kubeconfig path or "in-cluster"; "" for standalone."""
     session_ms: int = 0
     """Consumer group session timeout (0: the services' defaults). The embedded broker takes
     about half of it to form a group, and a dead member is noticed after about 1.5 x."""
@@ -118,6 +130,8 @@ class StackSettings:
             out[ENV_SESSION_MS] = str(self.session_ms)
         if self.ordered:
             out[ENV_ORDERED] = "1"
+        if self.kube:
+            out[ENV_KUBE] = self.kube if self.kube == IN_CLUSTER else str(Path(self.kube).resolve())
         return out
 
     @classmethod
@@ -139,6 +153,7 @@ class StackSettings:
             single_tenant=env.get(ENV_SINGLE_TENANT) or None,
             session_ms=int(env.get(ENV_SESSION_MS) or 0),
             ordered=env.get(ENV_ORDERED) == "1",
+            kube=env.get(ENV_KUBE) or "",
         )
 
     @classmethod
@@ -157,6 +172,14 @@ class StackSettings:
     def scheduler_config(self) -> SchedulerConfiguration:
         """The KubeSchedulerConfiguration file named, else upstream's defaults."""
         return load_config(self.config_path) if self.config_path else default_config()
+
+    def kube_api(self, field_manager: str) -> KubeApi:
+        """Kubernetes mode's API client (ValueError naming what is missing). Imported here:
+        standalone services never load the Kubernetes client."""
+        from shared.kube.client import KubeApi, load_config
+
+        config = load_config(None if self.kube == IN_CLUSTER else self.kube)
+        return KubeApi(config, field_manager=field_manager)
 
     def scheduler_names(self) -> frozenset[str]:
         config = self.scheduler_config()

@@ -46,6 +46,7 @@ from scheduling.plugins.defaultpreemption import loses_nomination
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
+from services.binder.kube_api import KubeWriter
 from services.binder.order import CheckOrder
 from services.binder.refusals import LeaseReader, victims_refusal
 from shared.eviction import evict
@@ -166,7 +167,10 @@ class Binder:
         *,
         clock: Callable[[], float] = time.time,
         metrics: BerthMetrics | None = None,
+        kube: KubeWriter | None = None,
     ) -> None:
+        self.kube = kube
+        """Kubernetes mode: bind and evict through the API server (services.binder.kube_api)."""
         self.metrics = metrics if metrics is not None else default_metrics()
         self.store = store
         self.bindings = store.bindings
@@ -503,6 +507,8 @@ class Binder:
         with binding_step_span("PreBind"):
             pass  # berth has no volumes or other pre-binding work
         with binding_step_span("Bind"):
+            if self.kube is not None and not await self._api_bind(p, r.node):
+                return
             result = await self.bindings.bind(p.pod_key, p.uid, p.attempt, r.node)
         if result.status != "ok":
             self.view.forget(p.uid)
@@ -515,6 +521,19 @@ class Binder:
         with binding_step_span("PostBind"):
             self.stats["bound"] += 1
             await self._outcome(p, "scheduled", node=r.node)
+
+    async def _api_bind(self, p: Proposal, node: str) -> bool:
+        """Kubernetes mode: POST pods/binding first; a refusal gives the node back."""
+        assert self.kube is not None
+        answer = await self.kube.bind(p.pod_key, p.uid, node)
+        if answer.result == "ok":
+            return True
+        self.view.forget(p.uid)
+        conflict = answer.result == "conflict"
+        await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c" if conflict else "e")
+        self.stats["api_" + answer.result] += 1
+        await self._outcome(p, "conflict" if conflict else "error", message=answer.message)
+        return False
 
     # ---------------------------------------------------------------- preempt
     async def _lease_refusal(self, p: Proposal) -> str | None:
@@ -565,6 +584,14 @@ class Binder:
         pods = self.view.bound_pods()
         pdbs: dict[str, PodDisruptionBudget] = dict(self.view.pdbs)
         evicted = 0
+        if self.kube is not None:
+            stopped = await self._api_evict(p, pod, victims)
+            if stopped is not None:
+                await self._outcome(
+                    p, "unschedulable", message=stopped, plugins=p.unschedulable_plugins
+                )
+                return
+            victims = []  # the adapter deletes them from the store once the server has
         for victim in victims:
             namespace, name = victim.metadata.namespace, victim.metadata.name
             answer = evict(victim, list(pdbs.values()), pods)
@@ -599,6 +626,17 @@ class Binder:
             plugins=p.unschedulable_plugins,
             nominated=p.node_name,
         )
+
+    async def _api_evict(self, p: Proposal, pod: Pod, victims: Sequence[Pod]) -> str | None:
+        """Kubernetes mode: evict each victim through the API (PodDisruptionBudgets are the
+        server's to enforce). Returns why preemption stopped, or None."""
+        assert self.kube is not None
+        for victim in victims:
+            answer = await self.kube.evict(victim, pod, p.node_name)
+            if answer.result != "ok":
+                return f"preemption stopped: {victim.key}: {answer.message}"
+            self.stats["preempted"] += 1
+        return None
 
     async def _clear_lower_nominations(self, p: Proposal, priority: int) -> None:
         """Pods of lower priority nominated to the node the preemptor took lose their

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from services.binder.config import BinderConfig
+from services.binder.kube_api import KubeWriter
 from services.binder.service import BinderService
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
@@ -35,11 +36,15 @@ async def serve(
         # in (the cross-node checks then see a different cluster than the worker did).
         config = replace(config, max_in_flight=1)
     redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
-    service = BinderService(redis, settings.kafka_bootstrap, config)
+    api = settings.kube_api(f"berth-{config.service_name}") if settings.kube else None
+    kube = None if api is None else KubeWriter(api, config.service_name)
+    service = BinderService(redis, settings.kafka_bootstrap, config, kube=kube)
 
     async def drain() -> None:
         await service.stop()
         await redis.aclose()
+        if api is not None:
+            await api.close()
 
     await ready_until_stopped(health, stop, service.start, drain)
 

@@ -31,6 +31,7 @@ from scheduling.cache.cache import ClusterCache
 from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
+from services.binder.kube_api import KubeWriter
 from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, Outcome
 from shared.metrics import report_consumer_lag
@@ -171,8 +172,11 @@ class BinderService:
         config: BinderConfig | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        kube: KubeWriter | None = None,
     ) -> None:
         self.config = config if config is not None else BinderConfig()
+        self.kube = kube
+        """Kubernetes mode: binds and evicts through the API server."""
         self.redis = redis
         self.bootstrap = bootstrap
         self.clock = clock
@@ -200,6 +204,7 @@ class BinderService:
             KafkaEmitter(self._producer, self.config),
             self.config,
             clock=self.clock,
+            kube=self.kube,
         )
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
         self._consumer = make_consumer(self.bootstrap, [], self.config.group_id, **options)

@@ -1,11 +1,15 @@
 """One generic, type-hint-driven decoder from Kubernetes-shaped dicts to model dataclasses.
 
 Decoders are compiled once per (class, mode) into closures, so decoding a pod is a walk over
-its data with no per-field introspection. Two modes:
+its data with no per-field introspection. Three modes:
 - MANIFEST: what people write (quantity strings or numbers, RFC 3339 timestamps,
   resourceVersion as text);
+- API: what a Kubernetes API server serves: the same values as MANIFEST, but fields berth does
+  not model are dropped, not rejected (the server validated them, and a newer server adds
+  fields this version has never heard of);
 - RAW: what ``codec.encode`` writes (resource lists already integers, timestamps as floats).
-Both reject unknown fields (except those in ``schema.IGNORED``) and wrong types. A failure
+MANIFEST and RAW reject unknown fields (except those in ``schema.IGNORED``); all reject wrong
+types. A failure
 raises FieldError carrying the JSON path, built on the way up so success costs nothing.
 """
 
@@ -52,6 +56,7 @@ def paused_gc() -> Iterator[None]:
 
 class Mode(enum.Enum):
     MANIFEST = "manifest"
+    API = "api"
     RAW = "raw"
 
 
@@ -280,7 +285,7 @@ def _optional(inner: Decoder) -> Decoder:
 
 def _decoder_for(hint: Any, mode: Mode, fmt: str = "") -> Decoder:
     if fmt == "int-string":
-        return _dec_int_string if mode is Mode.MANIFEST else _dec_int
+        return _dec_int_string if mode is not Mode.RAW else _dec_int
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if hint is str:
@@ -290,7 +295,7 @@ def _decoder_for(hint: Any, mode: Mode, fmt: str = "") -> Decoder:
     if hint is int:
         return _dec_int
     if hint is float:
-        return parse_time if mode is Mode.MANIFEST else _dec_time_raw
+        return parse_time if mode is not Mode.RAW else _dec_time_raw
     if origin in (types.UnionType, typing.Union):
         present = tuple(a for a in args if a is not type(None))
         inner: Decoder
@@ -306,7 +311,7 @@ def _decoder_for(hint: Any, mode: Mode, fmt: str = "") -> Decoder:
     if origin is dict and args == (str, str):
         return _dec_str_map
     if origin is dict and args == (str, int):
-        return _dec_resources_manifest if mode is Mode.MANIFEST else _dec_resources_raw
+        return _dec_resources_manifest if mode is not Mode.RAW else _dec_resources_raw
     if origin is dict and args == (str, Any):
         return _dec_json_object
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
@@ -321,6 +326,7 @@ def object_decoder(cls: Any, mode: Mode) -> Decoder:
     for spec in fields_of(cls):
         table[spec.json] = (spec.attr, _decoder_for(spec.hint, mode, spec.fmt))
     ignored = ignored_fields(cls)
+    lenient = mode is Mode.API
 
     def decode(value: Any) -> Any:
         if type(value) is not dict:
@@ -329,7 +335,7 @@ def object_decoder(cls: Any, mode: Mode) -> Decoder:
         for key, raw in value.items():
             entry = table.get(key)
             if entry is None:
-                if key in ignored:
+                if lenient or key in ignored:
                     continue
                 raise FieldError("unknown field", f".{key}")
             if raw is None:

@@ -138,8 +138,12 @@ def _describe(info: KindInfo | None, kind: str, doc: Mapping[str, Any]) -> tuple
     return kind, name_text
 
 
-def decode_object(doc: Any, *, source: str = "") -> KubeObject:
-    """Decode, default and validate one manifest object (a parsed JSON/YAML mapping)."""
+def decode_object(doc: Any, *, source: str = "", mode: Mode = Mode.MANIFEST) -> KubeObject:
+    """Decode, default and validate one manifest object (a parsed JSON/YAML mapping).
+
+    `mode=Mode.API` is for objects an API server served: fields berth does not model are
+    dropped instead of rejected; everything else is checked the same way.
+    """
     where = f" ({source})" if source else ""
     if not isinstance(doc, dict):
         raise ManifestError(
@@ -171,7 +175,7 @@ def decode_object(doc: Any, *, source: str = "") -> KubeObject:
             source=source,
         )
     try:
-        obj = object_decoder(info.cls, Mode.MANIFEST)(doc)
+        obj = object_decoder(info.cls, mode)(doc)
         _finish(obj, info)
         (VALIDATORS.get(info.cls) or WORKLOAD_VALIDATORS[info.cls])(obj)
     except FieldError as e:

@@ -1,0 +1,5 @@
+"""`python -m services.adapter`: one adapter replica (leader-elected)."""
+
+from services.adapter.main import main
+
+raise SystemExit(main())

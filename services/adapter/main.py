@@ -1,0 +1,58 @@
+"""`python -m services.adapter`: one adapter replica, configured from the environment
+(shared.env.StackSettings; BERTH_KUBE names the API), until SIGTERM/SIGINT. Exits with 1 when
+it loses the Lease (its supervisor starts it again as a candidate)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+
+from services.adapter.leader import LeaseSettings
+from services.adapter.service import AdapterConfig, AdapterService
+from shared.env import ENV_KUBE_LEASE_NAMESPACE, StackError, StackSettings
+from shared.health import HealthServer
+from shared.redisconn import connect
+from shared.service import ServiceRunner
+
+
+async def serve(
+    settings: StackSettings, name: str, stop: asyncio.Event, health: HealthServer
+) -> None:
+    if not settings.kube:
+        raise StackError("the adapter needs BERTH_KUBE (a kubeconfig path, or in-cluster)")
+    identity = f"{socket.gethostname()}_{name or 'adapter'}_{uuid.uuid4().hex[:8]}"
+    lease = LeaseSettings(namespace=os.environ.get(ENV_KUBE_LEASE_NAMESPACE) or "kube-system")
+    config = AdapterConfig(
+        identity=identity,
+        scheduler_names=settings.scheduler_names(),
+        cluster=settings.cluster,
+        key_prefix=settings.store_prefix,
+        topics=settings.topics,
+        group_id=settings.group_id("adapter"),
+        lease=lease,
+        consumer_options=settings.consumer_options(),
+    )
+    api = settings.kube_api("berth-adapter")
+    redis = connect(settings.redis_url)
+    service = AdapterService(redis, settings.kafka_bootstrap, api, config)
+    # A standby replica is healthy and ready: it is doing its job (waiting for the Lease).
+    health.set_ready(True)
+    try:
+        await service.run(stop)
+    finally:
+        health.set_ready(False, "stopping")
+        await redis.aclose()
+        await api.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.adapter")
+    parser.add_argument("--name", default="", help="this replica's name")
+    args = parser.parse_args(argv)
+    settings = StackSettings.from_env(os.environ)
+    runner = ServiceRunner("adapter", args.name)
+    return runner.main(lambda stop, health: serve(settings, args.name, stop, health))

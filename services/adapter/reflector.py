@@ -1,0 +1,151 @@
+"""List, then watch, one kind from the API server into the store (client-go's Reflector).
+
+- **Start and 410.** A reflector always starts with a list: every listed object is put (the
+  sink skips what the store already holds unchanged) and whatever the store holds that the
+  list lacks is deleted. It then watches from the list's resourceVersion. A watch answered
+  with 410 Gone (the server compacted its history past our position) lists again. So neither
+  a restart of the adapter nor a long disconnection loses an event, and none is applied twice
+  (see `services.adapter.sink`).
+- **Bookmarks.** Watches ask for BOOKMARK events; they move our position without an object,
+  so a quiet kind resumes from a recent version instead of hitting 410 after a reconnect.
+- **Errors.** Any other API error, or a lost connection to the API or to Redis, is retried
+  with exponential backoff and jitter, logging the reason; the position is kept, so the
+  retry resumes the watch.
+- **Binder races.** A pod the API shows bound while berth's binder is still finishing that
+  binding in the store is put again shortly (the sink answers "retry"), unless a newer event
+  for it arrived meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from services.adapter.sink import StoreSink
+from shared.backoff import Backoff
+from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
+from shared.store import object_key
+
+log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 0.05
+RETRY_MAX_SECONDS = 2.0
+
+
+class Reflector:
+    def __init__(
+        self,
+        api: KubeApi,
+        kind: str,
+        sink: StoreSink,
+        *,
+        backoff: Backoff | None = None,
+        watch_timeout_seconds: int = 300,
+    ) -> None:
+        self.api = api
+        self.kind = kind
+        self.sink = sink
+        self.backoff = backoff if backoff is not None else Backoff(0.5, 30.0)
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.version = ""
+        """The resourceVersion the next watch starts after ("": list first)."""
+        self.synced = asyncio.Event()
+        """Set once the first list is in the store."""
+        self.relists = 0
+        self._latest: dict[str, str] = {}
+        """Store key -> the resourceVersion of the newest event seen for it (retries of an
+        older event are dropped)."""
+        self._retries: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        try:
+            while True:
+                try:
+                    if not self.version:
+                        await self.relist()
+                    await self.watch()
+                    self.backoff.reset()
+                except KubeApiError as e:
+                    if e.code == 410:
+                        log.info("%s watch expired (%s): listing again", self.kind, e.message)
+                        self.version = ""
+                        continue
+                    await self.backoff.wait(f"{self.kind}: API error {e}", log)
+                except KubeUnavailableError as e:
+                    await self.backoff.wait(f"{self.kind}: API unreachable ({e})", log)
+                except RedisError as e:
+                    # The event being applied was not recorded as done (`version` moves only
+                    # after it): the next watch starts before it and brings it again.
+                    await self.backoff.wait(f"{self.kind}: store unreachable ({e})", log)
+        finally:
+            for task in self._retries:
+                task.cancel()
+
+    async def relist(self) -> None:
+        items, version = await self.api.list(self.kind)
+        present: list[str] = []
+        for body in items:
+            key = self._key(body)
+            present.append(key)
+            self._latest[key] = self._version_of(body)
+            await self._put(body)
+        gone = await self.sink.forget_missing(self.kind, present)
+        self.relists += 1
+        log.info(
+            "%s listed: %d objects at resourceVersion %s, %d deleted meanwhile",
+            self.kind,
+            len(items),
+            version,
+            gone,
+        )
+        self.version = version
+        self.synced.set()
+
+    async def watch(self) -> None:
+        async for event_type, body in self.api.watch(
+            self.kind, self.version, timeout_seconds=self.watch_timeout_seconds
+        ):
+            self.backoff.reset()
+            version = self._version_of(body)
+            if event_type == "BOOKMARK":
+                self.version = version or self.version
+                continue
+            key = self._key(body)
+            self._latest[key] = version
+            if event_type == "DELETED":
+                await self.sink.delete(self.kind, body)
+            elif event_type in ("ADDED", "MODIFIED"):
+                await self._put(body)
+            else:
+                log.warning("%s: ignoring a %r watch event", self.kind, event_type)
+            self.version = version or self.version
+
+    async def _put(self, body: dict[str, Any]) -> None:
+        if await self.sink.put(self.kind, body) == "retry":
+            task = asyncio.create_task(self._retry(body))
+            self._retries.add(task)
+            task.add_done_callback(self._retries.discard)
+
+    async def _retry(self, body: dict[str, Any]) -> None:
+        key, version = self._key(body), self._version_of(body)
+        delay = RETRY_SECONDS
+        while self._latest.get(key) == version:
+            await asyncio.sleep(delay)
+            if self._latest.get(key) != version:
+                return
+            with contextlib.suppress(KubeApiError, KubeUnavailableError):
+                if await self.sink.put(self.kind, body) != "retry":
+                    return
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+    def _key(self, body: dict[str, Any]) -> str:
+        meta = body.get("metadata") or {}
+        return object_key(self.kind, str(meta.get("namespace") or ""), str(meta.get("name")))
+
+    @staticmethod
+    def _version_of(body: dict[str, Any]) -> str:
+        return str((body.get("metadata") or {}).get("resourceVersion") or "")

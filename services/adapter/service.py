@@ -1,0 +1,163 @@
+"""The adapter service: Kubernetes mode's way in and way out.
+
+    service = AdapterService(redis, bootstrap, api, AdapterConfig(...))
+    await service.run(stop)     # waits for the Lease, then leads until `stop` or lost
+
+- **Leader-elected** (services.adapter.leader): replicas are safe; only the Lease holder
+  writes. Losing the Lease ends `run` with LeadershipLostError: the process exits and its
+  supervisor (Kubernetes, or `berth up`) starts it again as a candidate, as kube-scheduler
+  does.
+- **In**: one Reflector per kind (services.adapter.reflector) lists and watches Nodes,
+  Pods, Namespaces, PriorityClasses, PodDisruptionBudgets and PodGroups into the store
+  (services.adapter.sink decides which pods are berth's). Everything downstream is the same
+  as standalone mode: the queue, the workers and the binder follow the store's change
+  stream, so a pod deleted in Kubernetes leaves the queue and a node change wakes parked pods
+  through the same queueing hints.
+- **Out**: the StatusWriter (services.adapter.status) follows `berth.outcomes` and writes
+  PodScheduled conditions, nominatedNodeName and Events. Binding and eviction are the
+  binder's (services.binder.kube_api): they need the server's answer before anything is
+  recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from services.adapter.leader import LeaderElector, LeaseSettings
+from services.adapter.reflector import Reflector
+from services.adapter.sink import StoreSink
+from services.adapter.status import StatusWriter, stop_consumer
+from shared.kafka import Topics, ensure_topics, make_consumer
+from shared.kube.client import WATCHED, KubeApi
+from shared.store import ClusterStore
+
+log = logging.getLogger(__name__)
+
+
+class LeadershipLostError(RuntimeError):
+    """The Lease was not renewed in time: another replica may be leading now."""
+
+
+@dataclass(frozen=True)
+class AdapterConfig:
+    identity: str
+    scheduler_names: frozenset[str]
+    cluster: str = "default"
+    key_prefix: str = "berth:"
+    topics: Topics = field(default_factory=Topics)
+    group_id: str = "berth-adapter"
+    lease: LeaseSettings = field(default_factory=LeaseSettings)
+    kinds: tuple[str, ...] = tuple(WATCHED)
+    watch_timeout_seconds: int = 300
+    consumer_options: dict[str, Any] = field(default_factory=dict)
+
+
+class AdapterService:
+    def __init__(self, redis: Redis, bootstrap: str, api: KubeApi, config: AdapterConfig) -> None:
+        self.redis = redis
+        self.bootstrap = bootstrap
+        self.api = api
+        self.config = config
+        self.store = ClusterStore(redis, cluster=config.cluster, prefix=config.key_prefix)
+        self.sink = StoreSink(self.store, config.scheduler_names)
+        self.elector = LeaderElector(api, config.identity, config.lease)
+        self.reflectors = [
+            Reflector(api, kind, self.sink, watch_timeout_seconds=config.watch_timeout_seconds)
+            for kind in config.kinds
+        ]
+        self.status: StatusWriter | None = None
+        self.synced = asyncio.Event()
+        """Set once every kind's first list is in the store (readiness)."""
+
+    @property
+    def stats(self) -> Counter[str]:
+        out = Counter(self.sink.stats)
+        out["relists"] = sum(r.relists for r in self.reflectors)
+        out["events_written"] = self.status.written if self.status else 0
+        return out
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Candidate until the Lease is ours, then lead until `stop` (or the Lease is lost:
+        LeadershipLostError)."""
+        acquired = asyncio.create_task(self.elector.acquire())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if not acquired.done():
+            await _cancel_all([acquired, stopped])
+            return
+        stopped.cancel()
+        await self._lead(stop)
+
+    async def _lead(self, stop: asyncio.Event) -> None:
+        tasks: list[asyncio.Task[Any]] = [
+            asyncio.create_task(self.elector.hold(), name="adapter-lease")
+        ]
+        tasks += [
+            asyncio.create_task(r.run(), name=f"adapter-reflect-{r.kind}") for r in self.reflectors
+        ]
+        tasks.append(asyncio.create_task(self._ready(), name="adapter-ready"))
+        tasks.append(asyncio.create_task(self._report(), name="adapter-status"))
+        watchers: list[asyncio.Task[Any]] = [
+            asyncio.create_task(stop.wait()),
+            asyncio.create_task(self.elector.lost.wait()),
+        ]
+        try:
+            done, _ = await asyncio.wait([*watchers, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                error = task.exception() if task in tasks else None
+                if error is not None:
+                    raise error
+        finally:
+            await _cancel_all([*tasks, *watchers])
+            if not self.elector.lost.is_set():
+                await self.elector.release()
+        if self.elector.lost.is_set() and not stop.is_set():
+            raise LeadershipLostError(f"{self.config.identity} lost the Lease")
+
+    async def _report(self) -> None:
+        """The StatusWriter, once its consumer joined the group (that takes seconds on the
+        embedded broker; the reflectors do not wait for it)."""
+        topics = self.config.topics
+        await ensure_topics(self.bootstrap, [topics.outcomes])
+        consumer = make_consumer(
+            self.bootstrap, [topics.outcomes], self.config.group_id, **self.config.consumer_options
+        )
+        starting = asyncio.create_task(consumer.start())
+        try:
+            # A consumer cancelled half-way through start() leaks its connections: let the
+            # start finish, then stop it.
+            await asyncio.shield(starting)
+            self.status = StatusWriter(
+                self.api, self.store, consumer, instance=self.config.identity
+            )
+            await self.status.run()
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(starting, 30)
+            await stop_consumer(consumer)
+
+    async def _ready(self) -> None:
+        for reflector in self.reflectors:
+            await reflector.synced.wait()
+        log.info("adapter synced: %s", dict(self.sink.stats))
+        self.synced.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+
+
+async def _cancel_all(tasks: list[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        task.cancel()
+    done, pending = await asyncio.wait(tasks, timeout=30.0)
+    for task in pending:
+        log.warning("task %s did not stop", task.get_name())
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("task %s ended with %r", task.get_name(), task.exception())

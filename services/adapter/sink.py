@@ -1,0 +1,179 @@
+"""What the adapter writes into berth's store for each object the API server shows it.
+
+`admit_pod` decides which pods the store holds (kube-scheduler's informer filters):
+- a pod bound to a node (spec.nodeName) counts on that node, whoever scheduled it, until it
+  is deleted or terminal (Succeeded/Failed pods hold no resources);
+- a pending pod is berth's when its schedulerName names one of berth's profiles, and it is
+  not being deleted (upstream skips pods with a deletionTimestamp);
+- everything else is left to the scheduler it names.
+
+`StoreSink` applies and deletes through `ClusterStore`, and remembers, per object, the uid,
+the API resourceVersion and a digest of what berth stored (Redis hash `kube_seen`). That record
+makes every event idempotent: a replayed event (a watch resumed from an older position, a
+relist after 410 Gone, an adapter restart) finds the same digest and writes nothing, and an
+update that changes nothing berth models (status conditions, managedFields, the adapter's own
+Events) writes nothing either. A name that comes back with a new uid is deleted first, so the
+store never mixes two objects' lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from shared.models import Pod
+from shared.models.codec import encode
+from shared.models.decoding import Mode
+from shared.models.manifest import ManifestError, decode_object
+from shared.models.schema import KubeObject
+from shared.store import ApplyRejectedError, ClusterStore, object_key
+
+log = logging.getLogger(__name__)
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    uid: str
+    version: str
+    digest: str
+
+    def pack(self) -> str:
+        return f"{self.uid} {self.version} {self.digest}"
+
+    @classmethod
+    def unpack(cls, raw: bytes | str) -> Seen:
+        text = raw.decode() if isinstance(raw, bytes) else raw
+        uid, version, digest = ([*text.split(" "), "", "", ""])[:3]
+        return cls(uid, version, digest)
+
+
+def admit_pod(pod: Pod, scheduler_names: Collection[str]) -> bool:
+    """Whether the store should hold this pod (see the module docstring)."""
+    if pod.status.phase in TERMINAL_PHASES:
+        return False
+    if pod.spec.node_name:
+        return True
+    if pod.metadata.deletion_timestamp is not None:
+        return False
+    return pod.spec.scheduler_name in scheduler_names
+
+
+def digest(obj: KubeObject) -> str:
+    """What berth stores of the object, hashed; the resourceVersion left out (it changes on
+    every write, including writes that change nothing berth models)."""
+    version = obj.metadata.resource_version
+    obj.metadata.resource_version = 0
+    try:
+        return hashlib.blake2b(encode(obj), digest_size=12).hexdigest()
+    finally:
+        obj.metadata.resource_version = version
+
+
+class StoreSink:
+    """Applies API objects of every watched kind to the store; see the module docstring."""
+
+    def __init__(self, store: ClusterStore, scheduler_names: Collection[str]) -> None:
+        self.store = store
+        self.redis: Redis = store.redis
+        self.scheduler_names = frozenset(scheduler_names)
+        self.seen_key = store.keys.base + "kube_seen"
+        self.stats: Counter[str] = Counter()
+        self.rejected: dict[str, str] = {}
+        """key -> why the object could not be decoded (shown by the adapter's log)."""
+
+    async def seen(self, kind: str) -> dict[str, Seen]:
+        """Every object of `kind` the store holds from the API, by store key."""
+        raw = await self.redis.hgetall(self.seen_key)
+        out: dict[str, Seen] = {}
+        prefix = f"{kind}|"
+        for field, value in raw.items():
+            name = field.decode() if isinstance(field, bytes) else str(field)
+            if name.startswith(prefix):
+                out[name[len(prefix) :]] = Seen.unpack(value)
+        return out
+
+    async def put(self, kind: str, body: dict[str, Any]) -> str:
+        """An object was added or modified. Returns what was done: "applied", "deleted",
+        "unchanged", "ignored", "invalid" or "retry" (the binder is binding this pod right
+        now; apply it again shortly)."""
+        meta = body.get("metadata") or {}
+        key = object_key(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        try:
+            obj = decode_object(body, source="api", mode=Mode.API)
+        except ManifestError as e:
+            self.stats["invalid"] += 1
+            if self.rejected.get(key) != str(e):
+                log.warning("cannot take %s from the API: %s", key, e)
+            self.rejected[key] = str(e)
+            return "invalid"
+        self.rejected.pop(key, None)
+        previous = await self._seen_one(kind, key)
+        if isinstance(obj, Pod) and not admit_pod(obj, self.scheduler_names):
+            if previous is not None:
+                await self.delete(kind, body)
+                return "deleted"
+            return "ignored"
+        uid = obj.metadata.uid
+        new = Seen(uid, str(obj.metadata.resource_version), digest(obj))
+        if previous is not None and previous.uid == uid and previous.digest == new.digest:
+            if previous.version != new.version:
+                await self.redis.hset(self.seen_key, f"{kind}|{key}", new.pack())
+            self.stats["unchanged"] += 1
+            return "unchanged"
+        if previous is not None and previous.uid != uid:
+            await self.store.delete(kind, obj.metadata.namespace, obj.metadata.name)
+            self.stats["replaced"] += 1
+        try:
+            await self.store.apply([obj])
+        except ApplyRejectedError as e:
+            if "being bound by the binder" in str(e):
+                self.stats["retry"] += 1
+                return "retry"
+            # The API server is the truth about a pod's node: start the pod's life in the
+            # store again from what the server says.
+            log.warning("store refused %s (%s); replacing it with the API's version", key, e)
+            await self.store.delete(kind, obj.metadata.namespace, obj.metadata.name)
+            await self.store.apply([obj])
+        await self.redis.hset(self.seen_key, f"{kind}|{key}", new.pack())
+        self.stats["applied"] += 1
+        return "applied"
+
+    async def delete(self, kind: str, body: dict[str, Any]) -> str:
+        meta = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        key = object_key(kind, namespace, name)
+        previous = await self._seen_one(kind, key)
+        uid = str(meta.get("uid") or "")
+        if previous is None or (uid and previous.uid != uid):
+            return "unchanged"  # never stored, or an older life of the name
+        await self.store.delete(kind, namespace, name, uid=previous.uid or None)
+        await self.redis.hdel(self.seen_key, f"{kind}|{key}")
+        self.stats["deleted"] += 1
+        return "deleted"
+
+    async def forget_missing(self, kind: str, present: Iterable[str]) -> int:
+        """After a relist: delete what the store holds of `kind` that the list did not show
+        (deleted while nobody watched)."""
+        keep = set(present)
+        gone = 0
+        for key, seen in (await self.seen(kind)).items():
+            if key in keep:
+                continue
+            namespace, _, name = key.rpartition("/")
+            await self.store.delete(kind, namespace, name, uid=seen.uid or None)
+            await self.redis.hdel(self.seen_key, f"{kind}|{key}")
+            gone += 1
+        self.stats["deleted"] += gone
+        return gone
+
+    async def _seen_one(self, kind: str, key: str) -> Seen | None:
+        raw = await self.redis.hget(self.seen_key, f"{kind}|{key}")
+        return None if raw is None else Seen.unpack(raw)

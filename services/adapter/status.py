@@ -1,0 +1,179 @@
+"""What `kubectl describe pod` shows about berth's decisions: conditions, nominations, Events.
+
+The adapter follows `berth.outcomes` (its own consumer group, at-least-once) and, for each
+attempt's end, writes to the API server what kube-scheduler writes (pkg/scheduler/schedule_one.go
+handleSchedulingFailure and the binding cycle):
+
+- scheduled: no status write (the binding set PodScheduled=True); a Normal `Scheduled`
+  Event, "Successfully assigned ns/name to node".
+- unschedulable: PodScheduled=False with reason `Unschedulable` and the FitError text, plus
+  nominatedNodeName when preemption nominated a node; a Warning `FailedScheduling` Event
+  with the same text.
+- error: PodScheduled=False with reason `SchedulerError`; a Warning `FailedScheduling`.
+- conflict, extend: nothing (berth retries at once; not the pod's fault).
+
+The same Event (pod uid, reason, message) is written once per `EVENT_REPEAT_SECONDS`, the way
+client-go's event correlator folds repeats, so a pod retried for hours does not flood the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
+
+from shared.backoff import Backoff
+from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
+from shared.kube.events import event_body, rfc3339
+from shared.messages import Outcome
+from shared.store import ClusterStore
+from shared.wire import MessageError
+
+log = logging.getLogger(__name__)
+
+EVENT_REPEAT_SECONDS = 600.0
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What to write for one outcome: a pods/status patch and/or an Event."""
+
+    patch: dict[str, Any] | None
+    event_type: str = ""
+    reason: str = ""
+    message: str = ""
+    action: str = ""
+
+
+def report_for(outcome: Outcome) -> Report | None:
+    """The API writes for an outcome (see the module docstring), or None."""
+    namespace, _, name = outcome.pod_key.partition("/")
+    if outcome.result == "scheduled":
+        message = f"Successfully assigned {namespace}/{name} to {outcome.node_name}"
+        return Report(None, "Normal", "Scheduled", message, "Binding")
+    if outcome.result not in ("unschedulable", "error"):
+        return None
+    reason = REASON_UNSCHEDULABLE if outcome.result == "unschedulable" else REASON_SCHEDULER_ERROR
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": reason,
+                "message": outcome.message,
+                "lastProbeTime": None,
+                "lastTransitionTime": rfc3339(),
+            }
+        ]
+    }
+    if outcome.nominated_node_name is not None:
+        # "" clears a nomination: null removes the field in a merge patch.
+        status["nominatedNodeName"] = outcome.nominated_node_name or None
+    return Report({"status": status}, "Warning", "FailedScheduling", outcome.message, "Scheduling")
+
+
+class StatusWriter:
+    """Follows outcomes and writes their reports; see the module docstring."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        store: ClusterStore,
+        consumer: AIOKafkaConsumer,
+        *,
+        instance: str,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.api = api
+        self.store = store
+        self.consumer = consumer
+        self.instance = instance
+        self.clock = clock
+        self._recent: dict[tuple[str, str, str], float] = {}
+        self.written = 0
+
+    async def run(self) -> None:
+        backoff = Backoff(0.5, 30.0)
+        while True:
+            try:
+                batches = await self.consumer.getmany(timeout_ms=500, max_records=500)
+                for records in batches.values():
+                    for record in records:
+                        await self._one(record.value)
+                if batches:
+                    await self.consumer.commit()
+                backoff.reset()
+            except KafkaError as e:
+                await backoff.wait(f"outcomes: broker error {e!r}", log)
+
+    async def _one(self, value: bytes | None) -> None:
+        try:
+            outcome = Outcome.decode(value or b"")
+        except (MessageError, TypeError, ValueError):
+            return  # not an outcome (the queue dead-letters what nobody can read)
+        await self.write(outcome)
+
+    async def write(self, outcome: Outcome) -> None:
+        report = report_for(outcome)
+        if report is None:
+            return
+        namespace, _, name = outcome.pod_key.partition("/")
+        pod = await self.store.get_pod(namespace, name)
+        component = pod.spec.scheduler_name if pod is not None else "berth"
+        backoff = Backoff(0.2, 5.0)
+        for _ in range(5):
+            try:
+                await self._write(namespace, name, outcome.uid, report, component)
+            except KubeApiError as e:
+                if e.code == 404:
+                    return  # the pod is gone: nothing to explain
+                if e.code < 500 and e.code != 429:
+                    log.warning("cannot report on %s: %s", outcome.pod_key, e)
+                    return
+                await backoff.wait(f"reporting on {outcome.pod_key}: {e}", log)
+            except KubeUnavailableError as e:
+                await backoff.wait(f"reporting on {outcome.pod_key}: API unreachable ({e})", log)
+            else:
+                return
+        log.warning("gave up reporting on %s after 5 tries", outcome.pod_key)
+
+    async def _write(
+        self, namespace: str, name: str, uid: str, report: Report, component: str
+    ) -> None:
+        if report.patch is not None:
+            await self.api.patch_pod_status(namespace, name, report.patch)
+        key = (uid, report.reason, report.message)
+        now = self.clock()
+        if now - self._recent.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
+            return
+        body = event_body(
+            namespace,
+            name,
+            uid,
+            component=component,
+            instance=self.instance,
+            event_type=report.event_type,
+            reason=report.reason,
+            message=report.message,
+            action=report.action,
+        )
+        await self.api.create_event(body)
+        self._recent[key] = now
+        self.written += 1
+        if len(self._recent) > 50_000:
+            cutoff = now - EVENT_REPEAT_SECONDS
+            self._recent = {k: t for k, t in self._recent.items() if t >= cutoff}
+
+
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(consumer.stop(), 5)
