@@ -124,6 +124,19 @@ def parse_path(path: str) -> tuple[str, str | None, str | None, str] | None:
     return rest[0], namespace, name, "/".join(rest[2:])
 
 
+def selected(obj: dict[str, Any], field_selector: str) -> bool:
+    """Equality field selectors ("involvedObject.name=x,type!=Normal"), as kubectl sends."""
+    for term in filter(None, field_selector.split(",")):
+        negate = "!=" in term
+        path, _, want = term.replace("!=", "=").replace("==", "=").partition("=")
+        value: Any = obj
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if (str(value if value is not None else "") == want) == negate:
+            return False
+    return True
+
+
 @attrs.define(kw_only=True)
 class ApiEmulator(kmock.KubernetesScaffold):
     history_limit: int = 10_000
@@ -252,7 +265,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
         if method == "GET" and params.get("watch") in ("true", "1"):
             return await self._watch(raw, plural, ns if namespaced else None, params)
         if method == "GET" and name is None:
-            return self._list(plural, ns if namespaced else None)
+            return self._list(plural, ns if namespaced else None, params.get("fieldSelector", ""))
         if name is None and method == "POST":
             body = data or {}
             meta = body.get("metadata") or {}
@@ -332,12 +345,12 @@ class ApiEmulator(kmock.KubernetesScaffold):
                 resources.append({"name": "pods/eviction", "verbs": ["create"], **one})
         return {"kind": "APIResourceList", "groupVersion": group_version, "resources": resources}
 
-    def _list(self, plural: str, namespace: str | None) -> aiohttp.web.Response:
+    def _list(self, plural: str, namespace: str | None, fields: str = "") -> aiohttp.web.Response:
         _gv, kind, api_version, _ = RESOURCES[plural]
         items = [
             o
             for (p, ns, _), o in sorted(self.objects.items())
-            if p == plural and (namespace is None or ns == namespace)
+            if p == plural and (namespace is None or ns == namespace) and selected(o, fields)
         ]
         return self._json(
             {
