@@ -22,6 +22,7 @@ from cli.tables import format_nodes, format_pods, format_queues
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_URL,
+    IN_CLUSTER,
     StackError,
     StackSettings,
     redact_url,
@@ -45,6 +46,18 @@ def _load(files: Sequence[str]) -> Manifests:
     return load_manifests(*files)
 
 
+def _follows_kubernetes(settings: StackSettings, instead: str) -> bool:
+    """In Kubernetes mode the API server owns the objects: writing the store directly
+    would be overwritten (or deleted) by the adapter's next relist."""
+    if settings.kube:
+        print(
+            "error: this stack follows a Kubernetes API server (Kubernetes mode), which owns "
+            f"the objects; use `{instead}` instead",
+            file=sys.stderr,
+        )
+    return bool(settings.kube)
+
+
 def apply_main(argv: Sequence[str] | None = None) -> int:
     parser = _client_parser("berth apply", "Create or update objects in a running stack.")
     parser.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
@@ -57,6 +70,8 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    if _follows_kubernetes(settings, "kubectl apply -f"):
         return 1
 
     async def go() -> list[str]:
@@ -90,6 +105,8 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    if _follows_kubernetes(settings, "kubectl delete"):
         return 1
 
     async def go() -> list[str]:
@@ -159,6 +176,23 @@ def get_main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def kube_server(kube: str) -> str:
+    """The API server Kubernetes mode would use, or "error: ..." saying why it cannot."""
+    from shared.kube.client import load_config
+
+    try:
+        current = load_config(None if kube == IN_CLUSTER else kube).get()
+        if current is None:
+            return f"error: {kube}: no current context"
+        return str(current.cluster.server)
+    except (ValueError, OSError, KeyError, TypeError) as exc:
+        return f"error: {kube}: {exc}"
+
+
+def _names(settings: StackSettings) -> str:
+    return ", ".join(sorted(settings.scheduler_names()))
+
+
 def up_main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="berth up",
@@ -172,7 +206,24 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         "--redis-url", help=f"external Redis (default ${ENV_REDIS_URL}, else local)"
     )
     parser.add_argument("--kafka-bootstrap", help=f"external broker (${ENV_KAFKA_BOOTSTRAP})")
+    kube = parser.add_mutually_exclusive_group()
+    kube.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="Kubernetes mode: schedule the pods of this cluster (its current context)",
+    )
+    kube.add_argument(
+        "--in-cluster",
+        action="store_true",
+        help="Kubernetes mode with the pod's service account (when berth runs in the cluster)",
+    )
     args = parser.parse_args(argv)
+    kube_mode = IN_CLUSTER if args.in_cluster else (args.kubeconfig or "")
+    if kube_mode:
+        server = kube_server(kube_mode)
+        if server.startswith("error: "):
+            print(server, file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
 
     stop = threading.Event()
@@ -192,7 +243,11 @@ def up_main(argv: Sequence[str] | None = None) -> int:
     stack: Stack | None = None
     try:
         settings = StackSettings(
-            servers.redis_url, servers.kafka_bootstrap, config_path=args.config, session_ms=3000
+            servers.redis_url,
+            servers.kafka_bootstrap,
+            config_path=args.config,
+            session_ms=3000,
+            kube=kube_mode,
         )
         asyncio.run(create_topics(settings, workers=args.workers))
         workdir = Path(tempfile.mkdtemp(prefix="berth-up-"))
@@ -204,10 +259,13 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         write_state(settings, path)
         print(f"redis:   {redact_url(settings.redis_url)} ({servers.redis_source})")
         print(f"kafka:   {settings.kafka_bootstrap} ({servers.kafka_source})")
+        if kube_mode:
+            print(f"kubernetes: {server} (pods with schedulerName {_names(settings)})")
         for process in stack.processes.values():
             print(f"{process.name:<10} pid {process.pid}  log {process.log_path}")
         print(f"state:   {path}")
-        print("ready: `berth apply -f FILE`, `berth get pods`; Ctrl-C stops everything", flush=True)
+        ready = "`kubectl apply -f FILE`" if kube_mode else "`berth apply -f FILE`"
+        print(f"ready: {ready}, `berth get pods`; Ctrl-C stops everything", flush=True)
         while not stop.wait(0.2):
             for name in stack.poll():
                 print(f"restarted {name} (log {stack.processes[name].log_path})", flush=True)

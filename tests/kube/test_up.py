@@ -1,0 +1,106 @@
+"""`berth up --kubeconfig PATH`: the whole local stack in Kubernetes mode, as a user runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.stack_commands import up_main
+from tests.kube.conftest import ApiServer
+from tests.kube.test_adapter import eventually, node, pod
+
+
+def test_a_missing_kubeconfig_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "nope.yaml"
+    assert up_main(["--kubeconfig", str(missing)]) == 2
+    assert (
+        capsys.readouterr().err.strip() == f"error: {missing}: kubeconfig {missing}: no such file"
+    )
+
+
+async def _berth(env: dict[str, str], *args: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from cli.main import main; raise SystemExit(main())",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode or 0, out.decode()
+
+
+async def test_berth_up_with_a_kubeconfig_schedules_that_clusters_pods(
+    api_server: ApiServer, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")}
+    env["BERTH_STATE"] = str(tmp_path / "state.json")
+    up = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from cli.main import main; main()",
+        "up",
+        "--kubeconfig",
+        str(api_server.kubeconfig),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+    )
+    assert up.stdout is not None
+    lines: list[str] = []
+
+    async def read() -> None:
+        assert up.stdout is not None
+        async for raw in up.stdout:
+            lines.append(raw.decode().rstrip())
+
+    reader = asyncio.create_task(read())
+    try:
+
+        async def ready() -> bool:
+            """berth up printed ready"""
+            if up.returncode is not None:
+                raise AssertionError("\n".join(lines))
+            return any(line.startswith("ready:") for line in lines)
+
+        await eventually(ready, 120)
+        assert f"kubernetes: {api_server.url} (pods with schedulerName default-scheduler)" in lines
+        assert any(line.startswith("adapter-0") for line in lines)
+        assert any("`kubectl apply -f FILE`" in line for line in lines)
+
+        api_server.emulator.upsert(node("n1"))
+        api_server.emulator.upsert(pod("hello"))
+
+        async def scheduled() -> bool:
+            """hello is bound to n1 through the API"""
+            obj = api_server.emulator.object("pods", "default", "hello") or {}
+            return bool(obj.get("spec", {}).get("nodeName") == "n1")
+
+        await eventually(scheduled, 60)
+
+        # The API server owns the objects: berth apply refuses instead of being overwritten.
+        manifest = tmp_path / "pod.yaml"
+        manifest.write_text(
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n"
+            "spec: {containers: [{name: c, image: busybox}]}\n"
+        )
+        code, out = await _berth(env, "apply", "-f", str(manifest))
+        assert code == 1
+        assert "use `kubectl apply -f` instead" in out
+        code, out = await _berth(env, "get", "nodes")
+        assert code == 0
+        assert "n1" in out
+    finally:
+        if up.returncode is None:
+            up.send_signal(signal.SIGINT)
+            await asyncio.wait_for(up.wait(), 60)
+        reader.cancel()
