@@ -61,6 +61,8 @@ ENV_KUBE = "BERTH_KUBE"
 standalone (pods enter through `berth apply`)."""
 ENV_KUBE_LEASE_NAMESPACE = "BERTH_KUBE_LEASE_NAMESPACE"
 """Namespace of the adapter's leader-election Lease (default kube-system)."""
+ENV_KUBE_LEASE_NAME = "BERTH_KUBE_LEASE_NAME"
+"""Name of that Lease (default berth-adapter; one per berth installation)."""
 ENV_METRICS_PORT = "BERTH_METRICS_PORT"
 ENV_METRICS_HOST = "BERTH_METRICS_HOST"
 

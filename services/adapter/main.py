@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
-from shared.env import ENV_KUBE_LEASE_NAMESPACE, StackError, StackSettings
+from shared.env import ENV_KUBE_LEASE_NAME, ENV_KUBE_LEASE_NAMESPACE, StackError, StackSettings
 from shared.health import HealthServer
 from shared.redisconn import connect
 from shared.service import ServiceRunner
@@ -25,7 +25,10 @@ async def serve(
     if not settings.kube:
         raise StackError("the adapter needs BERTH_KUBE (a kubeconfig path, or in-cluster)")
     identity = f"{socket.gethostname()}_{name or 'adapter'}_{uuid.uuid4().hex[:8]}"
-    lease = LeaseSettings(namespace=os.environ.get(ENV_KUBE_LEASE_NAMESPACE) or "kube-system")
+    lease = LeaseSettings(
+        namespace=os.environ.get(ENV_KUBE_LEASE_NAMESPACE) or "kube-system",
+        name=os.environ.get(ENV_KUBE_LEASE_NAME) or "berth-adapter",
+    )
     config = AdapterConfig(
         identity=identity,
         scheduler_names=settings.scheduler_names(),

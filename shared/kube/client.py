@@ -40,7 +40,11 @@ class Kind:
     namespaced: bool
 
 
+_LISTED: list[tuple[str, str]] = []
+
+
 def _kind(group: str, version: str, kind: str, plural: str, namespaced: bool) -> Kind:
+    _LISTED.append((group, plural))
     make = create_namespaced_resource if namespaced else create_global_resource
     api_version = f"{group}/{version}" if group else version
     return Kind(kind, api_version, make(group, version, kind, plural), namespaced)
@@ -58,6 +62,22 @@ WATCHED: dict[str, Kind] = {
     )
 }
 """The kinds the adapter lists and watches into the store, by berth kind name."""
+
+API_CALLS: frozenset[tuple[str, str, str]] = frozenset(
+    {(group, plural, verb) for group, plural in _LISTED for verb in ("list", "watch")}
+    | {
+        ("", "pods/binding", "create"),
+        ("", "pods/eviction", "create"),
+        ("", "pods/status", "patch"),
+        ("", "events", "create"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "update"),
+    }
+)
+"""Every (apiGroup, resource, verb) berth calls, and nothing else: the Helm chart's RBAC
+grants exactly these (tests/deploy), and the Kubernetes-mode tests check that the emulator
+saw no other call."""
 
 _POD = WATCHED["Pod"].resource
 _EVENT = create_namespaced_resource("", "v1", "Event", "events")

@@ -124,6 +124,20 @@ def parse_path(path: str) -> tuple[str, str | None, str | None, str] | None:
     return rest[0], namespace, name, "/".join(rest[2:])
 
 
+VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def rbac_call(
+    method: str, plural: str, name: str | None, sub: str, params: Mapping[str, str]
+) -> tuple[str, str, str]:
+    if method == "GET":
+        verb = "watch" if params.get("watch") in ("true", "1") else "get" if name else "list"
+    else:
+        verb = VERBS.get(method, method.lower())
+    group = RESOURCES[plural][0].rpartition("/")[0]
+    return group, f"{plural}/{sub}" if sub else plural, verb
+
+
 def selected(obj: dict[str, Any], field_selector: str) -> bool:
     """Equality field selectors ("involvedObject.name=x,type!=Normal"), as kubectl sends."""
     for term in filter(None, field_selector.split(",")):
@@ -149,6 +163,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     failures: list[Failure] = attrs.field(factory=list, init=False)
     refuse_evictions: set[str] = attrs.field(factory=set, init=False)
     calls: list[tuple[str, str, str]] = attrs.field(factory=list, init=False)
+    """Every resource request as RBAC sees it: (apiGroup, resource[/subresource], verb)."""
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -255,7 +270,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     ) -> aiohttp.web.StreamResponse:
         method = raw.method.upper()
         plural, ns, name, sub = parsed
-        self.calls.append((method, plural, sub))
+        self.calls.append(rbac_call(method, plural, name, sub, params))
         for failure in self.failures:
             if failure.method == method and failure.plural == plural and failure.count > 0:
                 failure.count -= 1

@@ -256,7 +256,7 @@ async def test_api_errors_are_retried_with_backoff(
         api_server, redis_client, redis_prefix, kafka_bootstrap, topics, group_id
     ):
         assert await store.get_node("n1") is not None
-        assert [c for c in emu.calls if c[:2] == ("GET", "nodes")][:3] == [("GET", "nodes", "")] * 3
+        assert [c for c in emu.calls if c[1] == "nodes"][:3] == [("", "nodes", "list")] * 3
         assert "Node: API error 500" in caplog.text
         assert "retrying in" in caplog.text
 

@@ -17,6 +17,7 @@ import pytest
 from cli.servers import DevServers
 from cli.supervisor import start_stack
 from shared.env import StackSettings
+from shared.kube.client import API_CALLS
 from shared.redisconn import connect
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
@@ -80,7 +81,7 @@ async def test_the_stack_schedules_pods_of_a_kubernetes_cluster(
         placement = bound(api_server)
         assert set(placement) == {f"p{i}" for i in range(9)}
         assert max(Counter(placement.values()).values()) <= 4  # 4 cpu per node
-        assert ("POST", "pods", "binding") in emu.calls
+        assert ("", "pods/binding", "create") in emu.calls
         for name, _where in placement.items():
             scheduled = [e for e in events_for(api_server, name) if e["reason"] == "Scheduled"]
             assert len(scheduled) <= 1
@@ -114,7 +115,7 @@ async def test_the_stack_schedules_pods_of_a_kubernetes_cluster(
             return "vip" in bound(api_server)
 
         await eventually(preempted, 60)
-        evictions = [c for c in emu.calls if c == ("POST", "pods", "eviction")]
+        evictions = [c for c in emu.calls if c == ("", "pods/eviction", "create")]
         assert evictions
         victims = [e for e in emu.of("events") if e["reason"] == "Preempted"]
         vip_uid = (emu.object("pods", "default", "vip") or {})["metadata"]["uid"]
@@ -137,6 +138,9 @@ async def test_the_stack_schedules_pods_of_a_kubernetes_cluster(
         await eventually(refused, 60)
         assert "vip2" not in bound(api_server)
         assert "preemption stopped" in condition(api_server, "vip2")["message"]
+
+        # ---- berth made no call its RBAC (the chart's, tests/deploy) does not grant
+        assert set(emu.calls) <= API_CALLS
 
         # ---- a pod deleted in Kubernetes leaves berth's store (and so its queue)
         store = ClusterStore(connect(settings.redis_url), prefix=settings.store_prefix)

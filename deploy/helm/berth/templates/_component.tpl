@@ -47,7 +47,7 @@ spec:
         {{- end }}
     spec:
       serviceAccountName: {{ include "berth.serviceAccountName" $root }}
-      automountServiceAccountToken: {{ $root.Values.serviceAccount.automount }}
+      automountServiceAccountToken: {{ include "berth.automountToken" . }}
       {{- with $root.Values.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}

@@ -181,6 +181,16 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_SEED
   value: {{ $values.seed | int | quote }}
 {{- end }}
+{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder")) }}
+- name: BERTH_KUBE
+  value: in-cluster
+{{- end }}
+{{- if and $root.Values.kubernetes.enabled (eq .component "adapter") }}
+- name: BERTH_KUBE_LEASE_NAMESPACE
+  value: {{ $root.Values.kubernetes.leaseNamespace | default $root.Release.Namespace | quote }}
+- name: BERTH_KUBE_LEASE_NAME
+  value: {{ $root.Values.kubernetes.leaseName | default (include "berth.fullname" $root) | quote }}
+{{- end }}
 - name: BERTH_METRICS_PORT
   value: {{ $root.Values.metrics.port | int | quote }}
 - name: BERTH_METRICS_HOST
@@ -225,4 +235,15 @@ topic (the scheduler: berth.schedule).
 {{- $args = concat $args (list "--group-id" (include "berth.groupId" .)) }}
 {{- end }}
 {{- toYaml $args }}
+{{- end }}
+
+{{/* Whether a component's pods get the ServiceAccount token: the adapter and the binder
+call the Kubernetes API in Kubernetes mode; nothing else ever does. */}}
+{{- define "berth.automountToken" -}}
+{{- $root := .root }}
+{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder")) -}}
+true
+{{- else -}}
+{{ $root.Values.serviceAccount.automount }}
+{{- end }}
 {{- end }}

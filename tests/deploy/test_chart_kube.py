@@ -1,0 +1,105 @@
+"""The chart in Kubernetes mode: the adapter Deployment, RBAC with exactly the calls berth
+makes, and the API token only where the API is called."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import helm_python
+import kubernetes_validate
+
+from shared.env import IN_CLUSTER, StackSettings
+from shared.kube.client import API_CALLS
+from tests.deploy.chart import CHART_DIR, KUBE_VERSION, NAMESPACE, Rendered, render
+
+KUBE_MODE: dict[str, Any] = {
+    "kubernetes": {"enabled": True},
+    "schedulerConfig": {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "berth"}],
+    },
+}
+
+
+def granted(rendered: Rendered) -> set[tuple[str, str, str]]:
+    out: set[tuple[str, str, str]] = set()
+    for kind in ("ClusterRole", "Role"):
+        for manifest in rendered.kinds(kind):
+            for rule in manifest.doc["rules"]:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        out.update((group, resource, verb) for verb in rule["verbs"])
+    return out
+
+
+def test_standalone_renders_no_adapter_and_no_rbac() -> None:
+    rendered = render()
+    assert rendered.find("Deployment", "adapter") is None
+    assert not rendered.kinds("ClusterRole")
+    assert not rendered.kinds("Role")
+    assert "BERTH_KUBE" not in rendered.env("binder")
+
+
+def test_kubernetes_mode_lints_and_validates_strictly() -> None:
+    report = helm_python.lint(CHART_DIR, KUBE_MODE, strict=True, kube_version=f"v{KUBE_VERSION}")
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+    rendered = render(KUBE_MODE)
+    kinds = []
+    for manifest in rendered:
+        kubernetes_validate.validate(manifest.doc, KUBE_VERSION, strict=True)
+        kinds.append(manifest.kind)
+    assert kinds.count("Deployment") == 4
+    assert {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} <= set(kinds)
+
+
+def test_rbac_grants_exactly_the_calls_berth_makes() -> None:
+    rendered = render(KUBE_MODE)
+    # events.k8s.io is granted beside core Events (the same objects under either group).
+    assert granted(rendered) - {("events.k8s.io", "events", "create")} == set(API_CALLS)
+    lease_rules = rendered.get("Role").doc["rules"]
+    named = [r for r in lease_rules if "resourceNames" in r]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["berth"],
+            "verbs": ["get", "update"],
+        }
+    ]
+    binding = rendered.get("ClusterRoleBinding").doc
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "berth", "namespace": NAMESPACE}
+    ]
+
+
+def test_the_adapter_and_binder_read_kubernetes_mode_from_the_rendered_env() -> None:
+    rendered = render(KUBE_MODE)
+    command = rendered.container("adapter")["command"]
+    assert command == ["python", "-m", "services.adapter", "--name", "$(POD_NAME)"]
+    deployment = rendered.get("Deployment", "adapter").doc
+    assert deployment["spec"]["replicas"] == 2  # one leads, one stands by
+    for component in ("adapter", "binder"):
+        env = {k: v for k, v in rendered.env(component).items() if isinstance(v, str)}
+        settings = StackSettings.from_env(env)
+        assert settings.kube == IN_CLUSTER
+        pod_spec = rendered.get("Deployment", component).doc["spec"]["template"]["spec"]
+        assert pod_spec["automountServiceAccountToken"] is True
+    adapter_env = rendered.env("adapter")
+    assert adapter_env["BERTH_KUBE_LEASE_NAMESPACE"] == NAMESPACE
+    assert adapter_env["BERTH_KUBE_LEASE_NAME"] == "berth"
+    # The queue and the workers never call the API: no token, no BERTH_KUBE.
+    for component in ("queue", "scheduler"):
+        assert "BERTH_KUBE" not in rendered.env(component)
+        pod_spec = rendered.get("Deployment", component).doc["spec"]["template"]["spec"]
+        assert pod_spec["automountServiceAccountToken"] is False
+    assert "schedulerName: berth" in rendered.config_yaml()
+
+
+def test_the_lease_can_live_elsewhere() -> None:
+    rendered = render(
+        KUBE_MODE | {"kubernetes": {"enabled": True, "leaseNamespace": "kube-system"}}
+    )
+    assert rendered.get("Role").doc["metadata"]["namespace"] == "kube-system"
+    assert rendered.env("adapter")["BERTH_KUBE_LEASE_NAMESPACE"] == "kube-system"
