@@ -11,8 +11,21 @@ from pathlib import Path
 import pytest
 
 from cli.stack_commands import up_main
+from shared.config import load_config
+from shared.env import StackSettings
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import eventually, node, pod
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_second_scheduler_example_takes_only_pods_that_ask_for_berth() -> None:
+    config = load_config(str(EXAMPLES / "second-scheduler.yaml"))
+    assert [p.scheduler_name for p in config.profiles] == ["berth"]
+    settings = StackSettings(
+        "redis://r", "k:9092", config_path=str(EXAMPLES / "second-scheduler.yaml")
+    )
+    assert settings.scheduler_names() == frozenset({"berth"})
 
 
 def test_a_missing_kubeconfig_is_a_clear_error(
