@@ -18,6 +18,7 @@ from cli.servers import DevServers
 from cli.supervisor import start_stack
 from shared.env import StackSettings
 from shared.kube.client import API_CALLS
+from shared.models import POD_GROUP_LABEL
 from shared.redisconn import connect
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
@@ -126,6 +127,13 @@ async def test_the_stack_schedules_pods_of_a_kubernetes_cluster(
         # The evicted pods are gone from the API, and from what berth counts.
         names = {o["metadata"]["name"] for o in emu.of("pods")}
         assert all(e["involvedObject"]["name"] not in names for e in victims)
+        # The preemptor was nominated to that node in its status before it was bound there.
+        nominations = [
+            event["object"]["status"].get("nominatedNodeName")
+            for _, plural, event in emu.history
+            if plural == "pods" and event["object"]["metadata"]["name"] == "vip"
+        ]
+        assert vip_node in nominations
 
         # ---- an eviction a PodDisruptionBudget refuses (429): the pod waits, and says why
         emu.refuse_evictions.update(o["metadata"]["name"] for o in emu.of("pods"))
@@ -138,6 +146,48 @@ async def test_the_stack_schedules_pods_of_a_kubernetes_cluster(
         await eventually(refused, 60)
         assert "vip2" not in bound(api_server)
         assert "preemption stopped" in condition(api_server, "vip2")["message"]
+
+        # ---- a node added in Kubernetes wakes the parked pod (the same queueing hints)
+        emu.upsert(node("n4", cpu="8"))
+
+        async def woken() -> bool:
+            """vip2 is bound to the new node"""
+            return bound(api_server).get("vip2") == "n4"
+
+        await eventually(woken, 60)
+
+        # ---- a coscheduling PodGroup from the API: no member binds before all can
+        emu.upsert(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "gang", "namespace": "default"},
+                "spec": {"minMember": 3},
+            }
+        )
+
+        def member(name: str) -> dict[str, Any]:
+            body = pod(name, priority=0)
+            body["metadata"]["labels"] = {POD_GROUP_LABEL: "gang"}
+            return body
+
+        emu.upsert(member("g0"))
+        emu.upsert(member("g1"))
+
+        async def gang_waits() -> bool:
+            """the two members are reported waiting for their gang"""
+            want = "cannot find enough sibling pods, current pods number: 2, minMember of group: 3"
+            return all(want in condition(api_server, m).get("message", "") for m in ("g0", "g1"))
+
+        await eventually(gang_waits, 60)
+        assert not {"g0", "g1"} & set(bound(api_server))
+        emu.upsert(member("g2"))
+
+        async def gang_bound() -> bool:
+            """the three members are bound"""
+            return {"g0", "g1", "g2"} <= set(bound(api_server))
+
+        await eventually(gang_bound, 60)
 
         # ---- berth made no call its RBAC (the chart's, tests/deploy) does not grant
         assert set(emu.calls) <= API_CALLS
