@@ -118,6 +118,7 @@ class Reflector:
             self._latest[key] = version
             if event_type == "DELETED":
                 await self.sink.delete(self.kind, body)
+                del self._latest[key]  # a retry still pending for it stops
             elif event_type in ("ADDED", "MODIFIED"):
                 await self._put(body)
             else:

@@ -118,7 +118,9 @@ class StoreSink:
         previous = await self._seen_one(kind, key)
         if isinstance(obj, Pod) and not admit_pod(obj, self.scheduler_names):
             if previous is not None:
-                await self.delete(kind, body)
+                # Whatever life of this name the store holds (this one finished, or an older
+                # one whose deletion was missed) leaves it.
+                await self._drop(kind, key, obj.metadata.namespace, obj.metadata.name, previous)
                 return "deleted"
             return "ignored"
         uid = obj.metadata.uid
@@ -154,10 +156,13 @@ class StoreSink:
         uid = str(meta.get("uid") or "")
         if previous is None or (uid and previous.uid != uid):
             return "unchanged"  # never stored, or an older life of the name
-        await self.store.delete(kind, namespace, name, uid=previous.uid or None)
+        await self._drop(kind, key, namespace, name, previous)
+        return "deleted"
+
+    async def _drop(self, kind: str, key: str, namespace: str, name: str, seen: Seen) -> None:
+        await self.store.delete(kind, namespace, name, uid=seen.uid or None)
         await self.redis.hdel(self.seen_key, f"{kind}|{key}")
         self.stats["deleted"] += 1
-        return "deleted"
 
     async def forget_missing(self, kind: str, present: Iterable[str]) -> int:
         """After a relist: delete what the store holds of `kind` that the list did not show
@@ -168,10 +173,8 @@ class StoreSink:
             if key in keep:
                 continue
             namespace, _, name = key.rpartition("/")
-            await self.store.delete(kind, namespace, name, uid=seen.uid or None)
-            await self.redis.hdel(self.seen_key, f"{kind}|{key}")
+            await self._drop(kind, key, namespace, name, seen)
             gone += 1
-        self.stats["deleted"] += gone
         return gone
 
     async def _seen_one(self, kind: str, key: str) -> Seen | None:

@@ -39,6 +39,7 @@ from shared.wire import MessageError
 log = logging.getLogger(__name__)
 
 EVENT_REPEAT_SECONDS = 600.0
+IN_FLIGHT = 32
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
 
@@ -99,6 +100,9 @@ class StatusWriter:
         self.instance = instance
         self.clock = clock
         self._recent: dict[tuple[str, str, str], float] = {}
+        self._in_flight = asyncio.Semaphore(IN_FLIGHT)
+        """API calls of a batch run concurrently (one at a time would cap the reports at
+        one round trip each, a few hundred pods per second)."""
         self.written = 0
 
     async def run(self) -> None:
@@ -106,21 +110,30 @@ class StatusWriter:
         while True:
             try:
                 batches = await self.consumer.getmany(timeout_ms=500, max_records=500)
+                # Outcomes are keyed by pod: one pod's stay in order (one partition, one
+                # sequence), different pods' are written concurrently.
+                by_pod: dict[bytes, list[bytes | None]] = {}
                 for records in batches.values():
                     for record in records:
-                        await self._one(record.value)
+                        by_pod.setdefault(record.key or b"", []).append(record.value)
+                await asyncio.gather(*(self._in_order(values) for values in by_pod.values()))
                 if batches:
                     await self.consumer.commit()
                 backoff.reset()
             except KafkaError as e:
                 await backoff.wait(f"outcomes: broker error {e!r}", log)
 
+    async def _in_order(self, values: list[bytes | None]) -> None:
+        for value in values:
+            await self._one(value)
+
     async def _one(self, value: bytes | None) -> None:
         try:
             outcome = Outcome.decode(value or b"")
         except (MessageError, TypeError, ValueError):
             return  # not an outcome (the queue dead-letters what nobody can read)
-        await self.write(outcome)
+        async with self._in_flight:
+            await self.write(outcome)
 
     async def write(self, outcome: Outcome) -> None:
         report = report_for(outcome)

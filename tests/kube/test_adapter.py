@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
+from services.adapter.sink import StoreSink
 from shared.backoff import Backoff
 from shared.env import group_options
 from shared.kafka import Topics
@@ -311,3 +312,31 @@ def test_pods_berth_takes() -> None:
         (bound_deleting, True),  # still holds its node while it terminates
     ]
     assert [admit_pod(decoded(body), names) for body, _ in table] == [want for _, want in table]
+
+
+async def test_a_name_that_comes_back_with_another_uid_replaces_the_old_life(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    sink = StoreSink(store, {"default-scheduler"})
+
+    def life(uid: str, version: str, **kw: Any) -> dict[str, Any]:
+        body = pod("x", **kw)
+        body["metadata"].update(uid=uid, resourceVersion=version)
+        return body
+
+    assert await sink.put("Pod", life("A", "1")) == "applied"
+    assert await sink.put("Pod", life("A", "2")) == "unchanged"  # same content, new version
+    # Deleted and created again while nobody watched: the new uid replaces the old.
+    assert await sink.put("Pod", life("B", "3")) == "applied"
+    stored = await store.get_pod("default", "x")
+    assert stored is not None
+    assert stored.metadata.uid == "B"
+    assert sink.stats["replaced"] == 1
+    # A DELETED event of the old life does not remove the new one.
+    assert await sink.delete("Pod", life("A", "4")) == "unchanged"
+    assert await store.get_pod("default", "x") is not None
+    # The name now belongs to another scheduler: berth's old life leaves the store.
+    assert await sink.put("Pod", life("C", "5", scheduler="volcano")) == "deleted"
+    assert await store.get_pod("default", "x") is None
+    assert await sink.seen("Pod") == {}
