@@ -92,7 +92,9 @@ class Reflector:
             key = self._key(body)
             present.append(key)
             self._latest[key] = self._version_of(body)
-            await self._put(body)
+        for body, answer in zip(items, await self.sink.put_many(self.kind, items), strict=True):
+            if answer == "retry":
+                self._retry_later(body)
         gone = await self.sink.forget_missing(self.kind, present)
         self.relists += 1
         log.info(
@@ -127,9 +129,12 @@ class Reflector:
 
     async def _put(self, body: dict[str, Any]) -> None:
         if await self.sink.put(self.kind, body) == "retry":
-            task = asyncio.create_task(self._retry(body))
-            self._retries.add(task)
-            task.add_done_callback(self._retries.discard)
+            self._retry_later(body)
+
+    def _retry_later(self, body: dict[str, Any]) -> None:
+        task = asyncio.create_task(self._retry(body))
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
 
     async def _retry(self, body: dict[str, Any]) -> None:
         key, version = self._key(body), self._version_of(body)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from shared.models.decoding import Mode
 from shared.models.manifest import ManifestError, decode_object
 from shared.models.schema import KubeObject
 from shared.store import ApplyRejectedError, ClusterStore, object_key
+from shared.store.store import APPLY_BATCH
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,25 @@ def digest(obj: KubeObject) -> str:
         obj.metadata.resource_version = version
 
 
+_NO_SEEN = Seen("", "", "")
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    """What `put` will do with one object: invalid, ignored, drop, unchanged or apply."""
+
+    verdict: str
+    key: str
+    obj: KubeObject | None
+    new: Seen
+    previous: Seen | None
+
+
+def _key_of(kind: str, body: dict[str, Any]) -> str:
+    meta = body.get("metadata") or {}
+    return object_key(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
 class StoreSink:
     """Applies API objects of every watched kind to the store; see the module docstring."""
 
@@ -104,8 +124,50 @@ class StoreSink:
         """An object was added or modified. Returns what was done: "applied", "deleted",
         "unchanged", "ignored", "invalid" or "retry" (the binder is binding this pod right
         now; apply it again shortly)."""
-        meta = body.get("metadata") or {}
-        key = object_key(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        key = _key_of(kind, body)
+        return await self._carry_out(
+            kind, self._decide(kind, key, body, await self._seen_one(kind, key))
+        )
+
+    async def put_many(self, kind: str, bodies: Sequence[dict[str, Any]]) -> list[str]:
+        """`put` of a whole list (a relist), each answer in order: one read of what the store
+        holds, and the objects to write applied APPLY_BATCH per script, not one by one."""
+        seen = await self.seen(kind)
+        decisions = [
+            self._decide(kind, key, body, seen.get(key))
+            for body in bodies
+            for key in (_key_of(kind, body),)
+        ]
+        answers: list[str] = [""] * len(decisions)
+        batch: list[int] = []
+        for i, decision in enumerate(decisions):
+            plain = decision.verdict == "apply" and (
+                decision.previous is None or decision.previous.uid == decision.new.uid
+            )
+            if plain:
+                batch.append(i)
+            else:
+                answers[i] = await self._carry_out(kind, decision)
+        for start in range(0, len(batch), APPLY_BATCH):
+            chunk = [decisions[i] for i in batch[start : start + APPLY_BATCH]]
+            try:
+                await self.store.apply([d.obj for d in chunk if d.obj is not None])
+            except ApplyRejectedError:
+                # One of them is refused (a pod the binder is binding): each on its own.
+                for i in batch[start : start + APPLY_BATCH]:
+                    answers[i] = await self._carry_out(kind, decisions[i])
+                continue
+            await self.redis.hset(
+                self.seen_key, mapping={f"{kind}|{d.key}": d.new.pack() for d in chunk}
+            )
+            self.stats["applied"] += len(chunk)
+            for i in batch[start : start + APPLY_BATCH]:
+                answers[i] = "applied"
+        return answers
+
+    def _decide(
+        self, kind: str, key: str, body: dict[str, Any], previous: Seen | None
+    ) -> _Decision:
         try:
             obj = decode_object(body, source="api", mode=Mode.API)
         except ManifestError as e:
@@ -113,45 +175,55 @@ class StoreSink:
             if self.rejected.get(key) != str(e):
                 log.warning("cannot take %s from the API: %s", key, e)
             self.rejected[key] = str(e)
-            return "invalid"
+            return _Decision("invalid", key, None, _NO_SEEN, previous)
         self.rejected.pop(key, None)
-        previous = await self._seen_one(kind, key)
         if isinstance(obj, Pod) and not admit_pod(obj, self.scheduler_names):
-            if previous is not None:
-                # Whatever life of this name the store holds (this one finished, or an older
-                # one whose deletion was missed) leaves it.
-                await self._drop(kind, key, obj.metadata.namespace, obj.metadata.name, previous)
-                return "deleted"
-            return "ignored"
-        uid = obj.metadata.uid
-        new = Seen(uid, str(obj.metadata.resource_version), digest(obj))
-        if previous is not None and previous.uid == uid and previous.digest == new.digest:
-            if previous.version != new.version:
-                await self.redis.hset(self.seen_key, f"{kind}|{key}", new.pack())
+            # Whatever life of this name the store holds (this one finished, or an older one
+            # whose deletion was missed) leaves it.
+            verdict = "ignored" if previous is None else "drop"
+            return _Decision(verdict, key, obj, _NO_SEEN, previous)
+        new = Seen(obj.metadata.uid, str(obj.metadata.resource_version), digest(obj))
+        if previous is not None and previous.uid == new.uid and previous.digest == new.digest:
+            return _Decision("unchanged", key, obj, new, previous)
+        return _Decision("apply", key, obj, new, previous)
+
+    async def _carry_out(self, kind: str, d: _Decision) -> str:
+        if d.verdict in ("invalid", "ignored"):
+            return d.verdict
+        assert d.obj is not None
+        meta = d.obj.metadata
+        if d.verdict == "drop":
+            assert d.previous is not None
+            await self._drop(kind, d.key, meta.namespace, meta.name, d.previous)
+            return "deleted"
+        if d.verdict == "unchanged":
+            assert d.previous is not None
+            if d.previous.version != d.new.version:
+                await self.redis.hset(self.seen_key, f"{kind}|{d.key}", d.new.pack())
             self.stats["unchanged"] += 1
             return "unchanged"
-        if previous is not None and previous.uid != uid:
-            await self.store.delete(kind, obj.metadata.namespace, obj.metadata.name)
+        if d.previous is not None and d.previous.uid != d.new.uid:
+            await self.store.delete(kind, meta.namespace, meta.name)
             self.stats["replaced"] += 1
         try:
-            await self.store.apply([obj])
+            await self.store.apply([d.obj])
         except ApplyRejectedError as e:
             if "being bound by the binder" in str(e):
                 self.stats["retry"] += 1
                 return "retry"
             # The API server is the truth about a pod's node: start the pod's life in the
             # store again from what the server says.
-            log.warning("store refused %s (%s); replacing it with the API's version", key, e)
-            await self.store.delete(kind, obj.metadata.namespace, obj.metadata.name)
-            await self.store.apply([obj])
-        await self.redis.hset(self.seen_key, f"{kind}|{key}", new.pack())
+            log.warning("store refused %s (%s); replacing it with the API's version", d.key, e)
+            await self.store.delete(kind, meta.namespace, meta.name)
+            await self.store.apply([d.obj])
+        await self.redis.hset(self.seen_key, f"{kind}|{d.key}", d.new.pack())
         self.stats["applied"] += 1
         return "applied"
 
     async def delete(self, kind: str, body: dict[str, Any]) -> str:
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        key = object_key(kind, namespace, name)
+        key = _key_of(kind, body)
         previous = await self._seen_one(kind, key)
         uid = str(meta.get("uid") or "")
         if previous is None or (uid and previous.uid != uid):

@@ -340,3 +340,34 @@ async def test_a_name_that_comes_back_with_another_uid_replaces_the_old_life(
     assert await sink.put("Pod", life("C", "5", scheduler="volcano")) == "deleted"
     assert await store.get_pod("default", "x") is None
     assert await sink.seen("Pod") == {}
+
+
+async def test_a_relist_batch_with_a_refused_object_still_writes_the_others(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """put_many applies a relist in batches; when the store refuses one object of a batch
+    (here: the API says the pod runs elsewhere than the store thinks), each object of that
+    batch is put on its own, and the API's version wins."""
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    sink = StoreSink(store, {"default-scheduler"})
+    moved = pod("moved", node_name="n1", phase="Running")
+    moved["metadata"].update(uid="M", resourceVersion="1")
+    assert await sink.put("Pod", moved) == "applied"
+    moved = pod("moved", node_name="n2", phase="Running")
+    moved["metadata"].update(uid="M", resourceVersion="2")
+    fresh = [pod(f"f{i}") for i in range(3)]
+    for i, body in enumerate(fresh):
+        body["metadata"].update(uid=f"F{i}", resourceVersion=str(3 + i))
+    answers = await sink.put_many("Pod", [moved, *fresh, pod("bad", cpu="-1")])
+    assert answers == ["applied", "applied", "applied", "applied", "invalid"]
+    assert await store.bindings.bound_node("default/moved") == "n2"
+    assert {p.metadata.name for p in (await store.load_snapshot()).pods} == {
+        "moved",
+        "f0",
+        "f1",
+        "f2",
+    }
+    # Put again, nothing changed: nothing is written.
+    version = await store.resource_version()
+    assert await sink.put_many("Pod", [moved, *fresh]) == ["unchanged"] * 4
+    assert await store.resource_version() == version
