@@ -35,6 +35,7 @@ from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consume
 from shared.messages import DeadLetter, Outcome
 from shared.metrics import report_consumer_lag
 from shared.proposals import Proposal
+from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 from shared.tasks import finish
 from shared.wire import MessageError
@@ -171,10 +172,12 @@ class BinderService:
         config: BinderConfig | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        kafka_security: KafkaSecurity | None = None,
     ) -> None:
         self.config = config if config is not None else BinderConfig()
         self.redis = redis
         self.bootstrap = bootstrap
+        self.kafka_security = kafka_security or KafkaSecurity()
         self.clock = clock
         self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
         self.view = ClusterCache(holder=f"{self.config.service_name}-{uuid.uuid4().hex[:12]}")
@@ -190,8 +193,14 @@ class BinderService:
 
     async def start(self) -> None:
         topics = self.config.topics
-        await ensure_topics(self.bootstrap, [topics.proposals, topics.outcomes, topics.dlq])
-        self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
+        await ensure_topics(
+            self.bootstrap,
+            [topics.proposals, topics.outcomes, topics.dlq],
+            security=self.kafka_security,
+        )
+        self._producer = make_producer(
+            self.bootstrap, security=self.kafka_security, **dict(self.config.producer_options)
+        )
         await self._producer.start()
         await self.sync.start()
         self.binder = Binder(
@@ -202,7 +211,9 @@ class BinderService:
             clock=self.clock,
         )
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
-        self._consumer = make_consumer(self.bootstrap, [], self.config.group_id, **options)
+        self._consumer = make_consumer(
+            self.bootstrap, [], self.config.group_id, security=self.kafka_security, **options
+        )
         self._consumer.subscribe([topics.proposals], listener=_Rebalance(self))
         await self._consumer.start()
         self._tasks = [
