@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import redis.asyncio as aioredis
-
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
     KubeObject,
@@ -22,6 +20,7 @@ from shared.models import (
     PriorityClass,
     resolve_priorities,
 )
+from shared.redisconn import check_redis, connect
 from shared.store import ClusterStore, object_key
 
 
@@ -111,7 +110,7 @@ class StackClient:
         self.warnings: list[str] = []
         """What the last apply warned about (pods whose own priority disagrees with their
         class), one line each."""
-        self.redis = aioredis.Redis.from_url(settings.redis_url)
+        self.redis = connect(settings.redis_url, settings.redis_security)
         self.store = ClusterStore(
             self.redis, cluster=settings.cluster, prefix=settings.store_prefix
         )
@@ -131,6 +130,12 @@ class StackClient:
         await self.redis.aclose()
 
     async def __aenter__(self) -> StackClient:
+        """Checks that Redis answers (ConnectError, one line naming the URL, if not)."""
+        try:
+            await check_redis(self.redis, self.settings.redis_url, self.settings.redis_security)
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -21,9 +21,10 @@ from cli.servers import (
     DevServers,
 )
 from cli.supervisor import RunningStack, Stack, start_stack
-from shared.env import StackError, StackSettings
-from shared.kafka import Topics, assign_all
+from shared.env import StackError
+from shared.kafka import Topics, assign_all, make_reader
 from shared.models import ManifestError, Manifests, Pod, load_manifests
+from shared.security import KafkaSecurity, SecurityError
 
 RUN_TENANT = "run"
 """`berth run`'s one tenant queue (kube-scheduler has one queue)."""
@@ -37,6 +38,7 @@ class RunObserver:
 
     bootstrap: str
     topics: Topics
+    security: KafkaSecurity = field(default_factory=KafkaSecurity)
     victims: dict[str, list[str]] = field(default_factory=dict)
     nominated: dict[str, str] = field(default_factory=dict)
     bound_at: dict[str, float] = field(default_factory=dict)
@@ -50,11 +52,8 @@ class RunObserver:
     _task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
-            max_partition_fetch_bytes=16 * 1024 * 1024,
+        consumer = make_reader(
+            self.bootstrap, security=self.security, max_partition_fetch_bytes=16 * 1024 * 1024
         )
         await consumer.start()
         topics = self.topics
@@ -259,7 +258,7 @@ async def pipeline(
     of its own), yield a Pipeline, stop everything."""
     settings = None
     if servers is not None:
-        settings = StackSettings.isolated(servers.redis_url, servers.kafka_bootstrap)
+        settings = servers.isolated_settings()
     running = await start_stack(
         workers=workers,
         binders=binders,
@@ -274,7 +273,11 @@ async def pipeline(
         extra_env=extra_env,
     )
     try:
-        observer = RunObserver(running.settings.kafka_bootstrap, running.settings.topics)
+        observer = RunObserver(
+            running.settings.kafka_bootstrap,
+            running.settings.topics,
+            running.settings.kafka_security,
+        )
         await observer.start()
         try:
             async with StackClient(running.settings) as client:
@@ -341,7 +344,7 @@ def run_main(argv: Sequence[str] | None = None) -> int:
                 seconds=args.timeout,
             )
         )
-    except (StackError, ManifestError) as exc:
+    except (StackError, ManifestError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(report, indent=2))

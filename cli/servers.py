@@ -2,7 +2,9 @@
 
 Resolution, per server, first match wins:
 
-1. ``BERTH_REDIS_URL`` / ``BERTH_KAFKA_BOOTSTRAP``: an external server, used as is.
+1. ``BERTH_REDIS_URL`` / ``BERTH_KAFKA_BOOTSTRAP``: an external server, used as is, with the
+   password, TLS and SASL settings of shared.security (the embedded servers have neither TLS
+   nor SASL: asking for them without naming an external server is an error).
 2. testcontainers (Redis, Apache Kafka) when the package is importable and a Docker engine
    answers; ``BERTH_TESTCONTAINERS=0`` skips this step. Any failure falls back silently.
 3. A local process on a free loopback port: Redis from ``BERTH_REDIS_SERVER``, else
@@ -41,17 +43,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
 from cli.processes import ManagedProcess, install_exit_hooks
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
+    ENV_KAFKA_SECURITY_PROTOCOL,
     ENV_REDIS_PASSWORD,
     ENV_REDIS_SERVER,
     ENV_REDIS_URL,
     ENV_TESTCONTAINERS,
+    StackSettings,
 )
+from shared.security import KafkaSecurity, RedisSecurity, SecurityConfigError
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +95,8 @@ class Endpoints:
     """redis://host:port/db"""
     kafka_bootstrap: str
     """host:port[,host:port]"""
+    redis_security: RedisSecurity = field(default_factory=RedisSecurity)
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
     def as_env(self) -> dict[str, str]:
         return {ENV_REDIS_URL: self.redis_url, ENV_KAFKA_BOOTSTRAP: self.kafka_bootstrap}
@@ -115,6 +122,17 @@ class DevServers:
     @property
     def kafka_bootstrap(self) -> str:
         return self.endpoints.kafka_bootstrap
+
+    def isolated_settings(self, **overrides: Any) -> StackSettings:
+        """Settings on these servers (their security included) with keys and topics of
+        their own."""
+        return StackSettings.isolated(
+            self.redis_url,
+            self.kafka_bootstrap,
+            redis_security=self.endpoints.redis_security,
+            kafka_security=self.endpoints.kafka_security,
+            **overrides,
+        )
 
     def stop(self) -> None:
         if self._stopped:
@@ -404,6 +422,9 @@ def start_dev_servers(
     """
     env = os.environ if env is None else env
     started = time.perf_counter()
+    redis_security = RedisSecurity.from_env(env)
+    kafka_security = KafkaSecurity.from_env(env)
+    _check_embedded_security(env, redis_security, kafka_security)
     _install_hooks()
     use_containers = _containers_wanted(env) if containers is None else containers
     servers = DevServers(
@@ -441,9 +462,25 @@ def start_dev_servers(
     except BaseException:
         servers.stop()
         raise
-    servers.endpoints = Endpoints(redis_url=redis_url, kafka_bootstrap=kafka_bootstrap)
+    servers.endpoints = Endpoints(redis_url, kafka_bootstrap, redis_security, kafka_security)
     servers.startup_seconds = time.perf_counter() - started
     return servers
+
+
+def _check_embedded_security(
+    env: Mapping[str, str], redis: RedisSecurity, kafka: KafkaSecurity
+) -> None:
+    """TLS or SASL asked for a server berth would start itself: refuse (neither has them)."""
+    if redis.tls_files and not env.get(ENV_REDIS_URL):
+        raise SecurityConfigError(
+            "Redis TLS settings (BERTH_REDIS_CA/CERT/KEY) need a rediss:// server in "
+            f"{ENV_REDIS_URL}: the embedded Redis has no TLS"
+        )
+    if kafka.protocol != "PLAINTEXT" and not env.get(ENV_KAFKA_BOOTSTRAP):
+        raise SecurityConfigError(
+            f"{ENV_KAFKA_SECURITY_PROTOCOL}={kafka.protocol} needs brokers in "
+            f"{ENV_KAFKA_BOOTSTRAP}: the embedded broker serves PLAINTEXT only"
+        )
 
 
 def _mkdirs(path: Path) -> Path:

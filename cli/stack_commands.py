@@ -32,6 +32,7 @@ from shared.models import (
     Manifests,
     load_manifests,
 )
+from shared.security import SecurityError
 from shared.store import StoreError
 
 
@@ -65,7 +66,7 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = read_settings(args)
         manifests = _load(args.file)
-    except (StackError, ManifestError) as exc:
+    except (StackError, ManifestError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
@@ -83,7 +84,7 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         lines = asyncio.run(go())
-    except (ManifestError, StoreError) as exc:
+    except (ManifestError, StoreError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print("\n".join(lines))
@@ -100,7 +101,7 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = read_settings(args)
         targets = _delete_targets(args)
-    except (StackError, ManifestError, ValueError) as exc:
+    except (StackError, ManifestError, ValueError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
@@ -118,7 +119,11 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
                 lines.append(f"{kind.lower()}/{key} {'deleted' if found else 'not found'}")
         return lines
 
-    lines = asyncio.run(go())
+    try:
+        lines = asyncio.run(go())
+    except SecurityError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print("\n".join(lines))
     return 0 if all(not line.endswith("not found") for line in lines) else 1
 
@@ -160,7 +165,7 @@ def get_main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = read_settings(args)
-    except StackError as exc:
+    except (StackError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
@@ -172,7 +177,11 @@ def get_main(argv: Sequence[str] | None = None) -> int:
                 return format_nodes(await client.node_rows(), args.output)
             return format_queues(await client.queue_rows(), args.output)
 
-    print(asyncio.run(go()))
+    try:
+        print(asyncio.run(go()))
+    except SecurityError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -238,16 +247,23 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         env[ENV_REDIS_URL] = args.redis_url
     if args.kafka_bootstrap:
         env[ENV_KAFKA_BOOTSTRAP] = args.kafka_bootstrap
-    servers = start_dev_servers(env)
+    try:
+        servers = start_dev_servers(env)
+    except SecurityError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     path = state_path()
     stack: Stack | None = None
     try:
+        endpoints = servers.endpoints
         settings = StackSettings(
             servers.redis_url,
             servers.kafka_bootstrap,
             config_path=args.config,
             session_ms=3000,
             kube=kube_mode,
+            redis_security=endpoints.redis_security,
+            kafka_security=endpoints.kafka_security,
         )
         asyncio.run(create_topics(settings, workers=args.workers))
         workdir = Path(tempfile.mkdtemp(prefix="berth-up-"))
@@ -269,7 +285,7 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         while not stop.wait(0.2):
             for name in stack.poll():
                 print(f"restarted {name} (log {stack.processes[name].log_path})", flush=True)
-    except StackError as exc:
+    except (StackError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -17,12 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import redis.asyncio as aioredis
-
 from cli.processes import ManagedProcess
 from cli.servers import DevServers, start_dev_servers
 from shared.env import StackError, StackSettings
 from shared.kafka import DEFAULT_PARTITIONS, ensure_topics
+from shared.redisconn import connect
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +159,7 @@ async def create_topics(
     if ordered:
         wanted[topics.schedule] = max(1, workers)
         wanted[topics.proposals] = 1
-    await ensure_topics(settings.kafka_bootstrap, wanted)
+    await ensure_topics(settings.kafka_bootstrap, wanted, security=settings.kafka_security)
 
 
 async def start_stack(
@@ -189,7 +188,7 @@ async def start_stack(
     try:
         if settings is None:
             assert servers is not None
-            settings = StackSettings.isolated(servers.redis_url, servers.kafka_bootstrap)
+            settings = servers.isolated_settings()
         settings = replace(
             settings,
             config_path=config_path or settings.config_path,
@@ -237,7 +236,7 @@ async def wait_for_workers(
 ) -> None:
     from services.scheduler import read_heartbeats
 
-    redis = aioredis.Redis.from_url(settings.redis_url)
+    redis = connect(settings.redis_url, settings.redis_security)
     try:
         deadline = time.monotonic() + seconds
         while True:

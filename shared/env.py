@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
 
 from shared.config import SchedulerConfiguration, default_config, load_config
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
+
+# How the services authenticate and encrypt (shared.security, which reads them):
+from shared.security import ENV_KAFKA_CA as ENV_KAFKA_CA
+from shared.security import ENV_KAFKA_CERT as ENV_KAFKA_CERT
+from shared.security import ENV_KAFKA_KEY as ENV_KAFKA_KEY
+from shared.security import ENV_KAFKA_SASL_MECHANISM as ENV_KAFKA_SASL_MECHANISM
+from shared.security import ENV_KAFKA_SASL_PASSWORD as ENV_KAFKA_SASL_PASSWORD
+from shared.security import ENV_KAFKA_SASL_USERNAME as ENV_KAFKA_SASL_USERNAME
+from shared.security import ENV_KAFKA_SECURITY_PROTOCOL as ENV_KAFKA_SECURITY_PROTOCOL
+from shared.security import ENV_REDIS_CA as ENV_REDIS_CA
+from shared.security import ENV_REDIS_CERT as ENV_REDIS_CERT
+from shared.security import ENV_REDIS_KEY as ENV_REDIS_KEY
+from shared.security import ENV_REDIS_PASSWORD as ENV_REDIS_PASSWORD
+from shared.security import KafkaSecurity, RedisSecurity
+from shared.security import redact_url as redact_url
 
 if TYPE_CHECKING:
     from shared.kube.client import KubeApi
@@ -44,9 +58,6 @@ ENV_ORDERED = "BERTH_ORDERED"
 """1: keep the order pods were applied in, end to end (`berth run`)."""
 ENV_PROFILE_DIR = "BERTH_PROFILE_DIR"
 """When set, a service process writes a cProfile dump there when it stops."""
-ENV_REDIS_PASSWORD = "BERTH_REDIS_PASSWORD"
-"""The embedded Redis of `berth up` / the dev servers requires this password (requirepass);
-the URL handed to the services carries it (printed redacted)."""
 ENV_STATE = "BERTH_STATE"
 """The state file of a running `berth up` (default ~/.berth/stack.json), read by clients."""
 ENV_REDIS_SERVER = "BERTH_REDIS_SERVER"
@@ -99,6 +110,10 @@ class StackSettings:
     session_ms: int = 0
     """Consumer group session timeout (0: the services' defaults). The embedded broker takes
     about half of it to form a group, and a dead member is noticed after about 1.5 x."""
+    redis_security: RedisSecurity = field(default_factory=RedisSecurity)
+    """Password and TLS files for Redis (BERTH_REDIS_PASSWORD, BERTH_REDIS_CA, ...)."""
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    """TLS and SASL for the brokers (BERTH_KAFKA_SECURITY_PROTOCOL, ...)."""
 
     @property
     def topics(self) -> Topics:
@@ -134,6 +149,8 @@ class StackSettings:
             out[ENV_ORDERED] = "1"
         if self.kube:
             out[ENV_KUBE] = self.kube if self.kube == IN_CLUSTER else str(Path(self.kube).resolve())
+        out.update(self.redis_security.env())
+        out.update(self.kafka_security.env())
         return out
 
     @classmethod
@@ -143,6 +160,8 @@ class StackSettings:
         if not redis_url or not bootstrap:
             raise StackError(f"{ENV_REDIS_URL} and {ENV_KAFKA_BOOTSTRAP} must be set")
         seed = env.get(ENV_SEED)
+        redis_security = RedisSecurity.from_env(env)
+        redis_security.validate(redis_url)
         return cls(
             redis_url=redis_url,
             kafka_bootstrap=bootstrap,
@@ -156,6 +175,8 @@ class StackSettings:
             session_ms=int(env.get(ENV_SESSION_MS) or 0),
             ordered=env.get(ENV_ORDERED) == "1",
             kube=env.get(ENV_KUBE) or "",
+            redis_security=redis_security,
+            kafka_security=KafkaSecurity.from_env(env),
         )
 
     @classmethod
@@ -195,18 +216,3 @@ def group_options(session_ms: int) -> dict[str, Any]:
     if not session_ms:
         return {}
     return {"session_timeout_ms": session_ms, "heartbeat_interval_ms": max(100, session_ms // 5)}
-
-
-def redact_url(url: str) -> str:
-    """`url` with the password of its user part replaced by "***" (for output and logs):
-    "redis://:s3cret@host:6379/0" -> "redis://:***@host:6379/0". Anything that is not a URL
-    with a password is returned as it is."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

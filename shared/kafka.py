@@ -2,19 +2,26 @@
 
 Everything here works on the embedded Tansu broker and on Apache Kafka: no idempotent
 producer, no transactions, consumer lag from `highwater` (Tansu's end_offsets is wrong).
+
+Every client (producer, group consumer, group-less reader, admin) is made here, with the
+TLS and SASL settings of a `shared.security.KafkaSecurity` (PLAINTEXT when none is given).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
+
+from shared.security import ENV_KAFKA_CA, ENV_KAFKA_CERT, ConnectError, KafkaSecurity
 
 # aiokafka headers: a list of (name, value) pairs.
 Headers = list[tuple[str, bytes]]
@@ -52,18 +59,26 @@ async def ensure_topics(
     *,
     partitions: int = DEFAULT_PARTITIONS,
     attempts: int = 20,
+    security: KafkaSecurity | None = None,
 ) -> None:
-    """Create the topics that do not exist yet (partition count per topic if a mapping)."""
+    """Create the topics that do not exist yet (partition count per topic if a mapping).
+
+    The first thing every service does with the broker: a broker it cannot reach (or whose
+    certificate or SASL login fails) is a ConnectError naming the bootstrap servers and why."""
     wanted = dict(topics) if isinstance(topics, Mapping) else dict.fromkeys(topics, partitions)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    admin = make_admin(bootstrap, security=security)
     for attempt in range(attempts):
         try:
             await admin.start()
             break
         except KafkaConnectionError:
             if attempt == attempts - 1:
-                raise
+                await admin.close()
+                raise ConnectError(await explain_kafka_failure(bootstrap, security)) from None
             await asyncio.sleep(0.1)
+        except KafkaError as exc:  # e.g. SaslAuthenticationFailed, UnsupportedSaslMechanism
+            await admin.close()
+            raise ConnectError(f"Kafka at {bootstrap}: {type(exc).__name__}: {exc}") from None
     try:
         existing = set(await admin.list_topics())
         missing = [
@@ -78,7 +93,64 @@ async def ensure_topics(
         await admin.close()
 
 
-def make_producer(bootstrap: str, **overrides: Any) -> AIOKafkaProducer:
+PROBE_SECONDS = 5.0
+
+
+async def explain_kafka_failure(bootstrap: str, security: KafkaSecurity | None) -> str:
+    """Why the first bootstrap server cannot be used: aiokafka only logs the cause of a
+    failed bootstrap, so the connection (TLS handshake included, with the same context) and
+    one ApiVersions round trip are tried again here to name it."""
+    security = security or KafkaSecurity()
+    where = f"Kafka at {bootstrap} ({security.protocol})"
+    host, _, port_text = bootstrap.split(",")[0].strip().rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit():
+        return f"{where}: not host:port"
+    port = int(port_text)
+    context = security.ssl_context() if security.tls else None
+    client_id = b"berth-probe"
+    request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id  # ApiVersions v0
+    try:
+        async with asyncio.timeout(PROBE_SECONDS):
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=context, server_hostname=host if context else None
+            )
+            try:
+                writer.write(struct.pack(">i", len(request)) + request)
+                await writer.drain()
+                await reader.readexactly(8)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError, ssl.SSLError):
+                    await writer.wait_closed()
+    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:  # SSLError: OSError
+        reason = str(exc) or type(exc).__name__
+        hint = ""
+        if isinstance(exc, asyncio.IncompleteReadError):
+            reason = "the broker closed the connection"
+            if security.tls and not security.cert:
+                hint = f" (does it require a client certificate? {ENV_KAFKA_CERT})"
+        if "CERTIFICATE_VERIFY_FAILED" in reason:
+            hint = (
+                f" (the broker's certificate does not verify against {ENV_KAFKA_CA}={security.ca})"
+                if security.ca
+                else f" (checked against the system's CAs: set {ENV_KAFKA_CA})"
+            )
+        elif "CERTIFICATE_REQUIRED" in reason:
+            hint = f" (the broker requires a client certificate: {ENV_KAFKA_CERT})"
+        return f"{where}: {reason}{hint}"
+    return f"{where}: the broker answers, but the client's requests failed (see its log)"
+
+
+def make_admin(bootstrap: str, *, security: KafkaSecurity | None = None) -> AIOKafkaAdminClient:
+    """An admin client (call `await admin.start()`)."""
+    options = (security or KafkaSecurity()).client_options()
+    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000, **options)
+
+
+def make_producer(
+    bootstrap: str, *, security: KafkaSecurity | None = None, **overrides: Any
+) -> AIOKafkaProducer:
     """A producer tuned for batched publishing (call `await producer.start()`)."""
     options: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
@@ -87,13 +159,19 @@ def make_producer(bootstrap: str, **overrides: Any) -> AIOKafkaProducer:
         "max_batch_size": 512 * 1024,
         "max_request_size": 8 * 1024 * 1024,
         "request_timeout_ms": 15_000,
+        **(security or KafkaSecurity()).client_options(),
     }
     options.update(overrides)
     return AIOKafkaProducer(**options)
 
 
 def make_consumer(
-    bootstrap: str, topics: Sequence[str], group_id: str, **overrides: Any
+    bootstrap: str,
+    topics: Sequence[str],
+    group_id: str,
+    *,
+    security: KafkaSecurity | None = None,
+    **overrides: Any,
 ) -> AIOKafkaConsumer:
     """A group consumer with manual commits (commit after processing: at-least-once)."""
     options: dict[str, Any] = {
@@ -106,9 +184,25 @@ def make_consumer(
         "max_partition_fetch_bytes": 16 * 1024 * 1024,
         "session_timeout_ms": 10_000,
         "heartbeat_interval_ms": 1_000,
+        **(security or KafkaSecurity()).client_options(),
     }
     options.update(overrides)
     return AIOKafkaConsumer(*topics, **options)
+
+
+def make_reader(
+    bootstrap: str, *, security: KafkaSecurity | None = None, **overrides: Any
+) -> AIOKafkaConsumer:
+    """A consumer outside any group (`assign_all` its partitions, then seek), with
+    aiokafka's defaults but for `overrides`."""
+    options: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "group_id": None,
+        "enable_auto_commit": False,
+        **(security or KafkaSecurity()).client_options(),
+    }
+    options.update(overrides)
+    return AIOKafkaConsumer(**options)
 
 
 async def consumer_lag(consumer: AIOKafkaConsumer) -> int:

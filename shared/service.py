@@ -5,7 +5,9 @@
 server ($BERTH_METRICS_PORT), turns SIGTERM/SIGINT into a stop event, and runs
 `serve(stop, health)` until it returns. A `serve` starts its service, reports ready, waits for
 `stop`, then drains (`health.set_ready(False, "draining")` first, so a load balancer stops
-sending work before the service stops taking it).
+sending work before the service stops taking it). A service that cannot use its servers as
+configured (shared.security: a bad setting, a certificate or password refused) exits with
+status 2 and one line saying why, not a traceback.
 """
 
 from __future__ import annotations
@@ -19,10 +21,16 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
-from shared.env import ENV_PROFILE_DIR
+from shared.env import ENV_PROFILE_DIR, StackError
 from shared.health import HealthServer
+from shared.security import SecurityError
 from shared.tracing import TracingConfig, setup_tracing
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+EXIT_MISCONFIGURED = 2
 
 GC_THRESHOLD_YOUNG = 50_000
 """Allocations between young-generation collections in a service process (CPython: 700)."""
@@ -109,9 +117,22 @@ class ServiceRunner:
             format=f"%(asctime)s {self.service} %(levelname)s %(name)s: %(message)s",
             stream=sys.stderr,
         )
-        with profiled(self.name):
-            asyncio.run(self.run(serve))
+        try:
+            with profiled(self.name):
+                asyncio.run(self.run(serve))
+        except (SecurityError, StackError) as exc:
+            log.error("%s", exc)  # noqa: TRY400 (a setting or a server, not a bug: one line)
+            return EXIT_MISCONFIGURED
         return 0
+
+    def configured(self, read: Callable[[], T]) -> T:
+        """`read()` (settings from the environment, before `main`); a bad setting exits the
+        process with one line on stderr."""
+        try:
+            return read()
+        except (SecurityError, StackError) as exc:
+            print(f"{self.service} {self.name}: {exc}", file=sys.stderr)
+            raise SystemExit(EXIT_MISCONFIGURED) from None
 
     async def run(self, serve: Serve) -> None:
         # Every message decodes into many small objects that die young; CPython's default

@@ -15,7 +15,7 @@ from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
 from shared.env import ENV_KUBE_LEASE_NAME, ENV_KUBE_LEASE_NAMESPACE, StackError, StackSettings
 from shared.health import HealthServer
-from shared.redisconn import connect
+from shared.redisconn import open_redis
 from shared.service import ServiceRunner
 
 
@@ -38,9 +38,10 @@ async def serve(
         group_id=settings.group_id("adapter"),
         lease=lease,
         consumer_options=settings.consumer_options(),
+        kafka_security=settings.kafka_security,
     )
     api = settings.kube_api("berth-adapter")
-    redis = connect(settings.redis_url)
+    redis = await open_redis(settings.redis_url, settings.redis_security)
     service = AdapterService(redis, settings.kafka_bootstrap, api, config)
     # A standby replica is healthy and ready: it is doing its job (waiting for the Lease).
     health.set_ready(True)

@@ -36,6 +36,7 @@ from services.adapter.sink import StoreSink
 from services.adapter.status import StatusWriter, stop_consumer
 from shared.kafka import Topics, ensure_topics, make_consumer
 from shared.kube.client import WATCHED, KubeApi
+from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class AdapterConfig:
     kinds: tuple[str, ...] = tuple(WATCHED)
     watch_timeout_seconds: int = 300
     consumer_options: dict[str, Any] = field(default_factory=dict)
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
 
 
 class AdapterService:
@@ -125,9 +127,14 @@ class AdapterService:
         """The StatusWriter, once its consumer joined the group (that takes seconds on the
         embedded broker; the reflectors do not wait for it)."""
         topics = self.config.topics
-        await ensure_topics(self.bootstrap, [topics.outcomes])
+        security = self.config.kafka_security
+        await ensure_topics(self.bootstrap, [topics.outcomes], security=security)
         consumer = make_consumer(
-            self.bootstrap, [topics.outcomes], self.config.group_id, **self.config.consumer_options
+            self.bootstrap,
+            [topics.outcomes],
+            self.config.group_id,
+            security=security,
+            **self.config.consumer_options,
         )
         starting = asyncio.create_task(consumer.start())
         try:

@@ -14,7 +14,7 @@ from services.binder.kube_api import KubeWriter
 from services.binder.service import BinderService
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
-from shared.redisconn import connect
+from shared.redisconn import open_redis
 from shared.service import ServiceRunner, ready_until_stopped
 
 
@@ -35,10 +35,18 @@ async def serve(
         # Proposals checked concurrently may be checked out of the order they were decided
         # in (the cross-node checks then see a different cluster than the worker did).
         config = replace(config, max_in_flight=1)
-    redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
+    redis = await open_redis(
+        settings.redis_url, settings.redis_security, max_connections=REDIS_CONNECTIONS
+    )
     api = settings.kube_api(f"berth-{config.service_name}") if settings.kube else None
     kube = None if api is None else KubeWriter(api, config.service_name)
-    service = BinderService(redis, settings.kafka_bootstrap, config, kube=kube)
+    service = BinderService(
+        redis,
+        settings.kafka_bootstrap,
+        config,
+        kafka_security=settings.kafka_security,
+        kube=kube,
+    )
 
     async def drain() -> None:
         await service.stop()
@@ -53,6 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.binder")
     parser.add_argument("--name", default="", help="this replica's name")
     args = parser.parse_args(argv)
-    settings = StackSettings.from_env(os.environ)
     runner = ServiceRunner("binder", args.name)
+    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
     return runner.main(lambda stop, health: serve(settings, args.name, stop, health))

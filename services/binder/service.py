@@ -36,6 +36,7 @@ from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consume
 from shared.messages import DeadLetter, Outcome
 from shared.metrics import report_consumer_lag
 from shared.proposals import Proposal
+from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 from shared.tasks import finish
 from shared.wire import MessageError
@@ -173,12 +174,14 @@ class BinderService:
         *,
         clock: Callable[[], float] = time.time,
         kube: KubeWriter | None = None,
+        kafka_security: KafkaSecurity | None = None,
     ) -> None:
         self.config = config if config is not None else BinderConfig()
         self.kube = kube
         """Kubernetes mode: binds and evicts through the API server."""
         self.redis = redis
         self.bootstrap = bootstrap
+        self.kafka_security = kafka_security or KafkaSecurity()
         self.clock = clock
         self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
         self.view = ClusterCache(holder=f"{self.config.service_name}-{uuid.uuid4().hex[:12]}")
@@ -194,8 +197,14 @@ class BinderService:
 
     async def start(self) -> None:
         topics = self.config.topics
-        await ensure_topics(self.bootstrap, [topics.proposals, topics.outcomes, topics.dlq])
-        self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
+        await ensure_topics(
+            self.bootstrap,
+            [topics.proposals, topics.outcomes, topics.dlq],
+            security=self.kafka_security,
+        )
+        self._producer = make_producer(
+            self.bootstrap, security=self.kafka_security, **dict(self.config.producer_options)
+        )
         await self._producer.start()
         await self.sync.start()
         self.binder = Binder(
@@ -207,7 +216,9 @@ class BinderService:
             kube=self.kube,
         )
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
-        self._consumer = make_consumer(self.bootstrap, [], self.config.group_id, **options)
+        self._consumer = make_consumer(
+            self.bootstrap, [], self.config.group_id, security=self.kafka_security, **options
+        )
         self._consumer.subscribe([topics.proposals], listener=_Rebalance(self))
         await self._consumer.start()
         self._tasks = [

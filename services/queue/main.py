@@ -18,7 +18,7 @@ from services.queue.views import QueueCounts
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics, default_metrics
-from shared.redisconn import connect
+from shared.redisconn import open_redis
 from shared.service import ServiceRunner, ready_until_stopped
 from shared.store import ClusterStore
 from shared.tracing import dispatch_headers
@@ -112,7 +112,9 @@ async def serve(
     stop: asyncio.Event,
     health: HealthServer,
 ) -> None:
-    redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
+    redis = await open_redis(
+        settings.redis_url, settings.redis_security, max_connections=REDIS_CONNECTIONS
+    )
     store = ClusterStore(redis, cluster=settings.cluster, prefix=settings.store_prefix)
     service = QueueService(
         redis,
@@ -123,6 +125,7 @@ async def serve(
         consumer_options=settings.consumer_options(),
         headers_hook=lambda batch: dispatch_headers(batch.requests),
         cluster_store=store,
+        kafka_security=settings.kafka_security,
     )
     pending: list[asyncio.Task[None]] = []
 
@@ -141,7 +144,7 @@ async def serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    settings = StackSettings.from_env(os.environ)
-    config = config_from_args(args, settings)
     runner = ServiceRunner("queue", args.name)
+    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
+    config = config_from_args(args, settings)
     return runner.main(lambda stop, health: serve(settings, config, args.name, stop, health))

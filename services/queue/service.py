@@ -43,6 +43,7 @@ from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
 from shared.queue_keys import InvalidTenantError, check_tenant
 from shared.redisconn import connect
+from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 from shared.wire import MessageError
 
@@ -97,11 +98,13 @@ class QueueService:
         producer_options: dict[str, Any] | None = None,
         replica_id: str | None = None,
         cluster_store: ClusterStore | None = None,
+        kafka_security: KafkaSecurity | None = None,
     ) -> None:
         self.config = config or QueueConfig()
         self.redis = connect(redis) if isinstance(redis, str) else redis
         self._owns_redis = isinstance(redis, str)
         self.bootstrap = kafka_bootstrap
+        self.kafka_security = kafka_security or KafkaSecurity()
         self.clock = clock or SystemClock()
         self.store = QueueStore(
             self.redis, self.config, self.clock, namespace_labels=namespace_labels
@@ -148,14 +151,18 @@ class QueueService:
             self.bootstrap,
             [topics.outcomes, topics.schedule, topics.dlq],
             partitions=self.config.topic_partitions,
+            security=self.kafka_security,
         )
-        self._producer = make_producer(self.bootstrap, **self._producer_options)
+        self._producer = make_producer(
+            self.bootstrap, security=self.kafka_security, **self._producer_options
+        )
         await self._producer.start()
         self._consumer = make_consumer(
             self.bootstrap,
             [topics.outcomes],
             self.config.group_id,
             client_id=f"berth-queue-{self.replica_id}",
+            security=self.kafka_security,
             **self._consumer_options,
         )
         await self._consumer.start()

@@ -22,6 +22,7 @@ from shared.env import (
     group_options,
 )
 from shared.kafka import Topics
+from shared.security import KafkaSecurity, RedisSecurity
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
@@ -55,6 +56,10 @@ class WorkerConfig:
     """Overrides for shared.kafka.make_consumer (tests: session_timeout_ms...)."""
     producer_options: Mapping[str, Any] = field(default_factory=dict)
     service_name: str = "scheduler"
+    redis_security: RedisSecurity = field(default_factory=RedisSecurity)
+    """Password and TLS files for Redis (shared.security)."""
+    kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    """TLS and SASL for the brokers (shared.security)."""
 
     def profiles(self) -> SchedulerConfiguration:
         return self.scheduler_config if self.scheduler_config is not None else default_config()
@@ -97,6 +102,8 @@ def config_from_args(
         group_id=args.group_id,
         scheduler_config=load_config(config_path) if config_path else None,
         seed=None if seed is None or seed == "" else int(seed),
+        redis_security=RedisSecurity.from_env(env),
+        kafka_security=KafkaSecurity.from_env(env),
     )
     if args.worker_id:
         config = replace(config, worker_id=args.worker_id)

@@ -6,18 +6,17 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-import redis.asyncio as aioredis
-
 from services.scheduler.config import WorkerConfig, config_from_args
 from services.scheduler.service import SchedulerWorker, WorkerFailedError
 from shared.health import HealthServer
+from shared.redisconn import open_redis
 from shared.service import ServiceRunner
 
 log = logging.getLogger(__name__)
 
 
 async def serve(config: WorkerConfig, stop: asyncio.Event, health: HealthServer) -> None:
-    redis = aioredis.Redis.from_url(config.redis_url)
+    redis = await open_redis(config.redis_url, config.redis_security)
     try:
         await SchedulerWorker(redis, config.kafka_bootstrap, config).run(stop, health)
     finally:
@@ -25,7 +24,7 @@ async def serve(config: WorkerConfig, stop: asyncio.Event, health: HealthServer)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = config_from_args(argv)
+    config = ServiceRunner("scheduler").configured(lambda: config_from_args(argv))
     runner = ServiceRunner("scheduler", f"worker-{config.worker_id}")
     try:
         return runner.main(lambda stop, health: serve(config, stop, health))

@@ -56,6 +56,7 @@ from shared.kafka import (
     ensure_topics,
     make_consumer,
     make_producer,
+    make_reader,
 )
 from shared.messages import DeadLetter, NodeFacts, Outcome, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
@@ -175,14 +176,17 @@ class SchedulerWorker:
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         topics = self.config.topics
-        await ensure_topics(self.bootstrap, topics.all())
+        security = self.config.kafka_security
+        await ensure_topics(self.bootstrap, topics.all(), security=security)
         await self.sync.start()
-        self._producer = make_producer(self.bootstrap, **dict(self.config.producer_options))
+        self._producer = make_producer(
+            self.bootstrap, security=security, **dict(self.config.producer_options)
+        )
         await self._producer.start()
         await self._start_outcome_listener()
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
         self._consumer = make_consumer(
-            self.bootstrap, [topics.schedule], self.config.group_id, **options
+            self.bootstrap, [topics.schedule], self.config.group_id, security=security, **options
         )
         await self._consumer.start()
         self._tasks = [
@@ -207,10 +211,9 @@ class SchedulerWorker:
 
     async def _start_outcome_listener(self) -> None:
         topic = self.config.topics.outcomes
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
-            group_id=None,
-            enable_auto_commit=False,
+        consumer = make_reader(
+            self.bootstrap,
+            security=self.config.kafka_security,
             auto_offset_reset="latest",
             fetch_max_wait_ms=OUTCOMES_FETCH_MAX_WAIT_MS,
         )

@@ -90,12 +90,14 @@ spec:
               readOnly: true
             - name: tmp
               mountPath: /tmp
+            {{- include "berth.securityMounts" $root | nindent 12 }}
       volumes:
         - name: config
           configMap:
             name: {{ include "berth.configMapName" $root }}
         - name: tmp
           emptyDir: {}
+        {{- include "berth.securityVolumes" $root | nindent 8 }}
       {{- with $values.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}

@@ -138,6 +138,7 @@ topic (the scheduler: berth.schedule).
 {{- define "berth.env" -}}
 {{- $root := .root }}
 {{- $values := index $root.Values .component -}}
+{{- include "berth.securityChecks" $root }}
 - name: POD_NAME
   valueFrom:
     fieldRef:
@@ -147,7 +148,7 @@ topic (the scheduler: berth.schedule).
     fieldRef:
       fieldPath: metadata.namespace
 - name: BERTH_REDIS_URL
-{{- if $root.Values.redis.existingSecret }}
+{{- if and $root.Values.redis.existingSecret $root.Values.redis.existingSecretKey }}
   valueFrom:
     secretKeyRef:
       name: {{ $root.Values.redis.existingSecret }}
@@ -157,6 +158,7 @@ topic (the scheduler: berth.schedule).
 {{- end }}
 - name: BERTH_KAFKA_BOOTSTRAP
   value: {{ required "kafka.bootstrap is required" $root.Values.kafka.bootstrap | quote }}
+{{- include "berth.securityEnv" $root }}
 - name: BERTH_CLUSTER
   value: {{ $root.Values.store.cluster | quote }}
 - name: BERTH_KEY_PREFIX

@@ -1,0 +1,114 @@
+{{/*
+Secured connections (shared.security): the Redis password and the Kafka SASL password from
+Secrets (secretKeyRef), TLS CAs and client certificates from Secret volumes under
+/etc/berth-tls. The combinations shared.security refuses are refused here first, in the same
+words.
+*/}}
+
+{{/* Fails on a combination the services would refuse. */}}
+{{- define "berth.securityChecks" -}}
+{{- $redis := .Values.redis }}
+{{- $kafka := .Values.kafka }}
+{{- if and $redis.passwordKey (not $redis.existingSecret) }}
+{{- fail "redis.passwordKey needs redis.existingSecret (the Secret holding the password)" }}
+{{- end }}
+{{- $urlFromSecret := and $redis.existingSecret $redis.existingSecretKey }}
+{{- if and $redis.tls.existingSecret (not $urlFromSecret) (not (hasPrefix "rediss://" $redis.url)) }}
+{{- fail (printf "redis.tls.existingSecret set, but redis.url %q is not TLS: use a rediss:// URL" $redis.url) }}
+{{- end }}
+{{- range $name, $tls := dict "redis" $redis.tls "kafka" $kafka.tls }}
+{{- if and $tls.keyKey (not $tls.certKey) }}
+{{- fail (printf "%s.tls.keyKey needs %s.tls.certKey" $name $name) }}
+{{- end }}
+{{- if and (or $tls.certKey $tls.keyKey) (not $tls.existingSecret) }}
+{{- fail (printf "%s.tls.certKey/keyKey need %s.tls.existingSecret" $name $name) }}
+{{- end }}
+{{- end }}
+{{- $protocol := $kafka.securityProtocol }}
+{{- $sasl := hasPrefix "SASL_" $protocol }}
+{{- $tls := or (eq $protocol "SSL") (eq $protocol "SASL_SSL") }}
+{{- if and $kafka.tls.existingSecret (not $tls) }}
+{{- fail (printf "kafka.tls.existingSecret set, but kafka.securityProtocol=%s does not use TLS (use SSL or SASL_SSL)" $protocol) }}
+{{- end }}
+{{- if and (not $sasl) (or $kafka.sasl.mechanism $kafka.sasl.username $kafka.sasl.existingSecret) }}
+{{- fail (printf "kafka.sasl set, but kafka.securityProtocol=%s does not authenticate with SASL (use SASL_SSL, or SASL_PLAINTEXT)" $protocol) }}
+{{- end }}
+{{- if $sasl }}
+{{- if not $kafka.sasl.mechanism }}
+{{- fail (printf "kafka.securityProtocol=%s needs kafka.sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)" $protocol) }}
+{{- end }}
+{{- if not (and $kafka.sasl.username $kafka.sasl.existingSecret) }}
+{{- fail (printf "SASL %s needs kafka.sasl.username and kafka.sasl.existingSecret (the Secret holding the password)" $kafka.sasl.mechanism) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The environment of the secured connections (after BERTH_REDIS_URL). */}}
+{{- define "berth.securityEnv" -}}
+{{- $redis := .Values.redis }}
+{{- $kafka := .Values.kafka }}
+{{- if $redis.passwordKey }}
+- name: BERTH_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $redis.existingSecret }}
+      key: {{ $redis.passwordKey }}
+{{- end }}
+{{- include "berth.tlsEnv" (dict "tls" $redis.tls "prefix" "BERTH_REDIS" "dir" "/etc/berth-tls/redis") }}
+{{- if ne $kafka.securityProtocol "PLAINTEXT" }}
+- name: BERTH_KAFKA_SECURITY_PROTOCOL
+  value: {{ $kafka.securityProtocol | quote }}
+{{- end }}
+{{- if hasPrefix "SASL_" $kafka.securityProtocol }}
+- name: BERTH_KAFKA_SASL_MECHANISM
+  value: {{ $kafka.sasl.mechanism | quote }}
+- name: BERTH_KAFKA_SASL_USERNAME
+  value: {{ $kafka.sasl.username | quote }}
+- name: BERTH_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $kafka.sasl.existingSecret }}
+      key: {{ $kafka.sasl.passwordKey }}
+{{- end }}
+{{- include "berth.tlsEnv" (dict "tls" $kafka.tls "prefix" "BERTH_KAFKA" "dir" "/etc/berth-tls/kafka") }}
+{{- end }}
+
+{{/* (dict "tls" <values.tls> "prefix" "BERTH_REDIS" "dir" <mount path>) -> _CA/_CERT/_KEY */}}
+{{- define "berth.tlsEnv" -}}
+{{- if .tls.existingSecret }}
+{{- range $suffix, $key := dict "CA" .tls.caKey "CERT" .tls.certKey "KEY" .tls.keyKey }}
+{{- if $key }}
+- name: {{ printf "%s_%s" $.prefix $suffix }}
+  value: {{ printf "%s/%s" $.dir $key | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Volume mounts of the TLS Secrets. */}}
+{{- define "berth.securityMounts" -}}
+{{- range $name, $tls := dict "redis" .Values.redis.tls "kafka" .Values.kafka.tls }}
+{{- if $tls.existingSecret }}
+- name: {{ $name }}-tls
+  mountPath: /etc/berth-tls/{{ $name }}
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The TLS Secrets as volumes: only the named keys, readable by the pod's group (fsGroup). */}}
+{{- define "berth.securityVolumes" -}}
+{{- range $name, $tls := dict "redis" .Values.redis.tls "kafka" .Values.kafka.tls }}
+{{- if $tls.existingSecret }}
+- name: {{ $name }}-tls
+  secret:
+    secretName: {{ $tls.existingSecret }}
+    defaultMode: 288  # 0440
+    items:
+      {{- range $key := list $tls.caKey $tls.certKey $tls.keyKey | compact }}
+      - key: {{ $key }}
+        path: {{ $key }}
+      {{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
