@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 
 from shared.models.decoding import FieldError, Mode, object_decoder, paused_gc, type_name
+from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
+from shared.models.kueue_validation import KUEUE_VALIDATORS
 from shared.models.node import Node
 from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
 from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
@@ -70,6 +72,8 @@ class Manifests:
     replication_controllers: list[ReplicationController] = field(default_factory=list)
     replica_sets: list[ReplicaSet] = field(default_factory=list)
     stateful_sets: list[StatefulSet] = field(default_factory=list)
+    queue_objects: list[ResourceFlavor | ClusterQueue | LocalQueue] = field(default_factory=list)
+    """Kueue's ResourceFlavors, ClusterQueues and LocalQueues."""
 
     def add(self, obj: KubeObject) -> None:
         if isinstance(obj, Pod):
@@ -90,14 +94,17 @@ class Manifests:
             self.replication_controllers.append(obj)
         elif isinstance(obj, ReplicaSet):
             self.replica_sets.append(obj)
-        else:
+        elif isinstance(obj, StatefulSet):
             self.stateful_sets.append(obj)
+        else:
+            self.queue_objects.append(obj)
 
     def objects(self) -> Iterator[KubeObject]:
         """All objects, dependencies first: namespaces, classes, nodes, groups, PDBs, then
         the pods' Services and controllers (Service, ReplicationController, ReplicaSet,
         StatefulSet), then pods."""
         yield from self.namespaces
+        yield from self.queue_objects
         yield from self.priority_classes
         yield from self.nodes
         yield from self.pod_groups
@@ -122,6 +129,7 @@ class Manifests:
                 self.replication_controllers,
                 self.replica_sets,
                 self.stateful_sets,
+                self.queue_objects,
             )
         )
 
@@ -177,7 +185,11 @@ def decode_object(doc: Any, *, source: str = "", mode: Mode = Mode.MANIFEST) -> 
     try:
         obj = object_decoder(info.cls, mode)(doc)
         _finish(obj, info)
-        (VALIDATORS.get(info.cls) or WORKLOAD_VALIDATORS[info.cls])(obj)
+        (
+            VALIDATORS.get(info.cls)
+            or WORKLOAD_VALIDATORS.get(info.cls)
+            or KUEUE_VALIDATORS[info.cls]
+        )(obj)
     except FieldError as e:
         raise ManifestError(
             f"{prefix}: {e.path}: {e.reason}{where}",

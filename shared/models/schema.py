@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from shared.models.kueue import ClusterQueue, ClusterQueueSpec, LocalQueue, ResourceFlavor
 from shared.models.meta import ObjectMeta, OwnerReference
 from shared.models.node import ContainerImage, Node, NodeSpec, NodeStatus
 from shared.models.pod import (
@@ -46,7 +47,10 @@ from shared.models.workloads import (
 )
 
 KubeObject = (
-    Pod
+    ClusterQueue
+    | LocalQueue
+    | ResourceFlavor
+    | Pod
     | Node
     | Namespace
     | PriorityClass
@@ -78,6 +82,9 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo("v1", "ReplicationController", ReplicationController, True),
     KindInfo("apps/v1", "ReplicaSet", ReplicaSet, True),
     KindInfo("apps/v1", "StatefulSet", StatefulSet, True),
+    KindInfo("kueue.x-k8s.io/v1beta1", "ResourceFlavor", ResourceFlavor, False),
+    KindInfo("kueue.x-k8s.io/v1beta1", "ClusterQueue", ClusterQueue, False),
+    KindInfo("kueue.x-k8s.io/v1beta1", "LocalQueue", LocalQueue, True),
 )
 KIND_BY_NAME: dict[str, KindInfo] = {k.kind: k for k in KINDS}
 KIND_BY_CLASS: dict[type[Any], KindInfo] = {k.cls: k for k in KINDS}
@@ -92,6 +99,10 @@ IGNORED: dict[type[Any], frozenset[str]] = {
     PriorityClass: _TYPE_META,
     PodDisruptionBudget: _TYPE_META,
     PodGroup: _TYPE_META | {"status"},
+    ResourceFlavor: _TYPE_META,
+    ClusterQueue: _TYPE_META | {"status"},
+    LocalQueue: _TYPE_META | {"status"},
+    ClusterQueueSpec: frozenset({"flavorFungibility", "stopPolicy", "admissionChecks"}),
     ObjectMeta: frozenset(
         {
             "generateName",

@@ -1,0 +1,134 @@
+"""Kueue's quota objects (kueue.x-k8s.io/v1beta1), the subset berth admits pods with.
+
+- ResourceFlavor (cluster-scoped): the node labels (and taints) that make a flavor.
+- ClusterQueue (cluster-scoped): per resource group, per flavor, per resource a nominalQuota,
+  an optional borrowingLimit and lendingLimit; the cohort it shares with; its fair-sharing
+  weight; its preemption policy; the namespaces it serves (namespaceSelector: null selects
+  none, {} all, as in Kueue).
+- LocalQueue (namespaced): a namespace's name for a ClusterQueue. Pods join with the label
+  `kueue.x-k8s.io/queue-name`.
+
+Quantities are kept as written (int or string) and turned into berth's integer units (milli-CPU,
+bytes, counts) by `quota_value`, which `validation` runs on each one so an invalid quantity is
+refused with its path when the object is applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from shared.models.meta import ObjectMeta, cluster_meta
+from shared.models.quantity import parse_quantity, resource_value
+from shared.models.selectors import LabelSelector
+from shared.models.taints import Taint, Toleration
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+"""Pods name their LocalQueue with this label (Kueue's)."""
+
+PREEMPTION_NEVER = "Never"
+PREEMPTION_LOWER_PRIORITY = "LowerPriority"
+PREEMPTION_LOWER_OR_NEWER_EQUAL = "LowerOrNewerEqualPriority"
+PREEMPTION_ANY = "Any"
+WITHIN_CLUSTER_QUEUE_POLICIES = (
+    PREEMPTION_NEVER,
+    PREEMPTION_LOWER_PRIORITY,
+    PREEMPTION_LOWER_OR_NEWER_EQUAL,
+)
+RECLAIM_POLICIES = (PREEMPTION_NEVER, PREEMPTION_LOWER_PRIORITY, PREEMPTION_ANY)
+BORROW_POLICIES = (PREEMPTION_NEVER, PREEMPTION_LOWER_PRIORITY)
+QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
+
+
+def quota_value(resource: str, quantity: int | str) -> int:
+    """A quota quantity in berth's units for `resource` (ValueError when invalid)."""
+    return resource_value(resource, parse_quantity(quantity))
+
+
+@dataclass(slots=True, kw_only=True)
+class ResourceFlavorSpec:
+    node_labels: dict[str, str] = field(default_factory=dict)
+    node_taints: list[Taint] = field(default_factory=list)
+    tolerations: list[Toleration] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class ResourceFlavor:
+    metadata: ObjectMeta = field(default_factory=cluster_meta)
+    spec: ResourceFlavorSpec = field(default_factory=ResourceFlavorSpec)
+
+    @property
+    def key(self) -> str:
+        return self.metadata.name
+
+
+@dataclass(slots=True, kw_only=True)
+class ResourceQuota:
+    name: str = ""
+    nominal_quota: int | str = 0
+    borrowing_limit: int | str | None = None
+    lending_limit: int | str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class FlavorQuotas:
+    name: str = ""
+    resources: list[ResourceQuota] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class ResourceGroup:
+    covered_resources: list[str] = field(default_factory=list)
+    flavors: list[FlavorQuotas] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class BorrowWithinCohort:
+    policy: str = PREEMPTION_NEVER
+    max_priority_threshold: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ClusterQueuePreemption:
+    reclaim_within_cohort: str = PREEMPTION_NEVER
+    borrow_within_cohort: BorrowWithinCohort = field(default_factory=BorrowWithinCohort)
+    within_cluster_queue: str = PREEMPTION_NEVER
+
+
+@dataclass(slots=True, kw_only=True)
+class FairSharing:
+    weight: int | str = 1
+
+
+@dataclass(slots=True, kw_only=True)
+class ClusterQueueSpec:
+    cohort: str = ""
+    namespace_selector: LabelSelector | None = None
+    resource_groups: list[ResourceGroup] = field(default_factory=list)
+    queueing_strategy: str = "BestEffortFIFO"
+    preemption: ClusterQueuePreemption = field(default_factory=ClusterQueuePreemption)
+    fair_sharing: FairSharing = field(default_factory=FairSharing)
+
+
+@dataclass(slots=True, kw_only=True)
+class ClusterQueue:
+    metadata: ObjectMeta = field(default_factory=cluster_meta)
+    spec: ClusterQueueSpec = field(default_factory=ClusterQueueSpec)
+
+    @property
+    def key(self) -> str:
+        return self.metadata.name
+
+
+@dataclass(slots=True, kw_only=True)
+class LocalQueueSpec:
+    cluster_queue: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class LocalQueue:
+    metadata: ObjectMeta = field(default_factory=ObjectMeta)
+    spec: LocalQueueSpec = field(default_factory=LocalQueueSpec)
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"

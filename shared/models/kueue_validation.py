@@ -1,0 +1,145 @@
+"""Validation of Kueue's quota objects, as Kueue's webhooks and CRD schema check them.
+
+ClusterQueue:
+- every resource group covers at least one resource; each of its flavors lists exactly the
+  covered resources, in the same order; a resource or a flavor belongs to one group only;
+- quantities parse and are non-negative; borrowingLimit and lendingLimit need a cohort;
+  lendingLimit is at most nominalQuota;
+- fairSharing.weight is a non-negative quantity; the policies are Kueue's enums; the
+  namespaceSelector is a valid label selector.
+LocalQueue: spec.clusterQueue is required. ResourceFlavor: valid labels and taints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shared.models.kueue import (
+    BORROW_POLICIES,
+    QUEUEING_STRATEGIES,
+    RECLAIM_POLICIES,
+    WITHIN_CLUSTER_QUEUE_POLICIES,
+    ClusterQueue,
+    LocalQueue,
+    ResourceFlavor,
+    quota_value,
+)
+from shared.models.quantity import QuantityError, parse_quantity
+from shared.models.taints import TAINT_EFFECTS
+from shared.models.validation import (
+    _unsupported,
+    fail,
+    validate_label_selector,
+    validate_labels,
+)
+
+
+def _quantity(resource: str, value: int | str, path: str) -> int:
+    try:
+        amount = quota_value(resource, value)
+    except (QuantityError, ValueError) as e:
+        raise fail(path, f'invalid quantity "{value}": {e}') from None
+    if amount < 0:
+        raise fail(path, f'Invalid value: "{value}": must be greater than or equal to 0')
+    return amount
+
+
+def validate_cluster_queue(cq: ClusterQueue) -> None:
+    spec = cq.spec
+    seen_resources: set[str] = set()
+    seen_flavors: set[str] = set()
+    for g, group in enumerate(spec.resource_groups):
+        gp = f"spec.resourceGroups[{g}]"
+        if not group.covered_resources:
+            raise fail(f"{gp}.coveredResources", "Required value")
+        for resource in group.covered_resources:
+            if resource in seen_resources:
+                raise fail(
+                    f"{gp}.coveredResources",
+                    f'Duplicate value: "{resource}": a resource belongs to one resource group',
+                )
+            seen_resources.add(resource)
+        if not group.flavors:
+            raise fail(f"{gp}.flavors", "Required value")
+        for f, flavor in enumerate(group.flavors):
+            fp = f"{gp}.flavors[{f}]"
+            if not flavor.name:
+                raise fail(f"{fp}.name", "Required value")
+            if flavor.name in seen_flavors:
+                raise fail(
+                    f"{fp}.name",
+                    f'Duplicate value: "{flavor.name}": a flavor belongs to one resource group',
+                )
+            seen_flavors.add(flavor.name)
+            names = [r.name for r in flavor.resources]
+            if names != group.covered_resources:
+                raise fail(
+                    f"{fp}.resources",
+                    f"Invalid value: {names}: must list the coveredResources "
+                    f"{group.covered_resources}, in that order",
+                )
+            for r, quota in enumerate(flavor.resources):
+                rp = f"{fp}.resources[{r}]"
+                nominal = _quantity(quota.name, quota.nominal_quota, f"{rp}.nominalQuota")
+                for limit, field in (
+                    (quota.borrowing_limit, "borrowingLimit"),
+                    (quota.lending_limit, "lendingLimit"),
+                ):
+                    if limit is None:
+                        continue
+                    if not spec.cohort:
+                        raise fail(f"{rp}.{field}", "Forbidden: must be nil when cohort is empty")
+                    amount = _quantity(quota.name, limit, f"{rp}.{field}")
+                    if field == "lendingLimit" and amount > nominal:
+                        raise fail(
+                            f"{rp}.lendingLimit",
+                            f'Invalid value: "{limit}": must be less than or equal to nominalQuota',
+                        )
+    if spec.queueing_strategy not in QUEUEING_STRATEGIES:
+        raise _unsupported("spec.queueingStrategy", spec.queueing_strategy, QUEUEING_STRATEGIES)
+    pre = spec.preemption
+    if pre.within_cluster_queue not in WITHIN_CLUSTER_QUEUE_POLICIES:
+        raise _unsupported(
+            "spec.preemption.withinClusterQueue",
+            pre.within_cluster_queue,
+            WITHIN_CLUSTER_QUEUE_POLICIES,
+        )
+    if pre.reclaim_within_cohort not in RECLAIM_POLICIES:
+        raise _unsupported(
+            "spec.preemption.reclaimWithinCohort", pre.reclaim_within_cohort, RECLAIM_POLICIES
+        )
+    if pre.borrow_within_cohort.policy not in BORROW_POLICIES:
+        raise _unsupported(
+            "spec.preemption.borrowWithinCohort.policy",
+            pre.borrow_within_cohort.policy,
+            BORROW_POLICIES,
+        )
+    try:
+        weight = parse_quantity(spec.fair_sharing.weight)
+    except (QuantityError, ValueError) as e:
+        raise fail("spec.fairSharing.weight", f"invalid quantity: {e}") from None
+    if weight < 0:
+        raise fail("spec.fairSharing.weight", "Invalid value: must be non-negative")
+    validate_label_selector(spec.namespace_selector, "spec.namespaceSelector")
+
+
+def validate_local_queue(lq: LocalQueue) -> None:
+    if not lq.spec.cluster_queue:
+        raise fail("spec.clusterQueue", "Required value")
+
+
+def validate_resource_flavor(rf: ResourceFlavor) -> None:
+    validate_labels(rf.spec.node_labels, "spec.nodeLabels")
+    for i, taint in enumerate(rf.spec.node_taints):
+        if not taint.key:
+            raise fail(f"spec.nodeTaints[{i}].key", "Required value")
+        if taint.effect not in TAINT_EFFECTS:
+            raise _unsupported(f"spec.nodeTaints[{i}].effect", taint.effect, TAINT_EFFECTS)
+
+
+KUEUE_VALIDATORS: dict[type[Any], Callable[[Any], None]] = {
+    ClusterQueue: validate_cluster_queue,
+    LocalQueue: validate_local_queue,
+    ResourceFlavor: validate_resource_flavor,
+}
