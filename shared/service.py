@@ -3,9 +3,13 @@
 `ServiceRunner(service, name).main(serve)` sets up logging, an optional cProfile dump
 ($BERTH_PROFILE_DIR), tracing ($BERTH_OTLP_ENDPOINT) and the /metrics, /healthz, /readyz
 server ($BERTH_METRICS_PORT), turns SIGTERM/SIGINT into a stop event, and runs
-`serve(stop, health)` until it returns. A `serve` starts its service, reports ready, waits for
-`stop`, then drains (`health.set_ready(False, "draining")` first, so a load balancer stops
-sending work before the service stops taking it).
+`serve(stop, health)` until it returns. A `serve` waits for Redis and the broker to answer
+(`wait_for_servers`), starts its service, reports ready, waits for `stop`, then drains
+(`health.set_ready(False, "draining")` first, so a load balancer stops sending work before
+the service stops taking it).
+
+Once started, a service outlives Redis and broker outages: its loops pause with growing,
+logged pauses (shared.retry) and carry on where they were when the server answers again.
 """
 
 from __future__ import annotations
@@ -20,8 +24,12 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
+from aiokafka.client import AIOKafkaClient
+from redis.asyncio import Redis
+
 from shared.env import ENV_PROFILE_DIR
 from shared.health import HealthServer
+from shared.retry import until_answered
 from shared.tracing import TracingConfig, setup_tracing
 
 GC_THRESHOLD_YOUNG = 50_000
@@ -83,6 +91,25 @@ async def ready_until_stopped(
     finally:
         health.set_ready(False, "draining")
         await drain()
+
+
+async def wait_for_servers(redis: Redis, bootstrap: str, stop: asyncio.Event, service: str) -> bool:
+    """Before a service starts: Redis answers a PING and the broker a bootstrap, each
+    retried with growing pauses (and logged) while it is away, so that a service started
+    during an outage waits for it instead of exiting. False when `stop` came first."""
+    log = logging.getLogger(f"services.{service}")
+    if await until_answered(f"{service}: waiting for Redis", log, redis.ping, stop) is None:
+        return False
+
+    async def broker() -> bool:
+        client = AIOKafkaClient(bootstrap_servers=bootstrap)
+        try:
+            await client.bootstrap()
+        finally:
+            await client.close()
+        return True
+
+    return await until_answered(f"{service}: waiting for the broker", log, broker, stop) is True
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -14,7 +14,7 @@ from services.binder.service import BinderService
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.redisconn import connect
-from shared.service import ServiceRunner, ready_until_stopped
+from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
 
 
 async def serve(
@@ -37,11 +37,15 @@ async def serve(
     redis = connect(settings.redis_url, max_connections=REDIS_CONNECTIONS)
     service = BinderService(redis, settings.kafka_bootstrap, config)
 
+    async def start() -> None:
+        if await wait_for_servers(redis, settings.kafka_bootstrap, stop, "binder"):
+            await service.start()
+
     async def drain() -> None:
         await service.stop()
         await redis.aclose()
 
-    await ready_until_stopped(health, stop, service.start, drain)
+    await ready_until_stopped(health, stop, start, drain)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from services.scheduler.config import WorkerConfig, config_from_args
 from services.scheduler.service import SchedulerWorker, WorkerFailedError
 from shared.health import HealthServer
-from shared.service import ServiceRunner
+from shared.service import ServiceRunner, wait_for_servers
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 async def serve(config: WorkerConfig, stop: asyncio.Event, health: HealthServer) -> None:
     redis = aioredis.Redis.from_url(config.redis_url)
     try:
+        if not await wait_for_servers(redis, config.kafka_bootstrap, stop, "scheduler"):
+            return
         await SchedulerWorker(redis, config.kafka_bootstrap, config).run(stop, health)
     finally:
         await redis.aclose()
