@@ -44,6 +44,10 @@ ENV_PROFILE_DIR = "BERTH_PROFILE_DIR"
 ENV_REDIS_PASSWORD = "BERTH_REDIS_PASSWORD"
 """The embedded Redis of `berth up` / the dev servers requires this password (requirepass);
 the URL handed to the services carries it (printed redacted)."""
+ENV_REDIS_FSYNC = "BERTH_REDIS_FSYNC"
+"""The embedded Redis's AOF fsync policy: `everysec` (default), `always` or `no`
+(`berth up --redis-fsync`; README, "Durable state")."""
+REDIS_FSYNC_POLICIES = ("everysec", "always", "no")
 ENV_STATE = "BERTH_STATE"
 """The state file of a running `berth up` (default ~/.berth/stack.json), read by clients."""
 ENV_REDIS_SERVER = "BERTH_REDIS_SERVER"
