@@ -75,10 +75,6 @@ class ServerWatch:
             self._step(watched, now, events)
         return events
 
-    def all_up(self) -> bool:
-        """Every server runs (none dead, none restarting)."""
-        return all(w.due is None and w.starting_since is None for w in self._watched)
-
     def _step(self, watched: _Watched, now: float, events: list[ServerEvent]) -> None:
         server, process = watched.server, watched.server.process
         if watched.starting_since is not None:

@@ -105,7 +105,7 @@ class Endpoints:
 
 @dataclass(slots=True, eq=False)
 class LocalServer:
-    """A server process the launcher started; `restart()` starts it again on the same port
+    """A server process the launcher started; `respawn()` starts it again on the same port
     with the same command line (for Redis: the same config file and data directory)."""
 
     kind: Literal["redis", "kafka"]

@@ -67,7 +67,7 @@ def _unreachable(settings: StackSettings, exc: BaseException) -> str:
     if password:
         reason = reason.replace(password, "***")
     return (
-        f"error: Redis at {redact_url(settings.redis_url)} is not answering ({reason}); "
+        f"error: cannot talk to Redis at {redact_url(settings.redis_url)} ({reason}); "
         "is the stack up? (`berth up` restarts a Redis that died: retry in a moment)"
     )
 

@@ -205,32 +205,37 @@ async def supervise(
     the services are killed with it (every service survives kill -9: what they had in
     flight comes back through the queue's leases) and started again once the broker answers
     and the topics exist again."""
-    retry = Retry("supervisor: recreating the topics", log)
+    topics = Retry("supervisor: recreating the topics", log)
+    failing = Retry("supervisor: restarting", log)
     held = False
     """Services are not restarted (the broker is down, or its topics are not there yet)."""
     while not stopping():
-        for event in watch.poll() if watch is not None else ():
-            server = event.server
-            if event.what == "died" and server.kind == "kafka":
-                report(
-                    f"{server.name} died: it kept the topics in memory, so the services are "
-                    "stopped (kill -9) and started again once it is back with its topics"
-                )
-                stack.kill_services()
-                held = True
-            elif event.what == "back":
-                report(f"restarted {server.name} (log {server.process.log_path})")
-                while server.kind == "kafka" and not stopping():
-                    try:
-                        await recreate_topics(settings, stack)
-                        retry.succeeded()
-                        held = False
-                        break
-                    except Exception as exc:  # noqa: BLE001 (Retry logs it)
-                        await retry.pause(exc)
-        if not held:
-            for name in stack.poll():
-                report(f"restarted {name} (log {stack.processes[name].log_path})")
+        try:
+            for event in watch.poll() if watch is not None else ():
+                server = event.server
+                if event.what == "died" and server.kind == "kafka":
+                    report(
+                        f"{server.name} died: it kept the topics in memory, so the services "
+                        "are stopped (kill -9) and started again once it is back with them"
+                    )
+                    stack.kill_services()
+                    held = True
+                elif event.what == "back":
+                    report(f"restarted {server.name} (log {server.process.log_path})")
+                    while server.kind == "kafka" and not stopping():
+                        try:
+                            await recreate_topics(settings, stack)
+                            topics.succeeded()
+                            held = False
+                            break
+                        except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                            await topics.pause(exc)
+            if not held:
+                for name in stack.poll():
+                    report(f"restarted {name} (log {stack.processes[name].log_path})")
+            failing.succeeded()
+        except Exception as exc:  # noqa: BLE001 (Retry logs it: a fork that failed, say)
+            await failing.pause(exc)
         await asyncio.sleep(interval)
 
 

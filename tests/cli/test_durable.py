@@ -208,6 +208,6 @@ def test_clients_say_in_one_line_that_redis_is_not_answering(
     out, err = capsys.readouterr()
     assert out == ""
     assert err.count("\n") == 1, err
-    assert err.startswith(f"error: Redis at redis://:***@127.0.0.1:{port}/0 is not answering (")
+    assert err.startswith(f"error: cannot talk to Redis at redis://:***@127.0.0.1:{port}/0 (")
     assert "s3cret" not in err
     assert "Traceback" not in err
