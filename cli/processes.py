@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,8 @@ class ManagedProcess:
     stop_seconds: float = STOP_SECONDS
     restarts: int = 0
     exited_at: float | None = None
+    started_at: float | None = None
+    """time.monotonic() of the last start."""
     _popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -97,6 +100,7 @@ class ManagedProcess:
                 preexec_fn=preexec,
             )
         self.exited_at = None
+        self.started_at = time.monotonic()
         _LIVE.add(self)
 
     @property

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 import time
 from collections import Counter
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaError
 
 from cli.client import StackClient
 from cli.servers import (
@@ -24,7 +26,10 @@ from cli.supervisor import RunningStack, Stack, start_stack
 from shared.env import StackError
 from shared.kafka import Topics, assign_all, make_reader
 from shared.models import ManifestError, Manifests, Pod, load_manifests
+from shared.retry import Retry
 from shared.security import KafkaSecurity, SecurityError
+
+log = logging.getLogger(__name__)
 
 RUN_TENANT = "run"
 """`berth run`'s one tenant queue (kube-scheduler has one queue)."""
@@ -68,8 +73,14 @@ class RunObserver:
         from shared.wire import MessageError
 
         assert self._consumer is not None
+        retry = Retry("run observer: reading the topics", log)
         while True:
-            batches = await self._consumer.getmany(timeout_ms=200, max_records=20_000)
+            try:
+                batches = await self._consumer.getmany(timeout_ms=200, max_records=20_000)
+                retry.succeeded()
+            except KafkaError as exc:  # the broker is away (it is restarted): wait for it
+                await retry.pause(exc)
+                continue
             for tp, records in batches.items():
                 for record in records:
                     at = record.timestamp / 1000
@@ -253,9 +264,11 @@ async def pipeline(
     session_ms: int = 1500,
     workdir: Path | None = None,
     extra_env: Mapping[str, str] | None = None,
+    watch_servers: bool = False,
 ) -> AsyncIterator[Pipeline]:
     """Start an ephemeral stack (on `servers`, with keys and topics of its own, or on servers
-    of its own), yield a Pipeline, stop everything."""
+    of its own), yield a Pipeline, stop everything. Servers of its own are restarted when they
+    die; `servers` too with `watch_servers` (for a test that kills them)."""
     settings = None
     if servers is not None:
         settings = servers.isolated_settings()
@@ -271,6 +284,8 @@ async def pipeline(
         session_ms=session_ms,
         workdir=workdir,
         extra_env=extra_env,
+        servers=servers,
+        watch_servers=watch_servers,
     )
     try:
         observer = RunObserver(

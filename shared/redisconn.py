@@ -80,3 +80,18 @@ async def open_redis(url: str, security: RedisSecurity | None = None, **options:
         await redis.aclose()
         raise
     return redis
+
+
+async def ping_or_refuse(redis: Redis, url: str, security: RedisSecurity | None = None) -> bool:
+    """PING `redis`. An outage (refused, timed out, Redis loading its data) is raised as is,
+    for the caller to retry; a refusal no retry can fix (a certificate that does not verify,
+    a wrong password or user) is a ConnectError with the one-line diagnosis."""
+    security = security or RedisSecurity()
+    try:
+        return bool(await redis.ping())
+    except (AuthenticationError, ResponseError) as exc:
+        raise ConnectError(security.explain(url, str(exc) or type(exc).__name__)) from None
+    except RedisConnectionError as exc:
+        if any(word in str(exc) for word in ("CERTIFICATE", "SSL", "certificate")):
+            raise ConnectError(security.explain(url, str(exc))) from None
+        raise

@@ -3,11 +3,15 @@
 `ServiceRunner(service, name).main(serve)` sets up logging, an optional cProfile dump
 ($BERTH_PROFILE_DIR), tracing ($BERTH_OTLP_ENDPOINT) and the /metrics, /healthz, /readyz
 server ($BERTH_METRICS_PORT), turns SIGTERM/SIGINT into a stop event, and runs
-`serve(stop, health)` until it returns. A `serve` starts its service, reports ready, waits for
-`stop`, then drains (`health.set_ready(False, "draining")` first, so a load balancer stops
-sending work before the service stops taking it). A service that cannot use its servers as
-configured (shared.security: a bad setting, a certificate or password refused) exits with
-status 2 and one line saying why, not a traceback.
+`serve(stop, health)` until it returns. A `serve` waits for Redis and the broker to answer
+(`wait_for_servers`), starts its service, reports ready, waits for `stop`, then drains
+(`health.set_ready(False, "draining")` first, so a load balancer stops sending work before
+the service stops taking it). A service that cannot use its servers as configured
+(shared.security: a bad setting, a certificate or password refused) exits with status 2 and
+one line saying why, not a traceback.
+
+Once started, a service outlives Redis and broker outages: its loops pause with growing,
+logged pauses (shared.retry) and carry on where they were when the server answers again.
 """
 
 from __future__ import annotations
@@ -23,9 +27,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaConnectionError
+from redis.asyncio import Redis
+
 from shared.env import ENV_PROFILE_DIR, StackError
 from shared.health import HealthServer
-from shared.security import SecurityError
+from shared.kafka import explain_kafka_failure
+from shared.redisconn import ping_or_refuse
+from shared.retry import until_answered
+from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
 from shared.tracing import TracingConfig, setup_tracing
 
 log = logging.getLogger(__name__)
@@ -91,6 +102,47 @@ async def ready_until_stopped(
     finally:
         health.set_ready(False, "draining")
         await drain()
+
+
+async def wait_for_servers(
+    redis: Redis,
+    bootstrap: str,
+    stop: asyncio.Event,
+    service: str,
+    *,
+    redis_url: str = "",
+    redis_security: RedisSecurity | None = None,
+    kafka_security: KafkaSecurity | None = None,
+) -> bool:
+    """Before a service starts: Redis answers a PING and the broker a bootstrap, each
+    retried with growing pauses (and logged) while it is away, so that a service started
+    during an outage waits for it instead of exiting. A server that answers but refuses us
+    (a certificate that does not verify, a wrong password) is not an outage: ConnectError,
+    one line naming why (the service exits 2). False when `stop` came first."""
+    log = logging.getLogger(f"services.{service}")
+
+    async def redis_answers() -> bool:
+        return await ping_or_refuse(redis, redis_url, redis_security)
+
+    if await until_answered(f"{service}: waiting for Redis", log, redis_answers, stop) is None:
+        return False
+    security = kafka_security or KafkaSecurity()
+
+    async def broker() -> bool:
+        client = AIOKafkaClient(bootstrap_servers=bootstrap, **security.client_options())
+        try:
+            await client.bootstrap()
+        except KafkaConnectionError:
+            if security.tls:
+                reason = await explain_kafka_failure(bootstrap, security)
+                if any(word in reason for word in ("CERTIFICATE", "SSL", "closed the")):
+                    raise ConnectError(reason) from None
+            raise
+        finally:
+            await client.close()
+        return True
+
+    return await until_answered(f"{service}: waiting for the broker", log, broker, stop) is True
 
 
 def stop_on_signals() -> asyncio.Event:

@@ -4,7 +4,8 @@ Load a snapshot (every object and the stream position, read atomically), then fo
 store's change stream from that position. A new snapshot replaces the cache's contents when
 the stream was trimmed past its position, and when the owner asks (`reload(reason)`: a
 conflict showed the cache counting short of the store). Redis trouble pauses the loop
-(backoff, logged) and it resumes from where the cache is.
+(growing pauses, each logged with its reason: shared.retry) and it resumes from where the
+cache is, or from a new snapshot when the store came back behind the cache (it lost writes).
 
 `lock` (optional) is held while a batch is applied, for owners that run cycles in a thread
 while the event loop goes on; `on_advance` is called after every batch and reload.
@@ -13,18 +14,15 @@ while the event loop goes on; `on_advance` is called after every batch and reloa
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 from scheduling.cache.cache import ClusterCache
+from shared.retry import Retry
 from shared.store import ClusterStore, StreamGapError
 from shared.tasks import finish
 
 log = logging.getLogger(__name__)
-
-ERROR_BACKOFF_SECONDS = (0.1, 0.5, 2.0, 5.0)
-"""Pauses after consecutive failures to follow the stream (the last one repeats)."""
 
 
 class CacheSync:
@@ -85,9 +83,25 @@ class CacheSync:
             self._task = None
 
     async def _follow(self) -> None:
-        failures = 0
+        retry = Retry(f"{self._name}: following the change stream", log)
+        reload_reason = ""
         while not self._stopping.is_set():
             try:
+                if retry.failures:
+                    # Back after an outage: a Redis that came back with less than it had
+                    # (a failover to a replica behind, a crash that lost its last writes)
+                    # would number new changes with versions the cache has seen already.
+                    stored = await self.store.resource_version()
+                    if stored < self.cache.resource_version:
+                        reload_reason = (
+                            f"the store is at resourceVersion {stored}, behind the cache "
+                            f"({self.cache.resource_version}): it lost writes"
+                        )
+                if reload_reason:
+                    log.warning("%s: reloading the snapshot (%s)", self._name, reload_reason)
+                    await self._reload()
+                    reload_reason = ""
+                    retry.succeeded()
                 async for changes in self.store.follow_batches(
                     self.cache.resource_version,
                     block_ms=self._block_ms,
@@ -98,21 +112,15 @@ class CacheSync:
                     async with self._lock:
                         self.cache.apply(changes)
                     self._on_advance()
-                    failures = 0
+                    retry.succeeded()
                 if self._reload_reason and not self._stopping.is_set():
-                    log.warning("%s: reloading the snapshot (%s)", self._name, self._reload_reason)
-                    await self._reload()
+                    reload_reason = self._reload_reason
+                retry.succeeded()
             except StreamGapError as exc:
-                log.warning("%s: %s: reloading the snapshot", self._name, exc)
-                await self._reload()
-            except Exception:  # Redis went away for a moment: retry from where the cache is
-                pause = ERROR_BACKOFF_SECONDS[min(failures, len(ERROR_BACKOFF_SECONDS) - 1)]
-                failures += 1
-                log.exception(
-                    "%s: following the change stream failed; retrying in %.1fs", self._name, pause
-                )
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), pause)
+                reload_reason = str(exc)
+            except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                # Redis went away for a moment: retry from where the cache is.
+                await retry.pause(exc, self._stopping)
 
     async def _reload(self) -> None:
         # In place: the frameworks keep their handle, and the pods this scheduler assumed

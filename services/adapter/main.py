@@ -15,8 +15,8 @@ from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
 from shared.env import ENV_KUBE_LEASE_NAME, ENV_KUBE_LEASE_NAMESPACE, StackError, StackSettings
 from shared.health import HealthServer
-from shared.redisconn import open_redis
-from shared.service import ServiceRunner
+from shared.redisconn import connect
+from shared.service import ServiceRunner, wait_for_servers
 
 
 async def serve(
@@ -41,11 +41,22 @@ async def serve(
         kafka_security=settings.kafka_security,
     )
     api = settings.kube_api("berth-adapter")
-    redis = await open_redis(settings.redis_url, settings.redis_security)
+    redis = connect(settings.redis_url, settings.redis_security)
     service = AdapterService(redis, settings.kafka_bootstrap, api, config)
-    # A standby replica is healthy and ready: it is doing its job (waiting for the Lease).
-    health.set_ready(True)
     try:
+        answered = await wait_for_servers(
+            redis,
+            settings.kafka_bootstrap,
+            stop,
+            "adapter",
+            redis_url=settings.redis_url,
+            redis_security=settings.redis_security,
+            kafka_security=settings.kafka_security,
+        )
+        if not answered:
+            return
+        # A standby replica is healthy and ready: it is doing its job (waiting for the Lease).
+        health.set_ready(True)
         await service.run(stop)
     finally:
         health.set_ready(False, "stopping")
@@ -57,6 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m services.adapter")
     parser.add_argument("--name", default="", help="this replica's name")
     args = parser.parse_args(argv)
-    settings = StackSettings.from_env(os.environ)
     runner = ServiceRunner("adapter", args.name)
+    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
     return runner.main(lambda stop, health: serve(settings, args.name, stop, health))

@@ -26,8 +26,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from services.adapter.sink import StoreSink
-from shared.backoff import Backoff
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
+from shared.retry import Backoff, Retry
 from shared.store import object_key
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,11 @@ class Reflector:
         self.api = api
         self.kind = kind
         self.sink = sink
-        self.backoff = backoff if backoff is not None else Backoff(0.5, 30.0)
+        self.retry = Retry(
+            f"adapter: {kind} list/watch",
+            log,
+            backoff if backoff is not None else Backoff(0.5, 30.0),
+        )
         self.watch_timeout_seconds = watch_timeout_seconds
         self.version = ""
         """The resourceVersion the next watch starts after ("": list first)."""
@@ -68,19 +72,19 @@ class Reflector:
                     if not self.version:
                         await self.relist()
                     await self.watch()
-                    self.backoff.reset()
+                    self.retry.succeeded()
                 except KubeApiError as e:
                     if e.code == 410:
                         log.info("%s watch expired (%s): listing again", self.kind, e.message)
                         self.version = ""
                         continue
-                    await self.backoff.wait(f"{self.kind}: API error {e}", log)
+                    await self.retry.pause(e)
                 except KubeUnavailableError as e:
-                    await self.backoff.wait(f"{self.kind}: API unreachable ({e})", log)
+                    await self.retry.pause(e)
                 except RedisError as e:
                     # The event being applied was not recorded as done (`version` moves only
                     # after it): the next watch starts before it and brings it again.
-                    await self.backoff.wait(f"{self.kind}: store unreachable ({e})", log)
+                    await self.retry.pause(e)
         finally:
             for task in self._retries:
                 task.cancel()
@@ -111,7 +115,7 @@ class Reflector:
         async for event_type, body in self.api.watch(
             self.kind, self.version, timeout_seconds=self.watch_timeout_seconds
         ):
-            self.backoff.reset()
+            self.retry.succeeded()
             version = self._version_of(body)
             if event_type == "BOOKMARK":
                 self.version = version or self.version

@@ -29,10 +29,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from shared.backoff import Backoff
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
 from shared.kube.events import event_body, rfc3339
 from shared.messages import Outcome
+from shared.retry import Backoff, Retry
 from shared.store import ClusterStore
 from shared.wire import MessageError
 
@@ -106,7 +106,7 @@ class StatusWriter:
         self.written = 0
 
     async def run(self) -> None:
-        backoff = Backoff(0.5, 30.0)
+        retry = Retry("adapter: following outcomes", log, Backoff(0.5, 30.0))
         while True:
             try:
                 batches = await self.consumer.getmany(timeout_ms=500, max_records=500)
@@ -119,9 +119,9 @@ class StatusWriter:
                 await asyncio.gather(*(self._in_order(values) for values in by_pod.values()))
                 if batches:
                     await self.consumer.commit()
-                backoff.reset()
+                retry.succeeded()
             except KafkaError as e:
-                await backoff.wait(f"outcomes: broker error {e!r}", log)
+                await retry.pause(e)
 
     async def _in_order(self, values: list[bytes | None]) -> None:
         for value in values:
@@ -142,7 +142,7 @@ class StatusWriter:
         namespace, _, name = outcome.pod_key.partition("/")
         pod = await self.store.get_pod(namespace, name)
         component = pod.spec.scheduler_name if pod is not None else "berth"
-        backoff = Backoff(0.2, 5.0)
+        retry = Retry(f"adapter: reporting on {outcome.pod_key}", log, Backoff(0.2, 5.0))
         for _ in range(5):
             try:
                 await self._write(namespace, name, outcome.uid, report, component)
@@ -152,9 +152,9 @@ class StatusWriter:
                 if e.code < 500 and e.code != 429:
                     log.warning("cannot report on %s: %s", outcome.pod_key, e)
                     return
-                await backoff.wait(f"reporting on {outcome.pod_key}: {e}", log)
+                await retry.pause(e)
             except KubeUnavailableError as e:
-                await backoff.wait(f"reporting on {outcome.pod_key}: API unreachable ({e})", log)
+                await retry.pause(e)
             else:
                 return
         log.warning("gave up reporting on %s after 5 tries", outcome.pod_key)

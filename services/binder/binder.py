@@ -61,6 +61,7 @@ from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
 from shared.proposals import Proposal
 from shared.queue_keys import QueueKeys
+from shared.retry import OutageGate, describe, is_outage, is_redis_outage
 from shared.store import (
     ClusterStore,
     PodCharge,
@@ -191,6 +192,8 @@ class Binder:
         self._order = CheckOrder()
         """Cross-node checks run in submission order (see services.binder.order)."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self.redis_gate = OutageGate("binder: reaching Redis", log, self.store.redis.ping)
+        """Closed while Redis is away: proposals wait at their first Redis call."""
         prefix = self.config.queue_key_prefix
         self._leases = (
             None
@@ -231,6 +234,7 @@ class Binder:
         for task in list(self._tasks):
             await finish(task, 0.0)
         await self.gangs.close()
+        await self.redis_gate.close()
 
     async def handle(
         self,
@@ -264,7 +268,12 @@ class Binder:
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
-                    log.exception("binding %s (attempt %d) failed", p.pod_key, p.attempt)
+                    if is_outage(exc):  # one line each: many fail together
+                        log.warning("binding %s failed: %s", p.pod_key, describe(exc))
+                        if is_redis_outage(exc):
+                            self.redis_gate.trip(exc)
+                    else:
+                        log.exception("binding %s (attempt %d) failed", p.pod_key, p.attempt)
                     self._order.done(ticket)
                     await self._fail(p, exc)
                 finally:
@@ -539,9 +548,12 @@ class Binder:
     async def _lease_refusal(self, p: Proposal) -> str | None:
         """Why the queue's lease does not cover this proposal (None: it does; see
         services/binder/refusals.py). A refusal is dead-lettered."""
-        if self._leases is None:
+        leases = self._leases
+        if leases is None:
             return None
-        verdict = await self._leases.verdict(p)
+        # The proposal's first Redis call: while Redis is away it waits here (nothing done
+        # yet, nothing to undo) rather than fail and cost its pod a backoff.
+        verdict = await self.redis_gate.call(lambda: leases.verdict(p))
         if verdict.kind == "ok":
             return None
         if verdict.kind == "stale":
@@ -739,8 +751,12 @@ class Binder:
         await self._permit_rejected(p, wait_seconds, (names.COSCHEDULING,))
 
     async def _fail(self, p: Proposal, exc: BaseException) -> None:
+        # While Redis is away the reservation would stay (charging its node) until its ttl:
+        # release it once Redis answers again.
         with contextlib.suppress(Exception):
-            await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "e")
+            await self.redis_gate.call(
+                lambda: self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "e")
+            )
         self.view.forget(p.uid)
         self.stats["error"] += 1
         with contextlib.suppress(Exception):

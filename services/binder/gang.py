@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
+from shared.retry import Retry
 from shared.store import Bindings
 from shared.tasks import finish
 
@@ -82,18 +83,22 @@ class GangMonitor:
             self._poller = asyncio.create_task(self._poll(), name="binder-gang-poller")
 
     async def _poll(self) -> None:
+        retry = Retry("binder: reading gang states", log)
         while self._watches and not self._closed:
             gangs = list(self._watches)
+            pause = self._poll_seconds
             try:
                 states = await self._bindings.gang_states(gangs)
-            except Exception:  # a Redis hiccup: waiters keep their deadlines, try again
-                log.exception("reading gang states failed")
+            except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                # A Redis hiccup: waiters keep their deadlines, try again.
+                pause = max(pause, retry.failed(exc))
             else:
+                retry.succeeded()
                 for gang, (generation, state) in zip(gangs, states, strict=True):
                     watch = self._watches.get(gang)
                     if watch is not None:
                         watch.update(generation, state)
-            await asyncio.sleep(self._poll_seconds)
+            await asyncio.sleep(pause)
 
     async def close(self) -> None:
         self._closed = True

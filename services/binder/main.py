@@ -14,8 +14,8 @@ from services.binder.kube_api import KubeWriter
 from services.binder.service import BinderService
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
-from shared.redisconn import open_redis
-from shared.service import ServiceRunner, ready_until_stopped
+from shared.redisconn import connect
+from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
 
 
 async def serve(
@@ -35,9 +35,7 @@ async def serve(
         # Proposals checked concurrently may be checked out of the order they were decided
         # in (the cross-node checks then see a different cluster than the worker did).
         config = replace(config, max_in_flight=1)
-    redis = await open_redis(
-        settings.redis_url, settings.redis_security, max_connections=REDIS_CONNECTIONS
-    )
+    redis = connect(settings.redis_url, settings.redis_security, max_connections=REDIS_CONNECTIONS)
     api = settings.kube_api(f"berth-{config.service_name}") if settings.kube else None
     kube = None if api is None else KubeWriter(api, config.service_name)
     service = BinderService(
@@ -48,13 +46,25 @@ async def serve(
         kube=kube,
     )
 
+    async def start() -> None:
+        if await wait_for_servers(
+            redis,
+            settings.kafka_bootstrap,
+            stop,
+            "binder",
+            redis_url=settings.redis_url,
+            redis_security=settings.redis_security,
+            kafka_security=settings.kafka_security,
+        ):
+            await service.start()
+
     async def drain() -> None:
         await service.stop()
         await redis.aclose()
         if api is not None:
             await api.close()
 
-    await ready_until_stopped(health, stop, service.start, drain)
+    await ready_until_stopped(health, stop, start, drain)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

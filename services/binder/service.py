@@ -19,7 +19,7 @@ import heapq
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consume
 from shared.messages import DeadLetter, Outcome
 from shared.metrics import report_consumer_lag
 from shared.proposals import Proposal
+from shared.retry import Retry
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 from shared.tasks import finish
@@ -267,15 +268,20 @@ class BinderService:
         assert self._consumer is not None
         assert self.binder is not None
         consumer, binder = self._consumer, self.binder
+        retry = Retry(f"{self.config.service_name}: fetching proposals", log)
         while not self._stopping.is_set():
             try:
                 # Everything fetched (not a few partitions' worth): the merge below can
                 # only order what it sees together.
                 batches = await consumer.getmany(timeout_ms=200, max_records=FETCH_RECORDS)
-            except KafkaError:
-                log.exception("fetching proposals failed")
-                await asyncio.sleep(0.5)
+                retry.succeeded()
+            except KafkaError as exc:
+                await retry.pause(exc, self._stopping)
                 continue
+            if batches and not binder.redis_gate.is_open:
+                # Redis is away (binding cycles met the outage): hold the new proposals
+                # until it answers rather than start them only to wait at the gate.
+                await self._until(binder.redis_gate.wait())
             runs = [await self._decode_all(tp, records) for tp, records in batches.items()]
             for arrival in in_decision_order(runs):
                 slot = await binder.admit()
@@ -333,6 +339,15 @@ class BinderService:
             return
         self.tracker.mark_committed(offsets)
 
+    async def _until(self, event: Awaitable[None]) -> None:
+        """Until `event`, or the service stops."""
+        waits = [asyncio.ensure_future(event), asyncio.ensure_future(self._stopping.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+
     async def _pause(self, seconds: float) -> bool:
         """Sleep `seconds`; False when the service is stopping."""
         with contextlib.suppress(TimeoutError):
@@ -345,11 +360,15 @@ class BinderService:
 
     async def _expire_loop(self) -> None:
         """Release reservations whose binder died (any replica may do it)."""
-        while await self._pause(self.config.expire_interval_seconds):
+        retry = Retry(f"{self.config.service_name}: expiring reservations", log)
+        pause = self.config.expire_interval_seconds
+        while await self._pause(pause):
             try:
                 released = await self.store.bindings.expire(self.clock())
-            except Exception:
-                log.exception("expiring reservations failed")
+                retry.succeeded()
+                pause = self.config.expire_interval_seconds
+            except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                pause = max(self.config.expire_interval_seconds, retry.failed(exc))
                 continue
             for reservation in released:
                 self.view.forget(reservation.uid)

@@ -47,6 +47,7 @@ from services.queue.hints import (
 from services.queue.records import PodOp, PodRecord
 from shared.models import POD_GROUP_LABEL, Node
 from shared.queue_keys import QueueKeys
+from shared.retry import Retry
 from shared.store import Change, ClusterStore, StreamGapError
 from shared.wire import MessageError
 
@@ -144,22 +145,26 @@ class StoreInformer:
         """The last resourceVersion this replica applied."""
         self.leading = False
         self.relists = 0
+        self._retry = Retry("informer: tailing the change stream", log)
 
     # ------------------------------------------------------------------ running
     async def run(self, stop: asyncio.Event) -> None:
-        """Stand by, tail while holding the lease, until `stop` is set."""
+        """Stand by, tail while holding the lease, until `stop` is set. Redis trouble ends
+        the term (the next one resumes from the cursor) after a growing pause."""
         while not stop.is_set():
+            pause = self._lease_ms / 3000
             try:
                 if await self._take_lease():
                     await self._lead(stop)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # Redis went away: stand by and try again
-                log.exception("informer: tailing failed; retrying")
+            except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                # Redis went away: stand by and try again
+                pause = self._retry.failed(exc)
             finally:
                 self.leading = False
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self._lease_ms / 3000)
+                await asyncio.wait_for(stop.wait(), pause)
         with contextlib.suppress(Exception):
             await self._release(keys=[self.lease_key], args=[self.replica_id])
 
@@ -235,6 +240,7 @@ class StoreInformer:
         )
         if not held:
             raise _LeaseLostError
+        self._retry.succeeded()
 
     async def relist(self) -> None:
         """Bring the queue in line with a fresh snapshot, then follow from it."""

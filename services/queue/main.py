@@ -18,8 +18,9 @@ from services.queue.views import QueueCounts
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics, default_metrics
-from shared.redisconn import open_redis
-from shared.service import ServiceRunner, ready_until_stopped
+from shared.redisconn import connect
+from shared.retry import Retry
+from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
 from shared.store import ClusterStore
 from shared.tracing import dispatch_headers
 
@@ -47,7 +48,9 @@ class NamespaceLabels:
 
 async def report_pending(store: QueueStore, metrics: BerthMetrics, interval: float = 5.0) -> None:
     """scheduler_pending_pods from the queue's counts (the same on every replica)."""
+    retry = Retry("queue: refreshing scheduler_pending_pods", log)
     while True:
+        pause = interval
         try:
             total = sum((await store.counts()).values(), QueueCounts())
             metrics.set_pending(
@@ -58,9 +61,11 @@ async def report_pending(store: QueueStore, metrics: BerthMetrics, interval: flo
                     "gated": total.gated,
                 }
             )
-        except Exception:  # metrics must never stop the service
-            log.exception("scheduler_pending_pods: refresh failed")
-        await asyncio.sleep(interval)
+            retry.succeeded()
+        except Exception as exc:  # noqa: BLE001 (Retry logs it)
+            # metrics must never stop the service
+            pause = max(interval, retry.failed(exc))
+        await asyncio.sleep(pause)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -112,9 +117,7 @@ async def serve(
     stop: asyncio.Event,
     health: HealthServer,
 ) -> None:
-    redis = await open_redis(
-        settings.redis_url, settings.redis_security, max_connections=REDIS_CONNECTIONS
-    )
+    redis = connect(settings.redis_url, settings.redis_security, max_connections=REDIS_CONNECTIONS)
     store = ClusterStore(redis, cluster=settings.cluster, prefix=settings.store_prefix)
     service = QueueService(
         redis,
@@ -130,6 +133,16 @@ async def serve(
     pending: list[asyncio.Task[None]] = []
 
     async def start() -> None:
+        if not await wait_for_servers(
+            redis,
+            settings.kafka_bootstrap,
+            stop,
+            "queue",
+            redis_url=settings.redis_url,
+            redis_security=settings.redis_security,
+            kafka_security=settings.kafka_security,
+        ):
+            return
         await service.start()
         pending.append(asyncio.create_task(report_pending(service.store, default_metrics())))
 

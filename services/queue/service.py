@@ -43,6 +43,7 @@ from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
 from shared.queue_keys import InvalidTenantError, check_tenant
 from shared.redisconn import connect
+from shared.retry import Retry
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 from shared.wire import MessageError
@@ -222,6 +223,7 @@ class QueueService:
 
     async def _consume_loop(self) -> None:
         assert self._consumer is not None
+        retry = Retry("queue: applying outcomes", log)
         while not self._stopping.is_set():
             try:
                 fetched = await self._consumer.getmany(timeout_ms=100, max_records=20_000)
@@ -230,14 +232,14 @@ class QueueService:
                     continue
                 await self.handle_records(records)
                 await self._consumer.commit()
+                retry.succeeded()
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:  # noqa: BLE001 (Retry logs it)
                 # Redis or Kafka trouble: nothing was committed, so re-read from the last
                 # commit once things work again (every step is idempotent).
-                log.exception("queue: processing failed; retrying from the last commit")
                 self.metrics["processing_errors"] += 1
-                await asyncio.sleep(0.5)
+                await retry.pause(exc, self._stopping)
                 with contextlib.suppress(Exception):
                     await self._consumer.seek_to_committed()
 
@@ -357,13 +359,15 @@ class QueueService:
         pods of our schedulers to the queue), plus the assigned-pod events."""
         pod, old = event.pod, event.old
         if pod.node_name:
-            if event.op == "add":
-                return "assigned_add", pod
             if event.op == "delete":
                 return "assigned_delete", pod
             if old is not None and old.node_name:
                 return "assigned_update", (old, pod)
-            return "bound", pod  # was pending (or unknown): leaves the queue, wakes others
+            # Was pending, or unknown to this informer (an "add"): a pod bound after the
+            # informer (re)started from its cursor may still be in flight in the queue, so
+            # it leaves the queue either way (a delete of a pod the queue lacks is a no-op),
+            # and wakes others.
+            return "bound", pod
         if pod.scheduler_name not in self.config.scheduler_names:
             # Not ours (or no longer ours): make sure the queue does not hold it.
             return ("delete", pod) if event.op != "add" else ("skip", None)
@@ -385,9 +389,8 @@ class QueueService:
                 if event.action != ActionType.NONE:
                     moved = await store.move_all(event)
                     self.metrics["woken"] += moved.moved
-        elif step.kind in ("assigned_add", "bound"):
-            if step.kind == "bound":
-                await store.delete(step.items)
+        elif step.kind == "bound":
+            await store.delete(step.items)
             self.metrics["woken"] += (await store.assigned_pods_added(step.items)).moved
         elif step.kind == "assigned_update":
             self.metrics["woken"] += (await store.assigned_pods_updated(step.items)).moved
@@ -425,21 +428,25 @@ class QueueService:
         # The next round is popped while this one is published, so Redis pops while Python
         # and the broker publish (in pop order: one loop publishes its rounds in sequence).
         prefetched: asyncio.Task[_Round] | None = None
+        # Pods popped by a round that failed stay leased: they come back when it expires.
+        retry = Retry("queue: dispatching", log)
         try:
             while not self._stopping.is_set():
                 try:
-                    current = await (prefetched or self._pop_round())
-                    prefetched = None
+                    popping, prefetched = prefetched, None
+                    current = await (popping or self._pop_round())
                     if current.pods and not self._stopping.is_set():
                         prefetched = asyncio.create_task(self._pop_round())
                     await self._publish_round(current)
                     sent = current.pods
+                    retry.succeeded()
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.exception("queue: dispatch failed (leases will expire and retry)")
+                except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                    # A round popped ahead (if any) is published after the pause.
                     self.metrics["dispatch_errors"] += 1
-                    sent = 0
+                    await retry.pause(exc, self._stopping)
+                    continue
                 if sent == 0:
                     self._work.clear()
                     with contextlib.suppress(TimeoutError):
@@ -516,18 +523,22 @@ class QueueService:
     # ------------------------------------------------------------------ periodic work
 
     async def _every(self, interval: float, action: Callable[[], Awaitable[int]]) -> None:
+        retry = Retry(f"queue: periodic {getattr(action, '__name__', action)}", log)
+        pause = interval
         while not self._stopping.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), interval)
+                await asyncio.wait_for(self._stopping.wait(), pause)
             if self._stopping.is_set():
                 return
             try:
                 if await action():
                     self._work.set()
+                retry.succeeded()
+                pause = interval
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("queue: periodic %s failed", getattr(action, "__name__", action))
+            except Exception as exc:  # noqa: BLE001 (Retry logs it)
+                pause = max(interval, retry.failed(exc))
 
     async def _flush_backoff(self) -> int:
         moved = await self.store.flush_backoff_completed()

@@ -9,15 +9,25 @@ from collections.abc import Sequence
 from services.scheduler.config import WorkerConfig, config_from_args
 from services.scheduler.service import SchedulerWorker, WorkerFailedError
 from shared.health import HealthServer
-from shared.redisconn import open_redis
-from shared.service import ServiceRunner
+from shared.redisconn import connect
+from shared.service import ServiceRunner, wait_for_servers
 
 log = logging.getLogger(__name__)
 
 
 async def serve(config: WorkerConfig, stop: asyncio.Event, health: HealthServer) -> None:
-    redis = await open_redis(config.redis_url, config.redis_security)
+    redis = connect(config.redis_url, config.redis_security)
     try:
+        if not await wait_for_servers(
+            redis,
+            config.kafka_bootstrap,
+            stop,
+            "scheduler",
+            redis_url=config.redis_url,
+            redis_security=config.redis_security,
+            kafka_security=config.kafka_security,
+        ):
+            return
         await SchedulerWorker(redis, config.kafka_bootstrap, config).run(stop, health)
     finally:
         await redis.aclose()

@@ -61,6 +61,7 @@ from shared.kafka import (
 from shared.messages import DeadLetter, NodeFacts, Outcome, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
+from shared.retry import OUTAGE_ERRORS, Retry, until_answered
 from shared.store import ClusterStore, HostPort, NodeUsage, StoreKeys
 from shared.tasks import finish
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
@@ -280,32 +281,36 @@ class SchedulerWorker:
     async def _consume(self) -> None:
         assert self._consumer is not None
         consumer = self._consumer
+        retry = Retry(f"worker {self.config.worker_id}: scheduling", log)
         while not self._stopping.is_set():
             try:
                 batches = await consumer.getmany(timeout_ms=200, max_records=64)
-            except KafkaError:
-                log.exception("fetching schedule requests failed")
-                await asyncio.sleep(0.5)
+                if not batches:
+                    continue
+                await self._catch_up()
+                offsets: dict[TopicPartition, int] = {}
+                deliveries: list[asyncio.Future[Any]] = []
+                for tp, records in batches.items():
+                    for record in records:
+                        deliveries += await self._process(tp, record)
+                        offsets[tp] = record.offset + 1
+                if deliveries:
+                    await asyncio.gather(*deliveries)
+                retry.succeeded()
+            except OUTAGE_ERRORS as exc:
+                # The broker (or Redis, for a preemptor's victims) went away mid-batch:
+                # the pods whose proposals or outcomes did not land come back when the
+                # queue's leases on them expire.
+                await retry.pause(exc, self._stopping)
                 continue
-            if not batches:
-                continue
-            await self._catch_up()
-            offsets: dict[TopicPartition, int] = {}
-            deliveries: list[asyncio.Future[Any]] = []
-            for tp, records in batches.items():
-                for record in records:
-                    deliveries += await self._process(tp, record)
-                    offsets[tp] = record.offset + 1
-            if deliveries:
-                await asyncio.gather(*deliveries)
             try:
                 await consumer.commit(offsets)
             except (CommitFailedError, KafkaError) as exc:  # a rebalance: redelivery is harmless
                 log.warning("commit failed: %s", exc)
 
     async def _catch_up(self) -> None:
-        target = await self.store.resource_version()
-        if self.view.resource_version >= target:
+        target = await self._store_version()
+        if target is None or self.view.resource_version >= target:
             return
         self.stats.barrier_waits += 1
         deadline = asyncio.get_running_loop().time() + self.config.view_barrier_seconds
@@ -316,6 +321,17 @@ class SchedulerWorker:
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._advanced.wait(), remaining)
+
+    async def _store_version(self) -> int | None:
+        """The store's resourceVersion (the view barrier's target), waited for while Redis is
+        away: a pod is never decided on a view the worker cannot bring up to date (None: the
+        worker is stopping)."""
+        return await until_answered(
+            f"worker {self.config.worker_id}: reading the store's resourceVersion",
+            log,
+            self.store.resource_version,
+            self._stopping,
+        )
 
     async def _process(self, tp: TopicPartition, record: Any) -> list[asyncio.Future[Any]]:
         if record.value is None:
@@ -446,12 +462,13 @@ class SchedulerWorker:
     async def _listen_outcomes(self) -> None:
         assert self._outcomes is not None
         consumer = self._outcomes
+        retry = Retry(f"worker {self.config.worker_id}: reading outcomes", log)
         while True:
             try:
                 batches = await consumer.getmany(timeout_ms=500, max_records=5000)
-            except KafkaError:
-                log.exception("reading outcomes failed")
-                await asyncio.sleep(0.5)
+                retry.succeeded()
+            except KafkaError as exc:
+                await retry.pause(exc)
                 continue
             async with self._view_lock:
                 for records in batches.values():

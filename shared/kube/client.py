@@ -120,8 +120,9 @@ class KubeApiError(Exception):
         self.message = message
 
 
-class KubeUnavailableError(Exception):
-    """The API server could not be reached (connection refused, reset, timed out)."""
+class KubeUnavailableError(ConnectionError):
+    """The API server could not be reached (connection refused, reset, timed out): an
+    outage (shared.retry), retried."""
 
 
 def _translate(exc: BaseException) -> Exception:

@@ -14,11 +14,11 @@ import redis.asyncio as aioredis
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
 from services.adapter.sink import StoreSink
-from shared.backoff import Backoff
 from shared.env import group_options
 from shared.kafka import Topics
 from shared.kube.client import KubeApi, load_config
 from shared.models import Pod
+from shared.retry import Backoff
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
 
@@ -103,7 +103,7 @@ async def running_adapter(
     )
     service = AdapterService(redis_client, kafka_bootstrap, api, config)
     for reflector in service.reflectors:
-        reflector.backoff = Backoff(0.05, 0.5)
+        reflector.retry.backoff = Backoff(0.05, 0.5)
     stop = asyncio.Event()
     task = asyncio.create_task(service.run(stop))
     try:
@@ -258,8 +258,8 @@ async def test_api_errors_are_retried_with_backoff(
     ):
         assert await store.get_node("n1") is not None
         assert [c for c in emu.calls if c[1] == "nodes"][:3] == [("", "nodes", "list")] * 3
-        assert "Node: API error 500" in caplog.text
-        assert "retrying in" in caplog.text
+        assert "adapter: Node list/watch failed; retrying in" in caplog.text
+        assert "500 InjectedFailure" in caplog.text
 
 
 async def test_a_restarted_adapter_writes_nothing_for_what_it_already_stored(

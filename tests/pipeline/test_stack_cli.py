@@ -148,3 +148,49 @@ def test_kill_9_of_berth_up_takes_its_children_along(state: Path) -> None:
     up.process.kill()
     up.process.wait(10)
     _wait(lambda: not any(_alive(pid) for pid in pids), 20, "the orphans to die")
+
+
+def _redis_pid(up: Up) -> int:
+    port = re.search(r"redis:\s+redis://127\.0\.0\.1:(\d+)/0", up.output())
+    assert port is not None, up.output()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "redis-server" in cmdline and f":{port.group(1)}" in cmdline:
+                return int(proc.name)
+    raise AssertionError(f"no redis-server on port {port.group(1)}")
+
+
+def test_berth_up_keeps_the_cluster_through_a_redis_crash_and_a_restart(
+    state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The local Redis keeps its AOF beside the state file: killed with -9 it is restarted
+    on the same port with every binding, and the next `berth up` resumes the cluster."""
+    up = Up(state, "--redis-fsync", "always")
+    try:
+        assert f"AOF appendfsync always in {state.parent / 'stack-data'})" in up.output()
+        files = ["-f", str(EXAMPLES / "cluster.yaml"), "-f", str(EXAMPLES / "pods.yaml")]
+        assert apply_main(files) == 0
+        capsys.readouterr()
+        _wait(lambda: _pods(capsys)["team-a/etl-1"]["status"] == "Bound", 60, "a binding")
+        bound = {key: p["node"] for key, p in _pods(capsys).items() if p["status"] == "Bound"}
+        os.kill(_redis_pid(up), signal.SIGKILL)
+        _wait(lambda: "restarted redis:" in up.output(), 20, "Redis to be restarted")
+        now = {key: p["node"] for key, p in _pods(capsys).items() if p["status"] == "Bound"}
+        assert {key: now.get(key) for key in bound} == bound
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        assert up.process.wait(30) == 0, up.output()
+    up = Up(state)
+    try:
+        assert f"AOF appendfsync everysec in {state.parent / 'stack-data'}, resumed)" in (
+            up.output()
+        )
+        again = {key: p["node"] for key, p in _pods(capsys).items() if p["status"] == "Bound"}
+        assert {key: again.get(key) for key in bound} == bound
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        assert up.process.wait(30) == 0, up.output()

@@ -304,6 +304,23 @@ async def test_bound_pod_leaves_the_queue_and_other_schedulers_pods_are_ignored(
         assert [(p.key, p.queue) for p in view.pods] == [("default/gate", "gated")]
 
 
+async def test_a_pod_bound_while_no_informer_followed_it_leaves_the_queue(
+    make_service, service_config: QueueConfig, cluster
+) -> None:
+    """An informer that resumes from its cursor (after a restart, or a Redis outage) meets a
+    binding of a pod it never saw pending (an "add" with a node): the pod leaves the queue
+    all the same, instead of staying in flight until its lease expires."""
+    async with make_service(service_config) as service:
+        await cluster.apply([make_pod("p")])
+        await wait_for(lambda: service.metrics["dispatched"] == 1)
+        assert [p.queue for p in (await service.store.pending()).pods] == ["inflight"]
+    await cluster.apply([Node(metadata=ObjectMeta(name="n1", namespace=""))])
+    await cluster.apply([make_pod("p", node_name="n1")])  # the binding, while no queue runs
+    async with make_service(service_config) as service:
+        await wait_for(lambda: service.metrics["store_events"] == 2)
+        assert (await service.store.pending()).pods == []
+
+
 async def test_a_pod_whose_tenant_label_changes_moves_between_tenant_queues(
     make_service, service_config: QueueConfig, cluster
 ) -> None:
