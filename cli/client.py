@@ -20,7 +20,7 @@ from shared.models import (
     PriorityClass,
     resolve_priorities,
 )
-from shared.redisconn import check_redis, connect
+from shared.redisconn import connect, ping_or_refuse
 from shared.store import ClusterStore, object_key
 
 
@@ -130,9 +130,11 @@ class StackClient:
         await self.redis.aclose()
 
     async def __aenter__(self) -> StackClient:
-        """Checks that Redis answers (ConnectError, one line naming the URL, if not)."""
+        """Checks that Redis answers: a refusal no retry fixes (TLS, password) is a
+        ConnectError naming the URL; Redis being away is its ConnectionError (the commands
+        say so in one line: retry once `berth up` has restarted it)."""
         try:
-            await check_redis(self.redis, self.settings.redis_url, self.settings.redis_security)
+            await ping_or_refuse(self.redis, self.settings.redis_url, self.settings.redis_security)
         except BaseException:
             await self.close()
             raise

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 from redis.asyncio import Redis
 
+from services.queue.admission import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
 from services.queue.hints import (
     NODE_ADD,
     NODE_DELETE,
@@ -93,7 +94,7 @@ class PodChange:
     old: PodRecord | None = None
 
 
-QueueEvent = PodChange | ClusterEvent
+QueueEvent = PodChange | ClusterEvent | QuotaObjectsChanged
 """What the informer hands the queue: pod changes, and cluster events for the rest."""
 
 Handler = Callable[[Sequence[QueueEvent]], Awaitable[None]]
@@ -264,7 +265,9 @@ class StoreInformer:
                         out.append(POD_GROUP_MEMBER_ADD)
             elif change.kind == "Node":
                 out.append(self._node_change(change))
-            elif change.kind == "PodGroup":
+            if change.kind in QUOTA_KINDS and (not out or out[-1] is not QUOTA_OBJECTS_CHANGED):
+                out.append(QUOTA_OBJECTS_CHANGED)
+            if change.kind == "PodGroup":
                 if change.op == "delete":
                     self._groups.discard(change.key)
                     out.append(_POD_GROUP_EVENTS["delete"])
@@ -350,7 +353,7 @@ def _brings_work(events: Sequence[QueueEvent]) -> bool:
     """Whether the queue may have something new to dispatch after these events: a pending pod
     added or changed, or a cluster event that may wake parked pods."""
     for event in events:
-        if isinstance(event, ClusterEvent):
+        if isinstance(event, ClusterEvent | QuotaObjectsChanged):
             return True
         if event.op != "delete" and not event.pod.node_name:
             return True

@@ -70,6 +70,9 @@ class PodRecord:
     """The pod has required pod-affinity terms (an assigned pod may wake it: AssignedPodAdded)."""
     body: bytes = b""
     """shared.models.codec.encode(pod)."""
+    quota_wait: str = ""
+    """Why the pod waits for quota admission (services.queue.admission); "" when it does not:
+    the queue keeps it gated with this reason."""
 
     @property
     def key(self) -> str:

@@ -3,8 +3,9 @@
 Cluster facts (pods, nodes, PodGroups) come from the store's change stream through the
 informer (services/queue/informer.py: one tailing replica, a cursor, idempotent steps);
 `berth.outcomes` (one consumer group for all replicas; offsets committed after processing)
-brings the results of scheduling attempts. Both are applied to the `QueueStore`. It
-dispatches: pops leased pods per tenant by weighted round-robin and publishes them to
+brings the results of scheduling attempts. Both are applied to the `QueueStore`, pods of
+Kueue ClusterQueues through quota admission (services/queue/admission.py). It dispatches:
+pops leased pods per tenant by weighted round-robin and publishes them to
 `berth.schedule` in batches. Periodic flushes (backoff, unschedulable leftover, expired
 leases) are idempotent scripts, so every replica runs them and none needs to lead.
 
@@ -20,7 +21,7 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -31,12 +32,13 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from services.queue.admission import Admission, QuotaObjectsChanged
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.records import PodRecord
-from services.queue.store import NamespaceLabels, QueueStore
+from services.queue.store import NamespaceLabels, QueueStore, quota_why
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
 from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
@@ -126,7 +128,9 @@ class QueueService:
         self.informer: StoreInformer | None = None
         """Tails `cluster_store`'s change stream (None without a store: events come only
         through `apply_events`, in tests)."""
+        self.admission: Admission | None = None  # quota admission, on the informer's events
         if cluster_store is not None:
+            self.admission = Admission(self.redis, cluster_store, self.config.key_prefix)
             self.informer = StoreInformer(
                 self.redis,
                 cluster_store,
@@ -314,8 +318,12 @@ class QueueService:
     async def apply_events(self, events: Sequence[QueueEvent]) -> None:
         """Apply the informer's events in order, coalescing runs into store calls. A pod the
         queue cannot take goes to the DLQ; one bad pod never blocks the others."""
+        if self.admission is not None:
+            events = await self._gate(events)
         decoded: list[tuple[PodRecord | None, str, Any]] = []
         for event in events:
+            if isinstance(event, QuotaObjectsChanged):
+                continue
             if isinstance(event, ClusterEvent):
                 decoded.append((None, "cluster", event))
                 continue
@@ -332,7 +340,35 @@ class QueueService:
 
         await self._apply_or_reject(decoded, reject)
         self.metrics["store_events"] += len(events)
+        if self.admission is not None and self.admission.dirty:
+            await self._admit(reject)
         self._work.set()
+
+    async def _gate(self, events: Sequence[QueueEvent]) -> list[QueueEvent]:
+        """Quota objects reload admission; a pod waiting for quota is taken gated."""
+        assert self.admission is not None
+        out: list[QueueEvent] = []
+        for event in events:
+            if isinstance(event, QuotaObjectsChanged):
+                await self.admission.load()
+            elif isinstance(event, PodChange):
+                gated = await self.admission.gate(event.pod, event.op)
+                if gated is not event.pod:
+                    event = PodChange(event.op, gated, event.old)
+            out.append(event)
+        return out
+
+    async def _admit(self, reject: Callable[[PodRecord | None, str], Awaitable[None]]) -> None:
+        """Admitted pods are ungated (an update of their record), the others get a reason."""
+        assert self.admission is not None
+        verdict = await self.admission.admit()
+        steps = [(pod, "upsert", ("update", pod)) for pod in verdict.admitted]
+        await self._apply_or_reject(steps, reject)
+        whys: dict[str, dict[str, bytes]] = defaultdict(dict)
+        for pod, message in verdict.waiting.values():
+            whys[self.store.tenant_of(pod)][pod.key] = quota_why(message)
+        await self.store.set_whys(whys)
+        self.metrics["quota_admitted"] += len(verdict.admitted)
 
     async def relist(self, pods: Sequence[PodRecord]) -> None:
         """The informer relisted (the stream was trimmed past its cursor): the queue takes

@@ -92,6 +92,11 @@ def _gated_why(gates: Sequence[str]) -> bytes:
     return _why_blob(["SchedulingGates"], [], gates_message(gates))
 
 
+def quota_why(message: str) -> bytes:
+    """The `why` of a pod waiting for quota admission (berth get pods: status Quota)."""
+    return _why_blob(["Quota"], [], message)
+
+
 def gates_message(gates: Sequence[str]) -> str:
     """The SchedulingGates PreEnqueue status message (Go's %v of a []string)."""
     return f"waiting for scheduling gates: [{' '.join(gates)}]"
@@ -191,7 +196,7 @@ class QueueStore(QueueReads):
                             pod.uid,
                             pod.resource_version,
                             pod.priority,
-                            "1" if pod.scheduling_gates else "",
+                            "1" if pod.scheduling_gates or pod.quota_wait else "",
                             pod.nominated_node_name,
                             pod.fingerprint,
                             "1" if pod.required_pod_affinity else "",
@@ -206,13 +211,27 @@ class QueueStore(QueueReads):
                 results[i] = LOCATIONS.get(text(loc), "")
                 pod = items[i][1]
                 if results[i] == "gated":
-                    gated[tenant][pod.key] = _gated_why(pod.scheduling_gates)
+                    gated[tenant][pod.key] = (
+                        quota_why(pod.quota_wait)
+                        if pod.quota_wait and not pod.scheduling_gates
+                        else _gated_why(pod.scheduling_gates)
+                    )
         if gated:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for tenant, whys in gated.items():
                     pipe.hset(self.keys.key(tenant, "why"), mapping=whys)
                 await pipe.execute()
         return results
+
+    async def set_whys(self, whys: Mapping[str, Mapping[Any, Any]]) -> None:
+        """Replace the `why` of pods (tenant -> pod key -> blob), e.g. quota reasons."""
+        if not whys:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, blobs in whys.items():
+                if blobs:
+                    pipe.hset(self.keys.key(tenant, "why"), mapping=dict(blobs))
+            await pipe.execute()
 
     async def delete(self, pods: Sequence[PodRecord]) -> int:
         """Delete: from whichever queue holds the pod, lease included."""

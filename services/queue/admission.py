@@ -1,0 +1,414 @@
+"""Quota admission (Kueue's ClusterQueues, LocalQueues and cohorts) in front of the queue.
+
+A pending pod with the label `kueue.x-k8s.io/queue-name` is a *workload* of the ClusterQueue
+its LocalQueue names (a coscheduling PodGroup's pods are one workload). It waits *gated* in its
+tenant's queue, with the reason (`Quota` in `berth get pods`), until admitted; admission ungates
+it (the queue's own update path: it goes to active and is scheduled as usual).
+
+- **Exact.** Admissions and releases are the leader's (the informer's lease holder: one
+  writer), each a Lua script over the quota keys (`<prefix>{quota}:admitted`, `:usage`), so
+  usage in Redis is always the sum of the admitted workloads, and a restarted or new leader
+  starts from it. Usage counts a workload from admission until its pods are deleted (bound
+  pods included; a pod bound outside admission, e.g. applied with a nodeName, is charged when
+  seen).
+- **Quota.** `shared.quota`: nominal quota, borrowing from the cohort within borrowingLimit,
+  lendingLimit keeping a guaranteed part; flavors tried in the queue's order.
+- **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
+  workload that fits go before an earlier one that does not, StrictFIFO does not. Across the
+  queues of a cohort, the workload whose queue would have the lowest weighted dominant
+  resource share after admitting it goes first (Kueue's fair sharing, DRF).
+- **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, a resource no flavor
+  covers, "insufficient unused quota for cpu in flavor F, N more needed", or a gang waiting
+  for N more pods, each with the pod's position in its ClusterQueue.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+import msgpack
+from redis.asyncio import Redis
+
+from services.queue.records import PodRecord
+from shared.messages import decode_pod
+from shared.models import POD_GROUP_LABEL, Namespace, Pod, PodGroup, pod_requests
+from shared.models.kueue import QUEUE_NAME_LABEL, ClusterQueue, LocalQueue
+from shared.models.quantity import format_resource
+from shared.models.selectors import selector_matches
+from shared.quota import Cohort, cohorts_of
+from shared.store import ClusterStore
+
+log = logging.getLogger(__name__)
+
+QUOTA_PLUGIN = "Quota"
+"""The 'plugin' a quota-waiting pod names (berth get pods: status Quota)."""
+
+_COMMIT = """
+for i = 1, tonumber(ARGV[1]) do
+  redis.call('HSET', KEYS[1], ARGV[2 * i], ARGV[2 * i + 1])
+end
+local n = tonumber(ARGV[1])
+local at = 2 * n + 2
+for j = 1, tonumber(ARGV[at]) do
+  redis.call('HINCRBY', KEYS[2], ARGV[at + 2 * j - 1], ARGV[at + 2 * j])
+end
+return n
+"""
+"""Admit: ARGV n, n x (pod key, record), m, m x (usage field, delta)."""
+
+_RELEASE = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local rec = cmsgpack.unpack(raw)
+if ARGV[2] ~= '' and rec.uid ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+for field, amount in pairs(rec.charge) do
+  redis.call('HINCRBY', KEYS[2], field, -amount)
+end
+return 1
+"""
+"""Release one pod's charge (only the life with that uid, when given)."""
+
+
+QUOTA_KINDS = frozenset({"ClusterQueue", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"})
+"""Kinds whose changes change what admission decides (it reloads them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaObjectsChanged:
+    """The informer saw a change of a QUOTA_KINDS object."""
+
+
+QUOTA_OBJECTS_CHANGED = QuotaObjectsChanged()
+
+
+def usage_field(queue: str, flavor: str, resource: str) -> str:
+    return f"{queue}|{flavor}|{resource}"
+
+
+@dataclass
+class Workload:
+    key: str
+    queue: str
+    priority: int
+    created: float
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    requests: dict[str, dict[str, int]] = field(default_factory=dict)
+    min_member: int = 1
+    admitted_members: int = 0
+
+    def request(self) -> dict[str, int]:
+        total: dict[str, int] = defaultdict(int)
+        for req in self.requests.values():
+            for resource, amount in req.items():
+                total[resource] += amount
+        return dict(total)
+
+    @property
+    def order(self) -> tuple[int, float, str]:
+        return (-self.priority, self.created, self.key)
+
+
+@dataclass
+class Verdict:
+    """One round's answer: pods to ungate, and the reason of every pod still waiting."""
+
+    admitted: list[PodRecord] = field(default_factory=list)
+    waiting: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
+
+
+class Admission:
+    def __init__(self, redis: Redis, store: ClusterStore, prefix: str) -> None:
+        self.redis = redis
+        self.store = store
+        self.admitted_key = f"{prefix}{{quota}}:admitted"
+        self.usage_key = f"{prefix}{{quota}}:usage"
+        self._commit = redis.register_script(_COMMIT)
+        self._release = redis.register_script(_RELEASE)
+        self.loaded = False
+        self.queues: dict[str, ClusterQueue] = {}
+        self.local: dict[str, str] = {}
+        """LocalQueue "ns/name" -> its ClusterQueue."""
+        self.namespaces: dict[str, dict[str, str]] = {}
+        self.groups: dict[str, int] = {}
+        self.cohorts: dict[str, Cohort] = {}
+        self.cohort_of: dict[str, str] = {}
+        self.admitted: dict[str, dict[str, Any]] = {}
+        self.pending: dict[str, PodRecord] = {}
+        """Quota-managed pending pods not admitted, by pod key."""
+        self.dirty = False
+        """Something changed since the last round (a pod waits, quota was freed or changed)."""
+        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float]] = {}
+        """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
+
+    # ------------------------------------------------------------------ state
+    async def load(self) -> None:
+        """The quota objects from the store, usage and admissions from Redis, and every
+        pending managed pod (a new leader starts from what is stored)."""
+        self.queues = {
+            q.metadata.name: q
+            for q in cast(list[ClusterQueue], await self.store.list("ClusterQueue"))
+        }
+        self.local = {
+            lq.key: lq.spec.cluster_queue
+            for lq in cast(list[LocalQueue], await self.store.list("LocalQueue"))
+        }
+        self.namespaces = {
+            ns.metadata.name: dict(ns.metadata.labels)
+            for ns in cast(list[Namespace], await self.store.list("Namespace"))
+        }
+        self.groups = {
+            g.key: g.spec.min_member
+            for g in cast(list[PodGroup], await self.store.list("PodGroup"))
+        }
+        self.cohorts = cohorts_of(self.queues.values())
+        self.cohort_of = {
+            name: key for key, cohort in self.cohorts.items() for name in cohort.queues
+        }
+        raw = await self.redis.hgetall(self.admitted_key)
+        self.admitted = {
+            (k.decode() if isinstance(k, bytes) else k): msgpack.unpackb(v, raw=False)
+            for k, v in raw.items()
+        }
+        for cohort in self.cohorts.values():
+            cohort.usage.clear()
+        for fld, value in (await self.redis.hgetall(self.usage_key)).items():
+            name = fld.decode() if isinstance(fld, bytes) else str(fld)
+            queue, flavor, resource = name.split("|", 2)
+            cohort_key = self.cohort_of.get(queue)
+            if cohort_key is not None:
+                self.cohorts[cohort_key].usage.setdefault(queue, {})[(flavor, resource)] = int(
+                    value
+                )
+        self._decoded.clear()
+        self.loaded = True
+        self.dirty = True
+
+    def managed(self, pod: PodRecord) -> bool:
+        return bool(pod.labels.get(QUEUE_NAME_LABEL))
+
+    def is_admitted(self, pod: PodRecord) -> bool:
+        record = self.admitted.get(pod.key)
+        return record is not None and record.get("uid") == pod.uid
+
+    # ------------------------------------------------------------------ events
+    async def gate(self, pod: PodRecord, op: str) -> PodRecord:
+        """The record the queue should take for this pod change (gated while it waits)."""
+        if not self.loaded:
+            await self.load()
+        if op == "delete":
+            self._forget(pod.key)
+            if pod.key in self.admitted:
+                await self.release(pod.key, pod.uid)
+            return pod
+        if pod.node_name:
+            self._forget(pod.key)
+            if self.managed(pod) and not self.is_admitted(pod):
+                await self._charge_bound(pod)
+            return pod
+        if not self.managed(pod) or self.is_admitted(pod):
+            return pod
+        self.pending[pod.key] = pod
+        self.dirty = True
+        return self.waiting(pod, "waiting for quota")
+
+    def _forget(self, key: str) -> None:
+        if self.pending.pop(key, None) is not None:
+            self.dirty = True
+            for cached in [k for k in self._decoded if k[0] == key]:
+                del self._decoded[cached]
+
+    @staticmethod
+    def waiting(pod: PodRecord, reason: str) -> PodRecord:
+        # Another fingerprint while it waits: admission (the original record) is then an
+        # update that ungates it (the queue's "gates removed" path).
+        return replace(pod, quota_wait=reason, fingerprint=pod.fingerprint + "|quota")
+
+    async def release(self, key: str, uid: str) -> None:
+        record = self.admitted.pop(key, None)
+        if record is None:
+            return
+        self.dirty = True
+        await self._release(keys=[self.admitted_key, self.usage_key], args=[key, uid])
+        queue = record["cq"]
+        cohort = self.cohorts.get(self.cohort_of.get(queue, ""))
+        if cohort is not None:
+            for fld, amount in record["charge"].items():
+                _, flavor, resource = fld.split("|", 2)
+                usage = cohort.usage.setdefault(queue, {})
+                usage[(flavor, resource)] = usage.get((flavor, resource), 0) - amount
+
+    async def _charge_bound(self, pod: PodRecord) -> None:
+        queue, _ = self._queue_of(pod)
+        if queue is None:
+            return
+        request = self._request_of(pod, queue)
+        cohort = self.cohorts[self.cohort_of[queue]]
+        flavors = {
+            r: cohort.queues[queue].flavors_of[r][0]
+            for r in request
+            if r in cohort.queues[queue].flavors_of
+        }
+        await self._write([(pod, queue, request, flavors)])
+
+    # ------------------------------------------------------------------ rounds
+    async def admit(self) -> Verdict:
+        """Admit what fits, cohort by cohort in DRF order; reasons for the rest."""
+        self.dirty = False
+        verdict = Verdict()
+        workloads: dict[str, list[Workload]] = defaultdict(list)
+        for wl in self._workloads(verdict).values():
+            workloads[self.cohort_of[wl.queue]].append(wl)
+        for cohort_key, candidates in workloads.items():
+            await self._round(self.cohorts[cohort_key], candidates, verdict)
+        return verdict
+
+    def _workloads(self, verdict: Verdict) -> dict[str, Workload]:
+        out: dict[str, Workload] = {}
+        for pod in self.pending.values():
+            queue, problem = self._queue_of(pod)
+            if queue is None:
+                verdict.waiting[pod.key] = (pod, problem)
+                continue
+            group = pod.labels.get(POD_GROUP_LABEL, "")
+            key = f"podgroup:{pod.namespace}/{group}" if group else pod.key
+            request, created = self._decode(pod, queue)
+            wl = out.get(key)
+            if wl is None:
+                wl = out[key] = Workload(key, queue, pod.priority, created)
+                if group:
+                    wl.min_member = self.groups.get(f"{pod.namespace}/{group}", 1)
+                    wl.admitted_members = sum(
+                        1
+                        for rec in self.admitted.values()
+                        if rec.get("group") == f"{pod.namespace}/{group}"
+                    )
+            wl.pods[pod.key] = pod
+            wl.requests[pod.key] = request
+            wl.created = min(wl.created, created)
+        return out
+
+    async def _round(self, cohort: Cohort, candidates: list[Workload], verdict: Verdict) -> None:
+        by_queue: dict[str, list[Workload]] = defaultdict(list)
+        for wl in sorted(candidates, key=lambda w: w.order):
+            by_queue[wl.queue].append(wl)
+        reasons: dict[str, str] = {}
+        while True:
+            best: tuple[int, tuple[int, float, str], Workload, dict[str, str]] | None = None
+            for queue, waiting in by_queue.items():
+                strict = self.queues[queue].spec.queueing_strategy == "StrictFIFO"
+                for wl in waiting:
+                    missing = wl.min_member - wl.admitted_members - len(wl.pods)
+                    if missing > 0:
+                        reasons[wl.key] = f"gang waiting for {missing} more pod(s)"
+                        continue
+                    request = wl.request()
+                    flavors = cohort.assign(queue, request)
+                    if flavors is None:
+                        reasons[wl.key] = self._shortfall(cohort, queue, request)
+                        if strict:
+                            break
+                        continue
+                    extra = {(flavors[r], r): a for r, a in request.items() if r in flavors}
+                    share = cohort.share(queue, extra)
+                    if best is None or (share, wl.order) < (best[0], best[1]):
+                        best = (share, wl.order, wl, flavors)
+                    break  # this queue's candidate: its first workload that fits
+            if best is None:
+                break
+            _, _, wl, flavors = best
+            await self._write(
+                [(pod, wl.queue, wl.requests[key], flavors) for key, pod in wl.pods.items()],
+                group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
+            )
+            for pod in wl.pods.values():
+                self.pending.pop(pod.key, None)
+                verdict.admitted.append(replace(pod, quota_wait=""))
+            by_queue[wl.queue].remove(wl)
+        for queue, waiting in by_queue.items():
+            for position, wl in enumerate(waiting, start=1):
+                reason = reasons.get(wl.key, "waiting for quota")
+                message = (
+                    f"Waiting for quota in ClusterQueue {queue} (position {position} of "
+                    f"{len(waiting)}): {reason}"
+                )
+                for pod in wl.pods.values():
+                    verdict.waiting[pod.key] = (pod, message)
+
+    def _shortfall(self, cohort: Cohort, queue: str, request: dict[str, int]) -> str:
+        flavors_of = cohort.queues[queue].flavors_of
+        for resource, amount in sorted(request.items()):
+            if amount <= 0:
+                continue
+            flavors = flavors_of.get(resource, ())
+            if not flavors:
+                return f"resource {resource} is not covered by any flavor"
+            fits = [f for f in flavors if cohort.available(queue, (f, resource)) >= amount]
+            if fits:
+                continue
+            last = flavors[-1]
+            more = amount - cohort.available(queue, (last, resource))
+            return (
+                f"insufficient unused quota for {resource} in flavor {last}, "
+                f"{format_resource(resource, more)} more needed"
+            )
+        return "waiting for quota"
+
+    async def _write(
+        self,
+        pods: Sequence[tuple[PodRecord, str, dict[str, int], dict[str, str]]],
+        group: str = "",
+    ) -> None:
+        args: list[Any] = [len(pods)]
+        deltas: dict[str, int] = defaultdict(int)
+        for pod, queue, request, flavors in pods:
+            charge = {
+                usage_field(queue, flavors[r], r): a for r, a in request.items() if r in flavors
+            }
+            record = {"uid": pod.uid, "cq": queue, "charge": charge, "group": group}
+            args += [pod.key, msgpack.packb(record)]
+            self.admitted[pod.key] = record
+            for fld, amount in charge.items():
+                deltas[fld] += amount
+            cohort = self.cohorts[self.cohort_of[queue]]
+            cohort.charge(queue, request, flavors)
+        args.append(len(deltas))
+        for fld, amount in deltas.items():
+            args += [fld, amount]
+        await self._commit(keys=[self.admitted_key, self.usage_key], args=args)
+
+    # ------------------------------------------------------------------ helpers
+    def _queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
+        name = pod.labels.get(QUEUE_NAME_LABEL, "")
+        queue = self.local.get(f"{pod.namespace}/{name}")
+        if queue is None:
+            return None, f"LocalQueue {name} doesn't exist in namespace {pod.namespace}"
+        cq = self.queues.get(queue)
+        if cq is None:
+            return None, f"ClusterQueue {queue} doesn't exist"
+        selector = cq.spec.namespace_selector
+        labels = self.namespaces.get(pod.namespace, {})
+        if selector is None or not selector_matches(selector, labels):
+            return None, f"namespace {pod.namespace} is not selected by ClusterQueue {queue}"
+        return queue, ""
+
+    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float]:
+        cache_key = (pod.key, pod.resource_version)
+        cached = self._decoded.get(cache_key)
+        if cached is None:
+            body = decode_pod(pod.body, "queued pod")
+            cached = (self._request_of(pod, queue, body), body.metadata.creation_timestamp or 0.0)
+            self._decoded[cache_key] = cached
+        return cached
+
+    def _request_of(self, pod: PodRecord, queue: str, body: Pod | None = None) -> dict[str, int]:
+        body = body if body is not None else decode_pod(pod.body, "queued pod")
+        request = {r: a for r, a in pod_requests(body).items() if a > 0}
+        covered = self.cohorts[self.cohort_of[queue]].queues[queue].flavors_of
+        if "pods" in covered:
+            request["pods"] = 1
+        return request

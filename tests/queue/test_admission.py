@@ -1,0 +1,225 @@
+"""Quota admission (services/queue/admission.py) on a real Redis: what is admitted, in which
+order (DRF across a cohort), with which reason the rest waits, and that usage in Redis is
+always the sum of what is admitted."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import msgpack
+import redis.asyncio as aioredis
+
+from services.queue.admission import Admission
+from services.queue.records import PodRecord
+from shared.models import POD_GROUP_LABEL, Namespace, Pod, load_manifest_text
+from shared.models.kueue import QUEUE_NAME_LABEL
+from shared.models.meta import ObjectMeta
+from shared.store import ClusterStore
+from tests.builders import make_pod, make_pod_group
+
+
+def queues(*specs: tuple[str, str, int, int | None, Any]) -> str:
+    """ClusterQueues (name, cohort, nominal cpu, borrowingLimit, weight), one LocalQueue "lq"
+    per queue in the namespace of the queue's name, and a flavor "default"."""
+    docs = ["apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default}"]
+    for name, cohort, nominal, borrowing, weight in specs:
+        limit = "" if borrowing is None else f", borrowingLimit: {borrowing}"
+        docs.append(
+            f"""apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  cohort: "{cohort}"
+  namespaceSelector: {{}}
+  fairSharing: {{weight: {weight}}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: {nominal}{limit}}}]}}]"""
+        )
+        docs.append(
+            f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+            f"metadata: {{name: lq, namespace: {name}}}\nspec: {{clusterQueue: {name}}}"
+        )
+    return "\n---\n".join(docs)
+
+
+def pod(name: str, namespace: str, cpu: str = "1", *, created: float = 0.0, **kw: Any) -> Pod:
+    builder = make_pod(name).namespace(namespace).req(cpu=cpu).label(QUEUE_NAME_LABEL, "lq")
+    if "priority" in kw:
+        builder = builder.priority(kw["priority"])
+    if "group" in kw:
+        builder = builder.label(POD_GROUP_LABEL, kw["group"])
+    p = builder.obj()
+    p.metadata.creation_timestamp = created
+    return p
+
+
+async def setup(
+    redis_client: aioredis.Redis, redis_prefix: str, text: str, *extra: Any
+) -> Admission:
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    await store.apply([*load_manifest_text(text).queue_objects, *extra])
+    admission = Admission(redis_client, store, redis_prefix + "q:")
+    await admission.load()
+    return admission
+
+
+async def submit(admission: Admission, *pods: Pod) -> dict[str, PodRecord]:
+    out = {}
+    for p in pods:
+        record = PodRecord.from_pod(p)
+        gated = await admission.gate(record, "add")
+        assert gated.quota_wait == "waiting for quota"
+        out[p.metadata.name] = record
+    return out
+
+
+async def usage_in_redis(admission: Admission) -> dict[str, int]:
+    raw = await admission.redis.hgetall(admission.usage_key)
+    return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items() if int(v)}
+
+
+async def test_nominal_quota_then_reasons_and_positions(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 4, None, 1)))
+    await submit(admission, *(pod(f"p{i}", "team-a", created=i) for i in range(6)))
+    verdict = await admission.admit()
+    assert sorted(p.name for p in verdict.admitted) == ["p0", "p1", "p2", "p3"]
+    assert all(p.quota_wait == "" for p in verdict.admitted)
+    assert {k: m for k, (_, m) in verdict.waiting.items()} == {
+        "team-a/p4": "Waiting for quota in ClusterQueue team-a (position 1 of 2): "
+        "insufficient unused quota for cpu in flavor default, 1 more needed",
+        "team-a/p5": "Waiting for quota in ClusterQueue team-a (position 2 of 2): "
+        "insufficient unused quota for cpu in flavor default, 1 more needed",
+    }
+    assert await usage_in_redis(admission) == {"team-a|default|cpu": 4000}
+    # A pod deleted gives its quota back: the next in line is admitted.
+    await admission.gate(verdict.admitted[0], "delete")
+    again = await admission.admit()
+    assert [p.name for p in again.admitted] == ["p4"]
+    assert await usage_in_redis(admission) == {"team-a|default|cpu": 4000}
+
+
+async def test_priority_goes_first_and_best_effort_fifo_lets_smaller_ones_pass(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 4, None, 1)))
+    await submit(
+        admission,
+        pod("big-old", "team-a", "3", created=1),
+        pod("vip", "team-a", "2", created=2, priority=100),
+        pod("small", "team-a", "1", created=3),
+    )
+    verdict = await admission.admit()
+    # vip first (priority), then big-old does not fit (2 left) but small does.
+    assert [p.name for p in verdict.admitted] == ["vip", "small"]
+    assert "team-a/big-old" in verdict.waiting
+
+
+async def test_borrowing_within_a_cohort_and_its_limit(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    admission = await setup(
+        redis_client,
+        redis_prefix,
+        queues(("team-a", "c", 2, 1, 1), ("team-b", "c", 4, None, 1)),
+    )
+    await submit(admission, *(pod(f"a{i}", "team-a", created=i) for i in range(5)))
+    verdict = await admission.admit()
+    assert len(verdict.admitted) == 3  # nominal 2 + borrowingLimit 1
+    message = verdict.waiting["team-a/a3"][1]
+    assert "position 1 of 2" in message
+
+
+async def test_drf_orders_the_queues_of_a_cohort(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """Two queues with nothing nominal borrow everything from a third, idle one: admission
+    alternates so that their weighted shares stay level, the heavier weight getting about
+    twice as much."""
+    admission = await setup(
+        redis_client,
+        redis_prefix,
+        queues(("a", "c", 0, None, 1), ("b", "c", 0, None, 2), ("lender", "c", 9, None, 1)),
+    )
+    await submit(admission, *(pod(f"a{i}", "a", created=i) for i in range(9)))
+    await submit(admission, *(pod(f"b{i}", "b", created=i) for i in range(9)))
+    verdict = await admission.admit()
+    admitted = [p.namespace for p in verdict.admitted]
+    assert len(admitted) == 9
+    assert admitted.count("b") == 6
+    assert admitted.count("a") == 3
+
+
+async def test_a_gang_is_admitted_as_one_unit(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    group = make_pod_group("g", min_member=3, namespace="team-a")
+    admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 4, None, 1)), group)
+    await submit(admission, *(pod(f"g{i}", "team-a", group="g") for i in range(2)))
+    verdict = await admission.admit()
+    assert verdict.admitted == []
+    assert "gang waiting for 1 more pod(s)" in verdict.waiting["team-a/g0"][1]
+    await submit(admission, pod("g2", "team-a", group="g"))
+    verdict = await admission.admit()
+    assert sorted(p.name for p in verdict.admitted) == ["g0", "g1", "g2"]
+
+
+async def test_why_a_pod_cannot_be_admitted(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    text = queues(("team-a", "", 4, None, 1)).replace(
+        "namespaceSelector: {}", ("namespaceSelector: {matchLabels: {tier: batch}}")
+    )
+    admission = await setup(
+        redis_client,
+        redis_prefix,
+        text,
+        Namespace(metadata=ObjectMeta(name="team-a", labels={"tier": "web"})),
+    )
+    lost = pod("lost", "team-a")
+    lost.metadata.labels[QUEUE_NAME_LABEL] = "nope"
+    await submit(admission, pod("x", "team-a"), lost)
+    waiting = {k: m for k, (_, m) in (await admission.admit()).waiting.items()}
+    assert waiting == {
+        "team-a/x": "namespace team-a is not selected by ClusterQueue team-a",
+        "team-a/lost": "LocalQueue nope doesn't exist in namespace team-a",
+    }
+
+
+async def test_usage_in_redis_is_always_the_sum_of_admissions(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """Random submissions and deletions; after each round the usage hash equals the sum of
+    the admitted records, no queue exceeds nominal + borrowingLimit, and a new leader
+    (a fresh Admission) loads the same numbers."""
+    rng = random.Random(7)
+    admission = await setup(
+        redis_client,
+        redis_prefix,
+        queues(("a", "c", 3, 2, 1), ("b", "c", 5, None, 3), ("solo", "", 2, None, 1)),
+    )
+    live: dict[str, PodRecord] = {}
+    for step in range(40):
+        ns = rng.choice(["a", "b", "solo"])
+        p = pod(f"p{step}", ns, rng.choice(["500m", "1", "2"]), created=step)
+        live.update({f"{ns}/p{step}": r for r in (await submit(admission, p)).values()})
+        if live and rng.random() < 0.3:
+            key = rng.choice(sorted(live))
+            await admission.gate(live.pop(key), "delete")
+        await admission.admit()
+        raw = await redis_client.hgetall(admission.admitted_key)
+        totals: dict[str, int] = {}
+        for value in raw.values():
+            for field, amount in msgpack.unpackb(value, raw=False)["charge"].items():
+                totals[field] = totals.get(field, 0) + amount
+        assert {k: v for k, v in totals.items() if v} == await usage_in_redis(admission)
+        usage = await usage_in_redis(admission)
+        assert usage.get("a|default|cpu", 0) <= 5000
+        assert usage.get("solo|default|cpu", 0) <= 2000
+        assert usage.get("a|default|cpu", 0) + usage.get("b|default|cpu", 0) <= 8000
+    fresh = Admission(redis_client, admission.store, admission.admitted_key.split("{")[0])
+    await fresh.load()
+    assert fresh.cohorts["c"].usage == admission.cohorts["c"].usage
