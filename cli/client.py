@@ -20,6 +20,7 @@ from shared.models import (
     PriorityClass,
     resolve_priorities,
 )
+from shared.models.kueue import ClusterQueue
 from shared.redisconn import connect, ping_or_refuse
 from shared.store import ClusterStore, object_key
 
@@ -220,7 +221,7 @@ class StackClient:
                 row.queue, row.attempts, row.tenant = queued.queue, queued.attempts, queued.tenant
                 row.message = queued.message
                 if queued.queue == "gated":
-                    row.status = "Gated"
+                    row.status = "Quota" if "Quota" in queued.unschedulable_plugins else "Gated"
             row.nominated_node = pod.status.nominated_node_name
             rows.append(row)
         rows.sort(key=lambda r: (r.namespace, r.name))
@@ -246,6 +247,56 @@ class StackClient:
                 }
             )
         return rows
+
+    async def cluster_queue_rows(self) -> list[dict[str, Any]]:
+        """Per ClusterQueue: quota, what admission charged (usage), borrowed, the weighted
+        DRF share, and how many pods wait for its quota."""
+        from services.queue.admission import read_usage
+        from shared.models.kueue import QUEUE_NAME_LABEL, LocalQueue
+        from shared.quota import cohorts_of
+
+        cohorts = cohorts_of(cast(list[ClusterQueue], await self.store.list("ClusterQueue")))
+        usage = await read_usage(self.redis, self.settings.queue_prefix)
+        local = {
+            lq.key: lq.spec.cluster_queue
+            for lq in cast(list[LocalQueue], await self.store.list("LocalQueue"))
+        }
+        labels = {p.key: p.metadata.labels for p in cast(list[Pod], await self.store.list("Pod"))}
+        waiting: dict[str, int] = {}
+        for pending in (await self.queue.pending()).pods:
+            if "Quota" in pending.unschedulable_plugins and pending.key in labels:
+                namespace = pending.key.split("/", 1)[0]
+                lq = labels[pending.key].get(QUEUE_NAME_LABEL, "")
+                queue = local.get(f"{namespace}/{lq}", "")
+                waiting[queue] = waiting.get(queue, 0) + 1
+        rows = []
+        for cohort in cohorts.values():
+            for name in cohort.queues:
+                cohort.usage[name] = dict(usage.get(name, {}))
+            for name, quota in cohort.queues.items():
+                resources = [
+                    {
+                        "flavor": flavor,
+                        "resource": resource,
+                        "nominal": limits.nominal,
+                        "borrowingLimit": limits.borrowing,
+                        "lendingLimit": limits.lending,
+                        "usage": cohort.used(name, (flavor, resource)),
+                        "borrowed": cohort.borrowed(name, (flavor, resource)),
+                    }
+                    for (flavor, resource), limits in sorted(quota.limits.items())
+                ]
+                rows.append(
+                    {
+                        "name": name,
+                        "cohort": quota.cohort,
+                        "weight": str(quota.weight),
+                        "share": cohort.share(name),
+                        "resources": resources,
+                        "pendingQuota": waiting.get(name, 0),
+                    }
+                )
+        return sorted(rows, key=lambda row: str(row["name"]))
 
     async def queue_rows(self) -> dict[str, Any]:
         from services.scheduler import read_heartbeats

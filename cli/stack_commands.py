@@ -26,7 +26,7 @@ from cli.client import StackClient, read_settings, state_path, write_state
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, LauncherError, start_dev_servers
 from cli.supervisor import Stack, create_topics, supervise, wait_for_workers
-from cli.tables import format_nodes, format_pods, format_queues
+from cli.tables import format_cluster_queues, format_nodes, format_pods, format_queues
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_FSYNC,
@@ -199,8 +199,13 @@ def _delete_targets(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 
 def get_main(argv: Sequence[str] | None = None) -> int:
-    parser = _client_parser("berth get", "Show pods, nodes or queues of a running stack.")
-    parser.add_argument("what", choices=["pods", "pod", "nodes", "node", "queues", "queue"])
+    parser = _client_parser(
+        "berth get", "Show pods, nodes, queues or ClusterQueues of a running stack."
+    )
+    parser.add_argument(
+        "what",
+        choices=["pods", "pod", "nodes", "node", "queues", "queue", "clusterqueues", "cq"],
+    )
     parser.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
     args = parser.parse_args(argv)
     try:
@@ -215,6 +220,8 @@ def get_main(argv: Sequence[str] | None = None) -> int:
                 return format_pods(await client.pod_rows(), args.output)
             if args.what.startswith("node"):
                 return format_nodes(await client.node_rows(), args.output)
+            if args.what in ("clusterqueues", "cq"):
+                return format_cluster_queues(await client.cluster_queue_rows(), args.output)
             return format_queues(await client.queue_rows(), args.output)
 
     try:

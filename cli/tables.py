@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cli.client import PodRow
+from shared.models.quantity import format_resource
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
@@ -97,3 +98,29 @@ def format_queues(view: Mapping[str, Any], output: str) -> str:
             )
         out += "\n\n" + _table(rows)
     return out
+
+
+def format_cluster_queues(rows: Sequence[Mapping[str, Any]], output: str) -> str:
+    """`berth get clusterqueues`: one line per ClusterQueue, flavor and resource."""
+    if output == "json":
+        return json.dumps(list(rows), indent=2, default=str)
+    table = [
+        ["NAME", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USAGE", "BORROWED", "SHARE", "PENDING"]
+    ]
+    for row in rows:
+        for r in row["resources"] or [{}]:
+            name = str(r.get("resource", ""))
+            table.append(
+                [
+                    str(row["name"]),
+                    str(row["cohort"] or "-"),
+                    str(r.get("flavor", "-")),
+                    name or "-",
+                    format_resource(name, int(r.get("nominal", 0))) if name else "-",
+                    format_resource(name, int(r.get("usage", 0))) if name else "-",
+                    format_resource(name, int(r.get("borrowed", 0))) if name else "-",
+                    str(row["share"]),
+                    str(row["pendingQuota"]),
+                ]
+            )
+    return _table(table)

@@ -412,3 +412,15 @@ class Admission:
         if "pods" in covered:
             request["pods"] = 1
         return request
+
+
+async def read_usage(redis: Redis, prefix: str) -> dict[str, dict[tuple[str, str], int]]:
+    """What admission charged, per ClusterQueue and (flavor, resource) (for `berth get
+    clusterqueues` and the dashboard)."""
+    out: dict[str, dict[tuple[str, str], int]] = defaultdict(dict)
+    for fld, value in (await redis.hgetall(f"{prefix}{{quota}}:usage")).items():
+        name = fld.decode() if isinstance(fld, bytes) else str(fld)
+        queue, flavor, resource = name.split("|", 2)
+        if int(value):
+            out[queue][(flavor, resource)] = int(value)
+    return dict(out)
