@@ -25,8 +25,9 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -34,9 +35,16 @@ import msgpack
 from redis.asyncio import Redis
 
 from services.queue.records import PodRecord
+from services.queue.store import quota_why
 from shared.messages import decode_pod
 from shared.models import POD_GROUP_LABEL, Namespace, Pod, PodGroup, pod_requests
-from shared.models.kueue import QUEUE_NAME_LABEL, ClusterQueue, LocalQueue
+from shared.models.kueue import (
+    PREEMPTION_ANY,
+    PREEMPTION_NEVER,
+    QUEUE_NAME_LABEL,
+    ClusterQueue,
+    LocalQueue,
+)
 from shared.models.quantity import format_resource
 from shared.models.selectors import selector_matches
 from shared.quota import Cohort, cohorts_of
@@ -120,9 +128,20 @@ class Verdict:
     admitted: list[PodRecord] = field(default_factory=list)
     waiting: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
 
+    def whys(self, tenant_of: Callable[[PodRecord], str]) -> dict[str, dict[str, bytes]]:
+        """The waiting pods' reasons as the queue keeps them: tenant -> pod key -> why."""
+        out: dict[str, dict[str, bytes]] = defaultdict(dict)
+        for pod, message in self.waiting.values():
+            out[tenant_of(pod)][pod.key] = quota_why(message)
+        return out
+
 
 class Admission:
-    def __init__(self, redis: Redis, store: ClusterStore, prefix: str) -> None:
+    def __init__(
+        self, redis: Redis, store: ClusterStore, prefix: str, *, reclaim: bool = True
+    ) -> None:
+        self.reclaim = reclaim
+        """Evict borrowers to give a queue its nominal quota back (reclaimWithinCohort)."""
         self.redis = redis
         self.store = store
         self.admitted_key = f"{prefix}{{quota}}:admitted"
@@ -143,6 +162,9 @@ class Admission:
         self.dirty = False
         """Something changed since the last round (a pod waits, quota was freed or changed)."""
         self._decoded: dict[tuple[str, int], tuple[dict[str, int], float]] = {}
+        self.evicting: dict[str, set[str]] = {}
+        """Workload key -> the pods evicted for it and not yet released (evict once)."""
+        self.evicted = 0
         """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
 
     # ------------------------------------------------------------------ state
@@ -310,7 +332,10 @@ class Admission:
                     flavors = cohort.assign(queue, request)
                     if flavors is None:
                         reasons[wl.key] = self._shortfall(cohort, queue, request)
-                        if strict:
+                        reclaiming = await self._reclaim(cohort, wl, request)
+                        if reclaiming:
+                            reasons[wl.key] = reclaiming
+                        if strict or reclaiming:
                             break
                         continue
                     extra = {(flavors[r], r): a for r, a in request.items() if r in flavors}
@@ -325,6 +350,7 @@ class Admission:
                 [(pod, wl.queue, wl.requests[key], flavors) for key, pod in wl.pods.items()],
                 group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
             )
+            self.evicting.pop(wl.key, None)
             for pod in wl.pods.values():
                 self.pending.pop(pod.key, None)
                 verdict.admitted.append(replace(pod, quota_wait=""))
@@ -338,6 +364,81 @@ class Admission:
                 )
                 for pod in wl.pods.values():
                     verdict.waiting[pod.key] = (pod, message)
+
+    async def _reclaim(self, cohort: Cohort, wl: Workload, request: dict[str, int]) -> str:
+        """Kueue's reclaimWithinCohort: a queue that would stay within its nominal quota
+        with this workload takes quota back from queues that borrow, evicting their pods
+        (lowest priority first, then the most recently admitted), never taking a queue below
+        its own nominal quota. LowerPriority evicts only pods of lower priority than the
+        workload. Evicted pods go back to waiting (in the store: unbound, same uid). Returns
+        the reason to show, or "" when nothing can be reclaimed."""
+        policy = self.queues[wl.queue].spec.preemption.reclaim_within_cohort
+        if not self.reclaim or policy == PREEMPTION_NEVER or not cohort.queues[wl.queue].cohort:
+            return ""
+        pending = self.evicting.get(wl.key)
+        if pending and pending & self.admitted.keys():
+            return f"reclaiming quota: waiting for {len(pending)} evicted pod(s) to leave"
+        quota = cohort.queues[wl.queue]
+        victims: dict[str, dict[str, Any]] = {}
+        taken: dict[tuple[str, str, str], int] = defaultdict(int)
+        for resource, amount in request.items():
+            flavor = next(
+                (
+                    f
+                    for f in quota.flavors_of.get(resource, ())
+                    if cohort.used(wl.queue, (f, resource)) + amount
+                    <= quota.limits[(f, resource)].nominal
+                ),
+                None,
+            )
+            if flavor is None:
+                return ""  # beyond its nominal quota: only borrowing could help
+            needed = amount - cohort.available(wl.queue, (flavor, resource))
+            fld_of = {name: usage_field(name, flavor, resource) for name in cohort.queues}
+            candidates = sorted(
+                (
+                    (rec.get("prio", 0), -rec.get("at", 0.0), key, rec)
+                    for key, rec in self.admitted.items()
+                    if rec["cq"] != wl.queue
+                    and rec["cq"] in cohort.queues
+                    and fld_of[rec["cq"]] in rec["charge"]
+                    and (policy == PREEMPTION_ANY or rec.get("prio", 0) < wl.priority)
+                ),
+                key=lambda c: (c[0], c[1], c[2]),
+            )
+            for _, _, key, rec in candidates:
+                if needed <= 0:
+                    break
+                victim_queue = rec["cq"]
+                fr = (flavor, resource)
+                amount_of = rec["charge"][fld_of[victim_queue]]
+                left = cohort.used(victim_queue, fr) - taken[(victim_queue, *fr)] - amount_of
+                if left < cohort.queues[victim_queue].limits[fr].nominal:
+                    continue  # never below the victim queue's own nominal quota
+                victims[key] = rec
+                taken[(victim_queue, *fr)] += amount_of
+                needed -= amount_of
+            if needed > 0:
+                return ""
+        for key, rec in victims.items():
+            await self._requeue(key, rec["uid"])
+        self.evicting[wl.key] = set(victims)
+        self.evicted += len(victims)
+        owners = sorted({rec["cq"] for rec in victims.values()})
+        return f"reclaiming quota: evicted {len(victims)} pod(s) of {', '.join(owners)}"
+
+    async def _requeue(self, key: str, uid: str) -> None:
+        """Evict an admitted pod by putting it back to waiting: unbound, same uid (the
+        informer then brings its deletion, which releases its quota, and its return)."""
+        namespace, _, name = key.partition("/")
+        pod = await self.store.get_pod(namespace, name)
+        if pod is None or pod.metadata.uid != uid:
+            return
+        await self.store.delete("Pod", namespace, name, uid=uid)
+        pod.spec.node_name = ""
+        pod.status.nominated_node_name = ""
+        await self.store.apply([pod])
+        log.info("quota reclaim: evicted %s (back to waiting)", key)
 
     def _shortfall(self, cohort: Cohort, queue: str, request: dict[str, int]) -> str:
         flavors_of = cohort.queues[queue].flavors_of
@@ -369,7 +470,14 @@ class Admission:
             charge = {
                 usage_field(queue, flavors[r], r): a for r, a in request.items() if r in flavors
             }
-            record = {"uid": pod.uid, "cq": queue, "charge": charge, "group": group}
+            record = {
+                "uid": pod.uid,
+                "cq": queue,
+                "charge": charge,
+                "group": group,
+                "prio": pod.priority,
+                "at": time.time(),
+            }
             args += [pod.key, msgpack.packb(record)]
             self.admitted[pod.key] = record
             for fld, amount in charge.items():

@@ -48,6 +48,9 @@ class QueueConfig:
     dispatch_idle_interval: float = 0.05
     """How often an idle dispatcher looks for pods other replicas made active."""
     hints: QueueingHints = field(default_factory=QueueingHints.default)
+    reclaim_by_requeue: bool = True
+    """Quota reclaim (reclaimWithinCohort) evicts a borrower's pod by putting it back to
+    waiting in the store. Off in Kubernetes mode, where the API server owns the pods."""
     topics: Topics = field(default_factory=Topics)
     group_id: str = "berth-queue"
     """Kafka consumer group of the queue replicas."""

@@ -103,6 +103,7 @@ def config_from_args(args: argparse.Namespace, settings: StackSettings) -> Queue
         tenant_weights=weights,
         max_inflight_per_tenant=args.max_inflight,
         lease_seconds=args.lease_seconds,
+        reclaim_by_requeue=not settings.kube,
     )
     if settings.ordered:
         # Concurrent dispatch loops would interleave their batches on berth.schedule.

@@ -21,7 +21,7 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -38,7 +38,7 @@ from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.records import PodRecord
-from services.queue.store import NamespaceLabels, QueueStore, quota_why
+from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
 from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
@@ -126,11 +126,13 @@ class QueueService:
         self._room = asyncio.Event()
         self._wrr = WeightedRoundRobin(self.config.weight)
         self.informer: StoreInformer | None = None
-        """Tails `cluster_store`'s change stream (None without a store: events come only
-        through `apply_events`, in tests)."""
+        """Tails `cluster_store`'s change stream (None without: events via apply_events)."""
         self.admission: Admission | None = None  # quota admission, on the informer's events
         if cluster_store is not None:
-            self.admission = Admission(self.redis, cluster_store, self.config.key_prefix)
+            config = self.config
+            self.admission = Admission(
+                self.redis, cluster_store, config.key_prefix, reclaim=config.reclaim_by_requeue
+            )
             self.informer = StoreInformer(
                 self.redis,
                 cluster_store,
@@ -362,18 +364,15 @@ class QueueService:
         """Admitted pods are ungated (an update of their record), the others get a reason."""
         assert self.admission is not None
         verdict = await self.admission.admit()
-        steps = [(pod, "upsert", ("update", pod)) for pod in verdict.admitted]
-        await self._apply_or_reject(steps, reject)
-        whys: dict[str, dict[str, bytes]] = defaultdict(dict)
-        for pod, message in verdict.waiting.values():
-            whys[self.store.tenant_of(pod)][pod.key] = quota_why(message)
-        await self.store.set_whys(whys)
+        await self._apply_or_reject(
+            [(p, "upsert", ("update", p)) for p in verdict.admitted], reject
+        )
+        await self.store.set_whys(verdict.whys(self.store.tenant_of))
         self.metrics["quota_admitted"] += len(verdict.admitted)
 
     async def relist(self, pods: Sequence[PodRecord]) -> None:
-        """The informer relisted (the stream was trimmed past its cursor): the queue takes
-        every stored pod again, drops the pods the store no longer has, and wakes the
-        unschedulable ones (a node may have come while nobody watched)."""
+        """After a relist (stream trimmed past the cursor): take every stored pod again, drop
+        the ones the store no longer has, wake the unschedulable (a node may have come)."""
         stored = {(pod.key, pod.uid) for pod in pods}
         await self.apply_events([PodChange("update", pod) for pod in pods])
         for tenant in await self.store.tenants():

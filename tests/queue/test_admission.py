@@ -223,3 +223,82 @@ async def test_usage_in_redis_is_always_the_sum_of_admissions(
     fresh = Admission(redis_client, admission.store, admission.admitted_key.split("{")[0])
     await fresh.load()
     assert fresh.cohorts["c"].usage == admission.cohorts["c"].usage
+
+
+async def test_reclaim_within_cohort_evicts_the_newest_borrowers(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """team-a (reclaimWithinCohort: Any) wants its nominal 2 back from team-b, which borrows
+    2 on top of its own 2: team-b's two most recently admitted pods are evicted (back to
+    waiting, unbound, same uid), never taking team-b below its nominal quota; team-a is then
+    admitted."""
+    text = queues(("team-a", "c", 2, None, 1), ("team-b", "c", 2, None, 1)).replace(
+        "  fairSharing: {weight: 1}\n  resourceGroups:\n  - coveredResources: [cpu]\n"
+        "    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2}]}]\n---\n"
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, "
+        "namespace: team-a}",
+        "  fairSharing: {weight: 1}\n  preemption: {reclaimWithinCohort: Any}\n"
+        "  resourceGroups:\n  - coveredResources: [cpu]\n"
+        "    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 2}]}]\n---\n"
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata: {name: lq, "
+        "namespace: team-a}",
+    )
+    assert "reclaimWithinCohort: Any" in text
+    b_pods = [pod(f"b{i}", "team-b", created=i) for i in range(4)]
+    admission = await setup(redis_client, redis_prefix, text, *b_pods)
+    records = await submit(admission, *b_pods)
+    first = await admission.admit()
+    assert sorted(p.name for p in first.admitted) == ["b0", "b1", "b2", "b3"]  # borrows 2
+
+    await submit(admission, pod("a0", "team-a", created=10), pod("a1", "team-a", created=11))
+    second = await admission.admit()
+    assert second.admitted == []
+    assert second.waiting["team-a/a0"][1].endswith("reclaiming quota: evicted 1 pod(s) of team-b")
+    assert admission.evicting == {"team-a/a0": {"team-b/b3"}}  # the newest borrower
+    # Evicting again while it has not left would evict twice: a0 waits instead.
+    third = await admission.admit()
+    assert "waiting for 1 evicted pod(s) to leave" in third.waiting["team-a/a0"][1]
+    assert admission.evicted == 1
+
+    async def informer_brings_the_evictions() -> None:
+        """The store put each evicted pod back to waiting: the informer brings its deletion
+        (quota released) and its return (waiting again)."""
+        stored = {p.key: p for p in await admission.store.list("Pod") if isinstance(p, Pod)}
+        for keys in admission.evicting.values():
+            for key in keys & admission.admitted.keys():
+                assert stored[key].spec.node_name == ""
+                assert stored[key].metadata.uid == records[key.split("/")[1]].uid
+                await admission.gate(records[key.split("/")[1]], "delete")
+                assert (await admission.gate(PodRecord.from_pod(stored[key]), "add")).quota_wait
+
+    await informer_brings_the_evictions()
+    fourth = await admission.admit()
+    assert [p.name for p in fourth.admitted] == ["a0"]
+    assert fourth.waiting["team-a/a1"][1].endswith("reclaiming quota: evicted 1 pod(s) of team-b")
+    await informer_brings_the_evictions()
+    fifth = await admission.admit()
+    assert [p.name for p in fifth.admitted] == ["a1"]
+    assert "insufficient unused quota" in fifth.waiting["team-b/b2"][1]
+    assert admission.evicted == 2  # never below team-b's own nominal 2
+    assert await usage_in_redis(admission) == {
+        "team-a|default|cpu": 2000,
+        "team-b|default|cpu": 2000,
+    }
+
+
+async def test_reclaim_lower_priority_spares_equal_or_higher_priority_pods(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    text = queues(("team-a", "c", 2, None, 1), ("team-b", "c", 2, None, 1)).replace(
+        "fairSharing: {weight: 1}",
+        "fairSharing: {weight: 1}\n  preemption: {reclaimWithinCohort: LowerPriority}",
+        1,
+    )
+    b_pods = [pod(f"b{i}", "team-b", created=i, priority=100) for i in range(4)]
+    admission = await setup(redis_client, redis_prefix, text, *b_pods)
+    await submit(admission, *b_pods)
+    await admission.admit()
+    await submit(admission, pod("a0", "team-a", priority=100))
+    verdict = await admission.admit()
+    assert admission.evicted == 0
+    assert "insufficient unused quota" in verdict.waiting["team-a/a0"][1]
