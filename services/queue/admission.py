@@ -47,6 +47,7 @@ from shared.models.kueue import (
 )
 from shared.models.quantity import format_resource
 from shared.models.selectors import selector_matches
+from shared.queue_keys import QueueKeys
 from shared.quota import Cohort, cohorts_of
 from shared.store import ClusterStore
 
@@ -121,6 +122,9 @@ class Workload:
         return (-self.priority, self.created, self.key)
 
 
+TenantOf = Callable[[PodRecord], str]
+
+
 @dataclass
 class Verdict:
     """One round's answer: pods to ungate, and the reason of every pod still waiting."""
@@ -128,12 +132,16 @@ class Verdict:
     admitted: list[PodRecord] = field(default_factory=list)
     waiting: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
 
-    def whys(self, tenant_of: Callable[[PodRecord], str]) -> dict[str, dict[str, bytes]]:
-        """The waiting pods' reasons as the queue keeps them: tenant -> pod key -> why."""
-        out: dict[str, dict[str, bytes]] = defaultdict(dict)
+    async def write_whys(self, redis: Redis, keys: QueueKeys, tenant_of: TenantOf) -> None:
+        """The waiting pods' reasons, where the queue keeps every pod's (its `why` hash)."""
+        whys: dict[str, dict[str, bytes]] = defaultdict(dict)
         for pod, message in self.waiting.values():
-            out[tenant_of(pod)][pod.key] = quota_why(message)
-        return out
+            whys[tenant_of(pod)][pod.key] = quota_why(message)
+        if whys:
+            async with redis.pipeline(transaction=False) as pipe:
+                for tenant, blobs in whys.items():
+                    pipe.hset(keys.key(tenant, "why"), mapping=dict(blobs))  # type: ignore[arg-type]
+                await pipe.execute()
 
 
 class Admission:

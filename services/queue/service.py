@@ -367,7 +367,7 @@ class QueueService:
         await self._apply_or_reject(
             [(p, "upsert", ("update", p)) for p in verdict.admitted], reject
         )
-        await self.store.set_whys(verdict.whys(self.store.tenant_of))
+        await verdict.write_whys(self.redis, self.store.keys, self.store.tenant_of)
         self.metrics["quota_admitted"] += len(verdict.admitted)
 
     async def relist(self, pods: Sequence[PodRecord]) -> None:

@@ -223,16 +223,6 @@ class QueueStore(QueueReads):
                 await pipe.execute()
         return results
 
-    async def set_whys(self, whys: Mapping[str, Mapping[Any, Any]]) -> None:
-        """Replace the `why` of pods (tenant -> pod key -> blob), e.g. quota reasons."""
-        if not whys:
-            return
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant, blobs in whys.items():
-                if blobs:
-                    pipe.hset(self.keys.key(tenant, "why"), mapping=dict(blobs))
-            await pipe.execute()
-
     async def delete(self, pods: Sequence[PodRecord]) -> int:
         """Delete: from whichever queue holds the pod, lease included."""
         by_tenant: dict[str, list[PodRecord]] = defaultdict(list)
