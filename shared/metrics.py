@@ -124,6 +124,56 @@ class BerthMetrics:
             registry=reg,
         )
 
+        quota = ["cohort", "cluster_queue", "flavor", "resource"]
+        self.cq_pending = Gauge(
+            "kueue_pending_workloads",
+            "Pods (gangs count per pod) waiting for quota, per ClusterQueue.",
+            ["cluster_queue", "status"],
+            registry=reg,
+        )
+        self.cq_admitted_active = Gauge(
+            "kueue_admitted_active_workloads",
+            "Pods admitted by a ClusterQueue and not yet deleted.",
+            ["cluster_queue"],
+            registry=reg,
+        )
+        self.cq_admitted = Counter(
+            "kueue_admitted_workloads",
+            "Pods admitted, per ClusterQueue.",
+            ["cluster_queue"],
+            registry=reg,
+        )
+        self.cq_evicted = Counter(
+            "kueue_evicted_workloads",
+            "Pods evicted back to waiting, per ClusterQueue and reason.",
+            ["cluster_queue", "reason"],
+            registry=reg,
+        )
+        self.cq_nominal = Gauge(
+            "kueue_cluster_queue_nominal_quota",
+            "Nominal quota (CPU in cores, memory in bytes, others as counted).",
+            quota,
+            registry=reg,
+        )
+        self.cq_usage = Gauge(
+            "kueue_cluster_queue_resource_usage",
+            "Quota charged by admission (same units as the nominal quota).",
+            quota,
+            registry=reg,
+        )
+        self.cq_borrowing = Gauge(
+            "kueue_cluster_queue_borrowing",
+            "Usage above the nominal quota (borrowed from the cohort).",
+            quota,
+            registry=reg,
+        )
+        self.cq_share = Gauge(
+            "kueue_cluster_queue_weighted_share",
+            "Weighted dominant resource share x1000 (DRF; 0 while within nominal quota).",
+            ["cluster_queue"],
+            registry=reg,
+        )
+
     # ------------------------------------------------------------------------ queue
     def set_pending(self, counts: Mapping[str, int]) -> None:
         """Set all four pending gauges at once (a queue missing from `counts` is 0)."""

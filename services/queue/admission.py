@@ -37,6 +37,7 @@ from redis.asyncio import Redis
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
 from shared.messages import decode_pod
+from shared.metrics import BerthMetrics, default_metrics
 from shared.models import POD_GROUP_LABEL, Namespace, Pod, PodGroup, pod_requests
 from shared.models.kueue import (
     PREEMPTION_ANY,
@@ -149,6 +150,7 @@ class Admission:
         self, redis: Redis, store: ClusterStore, prefix: str, *, reclaim: bool = True
     ) -> None:
         self.reclaim = reclaim
+        self.metrics = default_metrics()
         """Evict borrowers to give a queue its nominal quota back (reclaimWithinCohort)."""
         self.redis = redis
         self.store = store
@@ -173,6 +175,8 @@ class Admission:
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
+        self.evictions: dict[str, int] = defaultdict(int)
+        """Evictions per ClusterQueue not yet counted by `report`."""
         """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
 
     # ------------------------------------------------------------------ state
@@ -295,6 +299,7 @@ class Admission:
             workloads[self.cohort_of[wl.queue]].append(wl)
         for cohort_key, candidates in workloads.items():
             await self._round(self.cohorts[cohort_key], candidates, verdict)
+        report(self, verdict, self.metrics)
         return verdict
 
     def _workloads(self, verdict: Verdict) -> dict[str, Workload]:
@@ -430,6 +435,7 @@ class Admission:
                 return ""
         for key, rec in victims.items():
             await self._requeue(key, rec["uid"])
+            self.evictions[rec["cq"]] += 1
         self.evicting[wl.key] = set(victims)
         self.evicted += len(victims)
         owners = sorted({rec["cq"] for rec in victims.values()})
@@ -540,3 +546,37 @@ async def read_usage(redis: Redis, prefix: str) -> dict[str, dict[tuple[str, str
         if int(value):
             out[queue][(flavor, resource)] = int(value)
     return dict(out)
+
+
+def report(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> None:
+    """Kueue's metric families for every ClusterQueue, after a round."""
+    waiting: dict[str, int] = defaultdict(int)
+    for pod in admission.pending.values():
+        queue, _ = admission._queue_of(pod)
+        waiting[queue or ""] += 1
+    active: dict[str, int] = defaultdict(int)
+    for record in admission.admitted.values():
+        active[record["cq"]] += 1
+    for pod in verdict.admitted:
+        queue = admission.admitted.get(pod.key, {}).get("cq", "")
+        metrics.cq_admitted.labels(cluster_queue=queue).inc()
+    for cohort in admission.cohorts.values():
+        for name, quota in cohort.queues.items():
+            metrics.cq_pending.labels(cluster_queue=name, status="inadmissible").set(waiting[name])
+            metrics.cq_admitted_active.labels(cluster_queue=name).set(active[name])
+            metrics.cq_share.labels(cluster_queue=name).set(cohort.share(name))
+            for (flavor, resource), limits in quota.limits.items():
+                labels = {
+                    "cohort": quota.cohort,
+                    "cluster_queue": name,
+                    "flavor": flavor,
+                    "resource": resource,
+                }
+                scale = 1000.0 if resource == "cpu" else 1.0
+                fr = (flavor, resource)
+                metrics.cq_nominal.labels(**labels).set(limits.nominal / scale)
+                metrics.cq_usage.labels(**labels).set(cohort.used(name, fr) / scale)
+                metrics.cq_borrowing.labels(**labels).set(cohort.borrowed(name, fr) / scale)
+    for queue, count in admission.evictions.items():
+        metrics.cq_evicted.labels(cluster_queue=queue, reason="Preempted").inc(count)
+    admission.evictions.clear()

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 from services.queue.admission import Admission
 from services.queue.records import PodRecord
+from shared.metrics import BerthMetrics
 from shared.models import POD_GROUP_LABEL, Namespace, Pod, load_manifest_text
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.models.meta import ObjectMeta
@@ -84,9 +85,18 @@ async def test_nominal_quota_then_reasons_and_positions(
     redis_client: aioredis.Redis, redis_prefix: str
 ) -> None:
     admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 4, None, 1)))
+    admission.metrics = metrics = BerthMetrics()
     await submit(admission, *(pod(f"p{i}", "team-a", created=i) for i in range(6)))
     verdict = await admission.admit()
     assert sorted(p.name for p in verdict.admitted) == ["p0", "p1", "p2", "p3"]
+    sample = metrics.registry.get_sample_value
+    quota = {"cohort": "", "cluster_queue": "team-a", "flavor": "default", "resource": "cpu"}
+    assert sample("kueue_cluster_queue_nominal_quota", quota) == 4.0
+    assert sample("kueue_cluster_queue_resource_usage", quota) == 4.0
+    assert sample("kueue_admitted_active_workloads", {"cluster_queue": "team-a"}) == 4
+    assert sample("kueue_admitted_workloads_total", {"cluster_queue": "team-a"}) == 4
+    waiting = {"cluster_queue": "team-a", "status": "inadmissible"}
+    assert sample("kueue_pending_workloads", waiting) == 2
     assert all(p.quota_wait == "" for p in verdict.admitted)
     assert {k: m for k, (_, m) in verdict.waiting.items()} == {
         "team-a/p4": "Waiting for quota in ClusterQueue team-a (position 1 of 2): "
