@@ -216,7 +216,11 @@ async def collect_report(
             entry["node"] = now.spec.node_name
             entry["message"] = f"Successfully assigned {key} to {now.spec.node_name}"
         elif waiting is not None:
-            entry["status"] = "Gated" if waiting.queue == "gated" else "Unschedulable"
+            entry["status"] = (
+                ("Quota" if "Quota" in waiting.unschedulable_plugins else "Gated")
+                if waiting.queue == "gated"
+                else "Unschedulable"
+            )
             entry["message"] = waiting.message
         out.append(entry)
     return {"pods": out}

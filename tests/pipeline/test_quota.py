@@ -78,3 +78,18 @@ async def test_quota_admission_end_to_end(dev_servers: DevServers) -> None:
         await asyncio.sleep(1.0)
         assert "b1" in await placed()
         assert not {"a3", "a4"} & set(await placed())
+
+
+def test_the_quota_example_loads() -> None:
+    """examples/quotas.yaml (the README's multi-tenant example) is valid as written."""
+    from pathlib import Path
+
+    from shared.models import load_manifests
+    from shared.models.kueue import ClusterQueue
+    from shared.quota import cohorts_of
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
+    loaded = load_manifests(example)
+    cohorts = cohorts_of(q for q in loaded.queue_objects if isinstance(q, ClusterQueue))
+    assert set(cohorts["shared"].queues) == {"research", "prod"}
+    assert len(loaded.pods) == 4
