@@ -8,7 +8,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -80,6 +80,7 @@ class PodRow:
     message: str = ""
     priority: int = 0
     tenant: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -211,6 +212,7 @@ class StackClient:
         for pod in pods:
             meta = pod.metadata
             row = PodRow(meta.namespace, meta.name, "Pending", priority=pod.spec.priority or 0)
+            row.labels = dict(meta.labels)
             queued = pending.get(pod.key)
             if pod.spec.node_name:
                 row.status, row.node = "Bound", pod.spec.node_name
@@ -297,6 +299,19 @@ class StackClient:
                     }
                 )
         return sorted(rows, key=lambda row: str(row["name"]))
+
+    async def cluster_queue_of(self, row: PodRow) -> str:
+        """The ClusterQueue a pod's LocalQueue names ("" when none)."""
+        from shared.models.kueue import QUEUE_NAME_LABEL
+
+        local = row.labels.get(QUEUE_NAME_LABEL, "")
+        if not local:
+            return ""
+        lq = await self.store.get("LocalQueue", row.namespace, local)
+        return (
+            getattr(getattr(lq, "spec", None), "cluster_queue", "")
+            or f"(LocalQueue {local} missing)"
+        )
 
     async def queue_rows(self) -> dict[str, Any]:
         from services.scheduler import read_heartbeats

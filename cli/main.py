@@ -5,6 +5,7 @@
     berth dev-servers                      # a local Redis and Kafka-API broker, in the foreground
     berth up [--workers N] [--binders M] [--queues K]     # the distributed stack, foreground
     berth apply -f FILE | delete -f FILE | KIND NAME | get pods|nodes|queues [-o wide|json]
+    berth get pods [NAME] [-n NS] [-l SELECTOR] | get clusterqueues | describe pod NAME [-n NS]
     berth run -f FILE [--config C] [--workers N] [--binders M] [--seed S] [--timeout T] -o json
     berth demo                             # the bundled multi-tenant workload, end to end
     berth bench --mode distributed --workers N --binders M [--nodes N] [--pods P] [-o json]
@@ -31,7 +32,12 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     ),
     "apply": ("cli.stack_commands", "apply_main", "create or update objects in a running stack"),
     "delete": ("cli.stack_commands", "delete_main", "delete objects from a running stack"),
-    "get": ("cli.stack_commands", "get_main", "show pods, nodes or queues of a running stack"),
+    "get": (
+        "cli.stack_commands",
+        "get_main",
+        "show pods, nodes, queues or ClusterQueues of a running stack",
+    ),
+    "describe": ("cli.stack_commands", "describe_main", "why a pod is where it is, or pending"),
     "run": ("cli.run", "run_main", "schedule manifests through an ephemeral stack"),
     "demo": ("cli.demo", "demo_main", "the bundled multi-tenant workload, end to end"),
 }

@@ -26,7 +26,7 @@ from cli.client import StackClient, read_settings, state_path, write_state
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, LauncherError, start_dev_servers
 from cli.supervisor import Stack, create_topics, supervise, wait_for_workers
-from cli.tables import format_cluster_queues, format_nodes, format_pods, format_queues
+from cli.tables import describe_pod, format_cluster_queues, format_nodes, format_pods, format_queues
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_FSYNC,
@@ -42,6 +42,7 @@ from shared.models import (
     Manifests,
     load_manifests,
 )
+from shared.models.selector_text import SelectorSyntaxError, parse_selector
 from shared.retry import describe
 from shared.security import SecurityError
 from shared.store import StoreError
@@ -206,7 +207,46 @@ def get_main(argv: Sequence[str] | None = None) -> int:
         "what",
         choices=["pods", "pod", "nodes", "node", "queues", "queue", "clusterqueues", "cq"],
     )
+    parser.add_argument("name", nargs="?", help="one pod (with -n its namespace)")
     parser.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
+    parser.add_argument("-n", "--namespace", help="pods of this namespace only")
+    parser.add_argument("-A", "--all-namespaces", action="store_true", help="(the default)")
+    parser.add_argument("-l", "--selector", default="", help="label selector, as kubectl's")
+    args = parser.parse_args(argv)
+    try:
+        settings = read_settings(args)
+        selector = parse_selector(args.selector)
+    except (StackError, SecurityError, SelectorSyntaxError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    async def go() -> str:
+        async with StackClient(settings) as client:
+            if args.what.startswith("pod"):
+                rows = [
+                    r
+                    for r in await client.pod_rows()
+                    if (args.namespace is None or r.namespace == args.namespace)
+                    and (args.name is None or r.name == args.name)
+                    and selector.matches(r.labels)
+                ]
+                if args.name is not None and not rows:
+                    raise LookupError(f'pod "{args.name}" not found')
+                return format_pods(rows, args.output)
+            if args.what.startswith("node"):
+                return format_nodes(await client.node_rows(), args.output)
+            if args.what in ("clusterqueues", "cq"):
+                return format_cluster_queues(await client.cluster_queue_rows(), args.output)
+            return format_queues(await client.queue_rows(), args.output)
+
+    return _show(settings, go)
+
+
+def describe_main(argv: Sequence[str] | None = None) -> int:
+    parser = _client_parser("berth describe", "Why a pod is where it is (or still pending).")
+    parser.add_argument("what", choices=["pod", "pods"])
+    parser.add_argument("name")
+    parser.add_argument("-n", "--namespace", default="default")
     args = parser.parse_args(argv)
     try:
         settings = read_settings(args)
@@ -216,17 +256,19 @@ def get_main(argv: Sequence[str] | None = None) -> int:
 
     async def go() -> str:
         async with StackClient(settings) as client:
-            if args.what.startswith("pod"):
-                return format_pods(await client.pod_rows(), args.output)
-            if args.what.startswith("node"):
-                return format_nodes(await client.node_rows(), args.output)
-            if args.what in ("clusterqueues", "cq"):
-                return format_cluster_queues(await client.cluster_queue_rows(), args.output)
-            return format_queues(await client.queue_rows(), args.output)
+            key = f"{args.namespace}/{args.name}"
+            rows = {r.key: r for r in await client.pod_rows()}
+            if key not in rows:
+                raise LookupError(f'pod "{args.name}" not found in namespace {args.namespace}')
+            return describe_pod(rows[key], await client.cluster_queue_of(rows[key]))
 
+    return _show(settings, go)
+
+
+def _show(settings: StackSettings, go: Callable[[], Coroutine[Any, Any, str]]) -> int:
     try:
         shown = _talk(settings, go)
-    except SecurityError as exc:
+    except (SecurityError, LookupError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if shown is None:

@@ -124,3 +124,40 @@ def format_cluster_queues(rows: Sequence[Mapping[str, Any]], output: str) -> str
                 ]
             )
     return _table(table)
+
+
+def reason_class(row: PodRow) -> str:
+    """What a pod waits for, in one word: bound, gated, quota, gang, backoff, conflict,
+    unschedulable, skipped or pending."""
+    if row.status == "Bound":
+        return "bound"
+    if row.status in ("Gated", "Quota", "Skipped"):
+        if row.status == "Quota" and "gang waiting" in row.message:
+            return "gang"
+        return row.status.lower()
+    if row.queue == "backoff":
+        return "backoff"
+    if "conflict" in row.message.lower():
+        return "conflict"
+    if row.queue == "unschedulable":
+        return "unschedulable"
+    return "pending"
+
+
+def describe_pod(row: PodRow, cluster_queue: str) -> str:
+    """`berth describe pod`: kubectl describe's habit, the fields a pending pod is read by."""
+    fields = [
+        ("Name", row.name),
+        ("Namespace", row.namespace),
+        ("Priority", str(row.priority)),
+        ("Labels", ",".join(f"{k}={v}" for k, v in sorted(row.labels.items())) or "<none>"),
+        ("Status", row.status),
+        ("Node", row.node or "<none>"),
+        ("Reason", reason_class(row)),
+        ("Queue", f"{row.queue or '-'} (tenant {row.tenant or '-'})"),
+        ("ClusterQueue", cluster_queue or "<none>"),
+        ("Attempts", str(row.attempts)),
+        ("Nominated Node", row.nominated_node or "<none>"),
+        ("Message", row.message or "<none>"),
+    ]
+    return "\n".join(f"{name + ':':<16}{value}" for name, value in fields)

@@ -7,15 +7,23 @@ from __future__ import annotations
 import asyncio
 from typing import cast
 
+import pytest
+
 from cli.run import pipeline
 from cli.servers import DevServers
+from cli.stack_commands import describe_main, get_main
 from cli.tables import format_cluster_queues, format_pods
 from shared.models import Manifests, Pod, load_manifest_text
+from shared.models.kueue import QUEUE_NAME_LABEL
 from tests.builders import make_node
 from tests.queue.test_admission import pod, queues
 
 
-async def test_quota_admission_end_to_end(dev_servers: DevServers) -> None:
+async def test_quota_admission_end_to_end(
+    dev_servers: DevServers,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     loaded = load_manifest_text(queues(("team-a", "c", 2, 1, 1), ("team-b", "c", 2, None, 1)))
     nodes = [make_node(f"n{i}").capacity(cpu="8", pods=20).obj() for i in range(2)]
     pods_a = [pod(f"a{i}", "team-a", created=i) for i in range(5)]
@@ -51,6 +59,25 @@ async def test_quota_admission_end_to_end(dev_servers: DevServers) -> None:
         assert (cpu["nominal"], cpu["usage"], cpu["borrowed"]) == (2000, 3000, 1000)
         assert queues_now["team-a"]["pendingQuota"] == 2
         assert queues_now["team-a"]["share"] == 1000 * 1000 // 4000  # 1 of 4 lendable cores
+        # kubectl habits: get with a namespace and a selector, describe one pod.
+        for name, value in run.running.settings.env().items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("BERTH_STATE", "/nonexistent/stack.json")
+        selector = f"{QUEUE_NAME_LABEL}=lq,app notin (web)"
+        code = await asyncio.to_thread(get_main, ["pods", "-n", "team-a", "-l", selector])
+        shown = capsys.readouterr().out
+        assert code == 0
+        assert sorted(line.split()[1] for line in shown.splitlines()[1:]) == [
+            f"a{i}" for i in range(5)
+        ]
+        assert await asyncio.to_thread(describe_main, ["pod", "a3", "-n", "team-a"]) == 0
+        described = capsys.readouterr().out
+        assert "Reason:         quota" in described
+        assert "ClusterQueue:   team-a" in described
+        assert "position 1 of 2" in described
+        assert await asyncio.to_thread(describe_main, ["pod", "nope", "-n", "team-a"]) == 1
+        assert 'pod "nope" not found' in capsys.readouterr().err
+
         table = format_cluster_queues(list(queues_now.values()), "table")
         assert "team-a" in table
         assert "team-b" in table
