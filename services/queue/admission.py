@@ -368,13 +368,16 @@ class Admission:
                 self.pending.pop(pod.key, None)
                 verdict.admitted.append(replace(pod, quota_wait=""))
             by_queue[wl.queue].remove(wl)
+        everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
+        overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
+        shared = cohort.queues[everyone[0].queue].cohort if everyone else ""
         for queue, waiting in by_queue.items():
             for position, wl in enumerate(waiting, start=1):
                 reason = reasons.get(wl.key, "waiting for quota")
-                message = (
-                    f"Waiting for quota in ClusterQueue {queue} (position {position} of "
-                    f"{len(waiting)}): {reason}"
-                )
+                where = f"position {position} of {len(waiting)}"
+                if shared:  # and across the cohort, in priority then creation order
+                    where += f"; {overall[wl.key]} of {len(everyone)} in cohort {shared}"
+                message = f"Waiting for quota in ClusterQueue {queue} ({where}): {reason}"
                 for pod in wl.pods.values():
                     verdict.waiting[pod.key] = (pod, message)
 

@@ -48,8 +48,8 @@ async def test_quota_admission_end_to_end(
         rows = {r.name: r for r in await run.client.pod_rows()}
         assert rows["a3"].status == "Quota"
         assert rows["a3"].message == (
-            "Waiting for quota in ClusterQueue team-a (position 1 of 2): insufficient unused "
-            "quota for cpu in flavor default, 1 more needed"
+            "Waiting for quota in ClusterQueue team-a (position 1 of 2; 1 of 2 in cohort c): "
+            "insufficient unused quota for cpu in flavor default, 1 more needed"
         )
         assert "position 2 of 2" in rows["a4"].message
         assert "Quota" in format_pods(list(rows.values()), "table")
