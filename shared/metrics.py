@@ -167,6 +167,11 @@ class BerthMetrics:
             quota,
             registry=reg,
         )
+        self.cq_round_errors = Counter(
+            "berth_quota_round_errors",
+            "Quota admission rounds given up on an unexpected error (logged).",
+            registry=reg,
+        )
         self.cq_share = Gauge(
             "kueue_cluster_queue_weighted_share",
             "Weighted dominant resource share x1000 (DRF; 0 while within nominal quota).",

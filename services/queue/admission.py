@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import msgpack
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
@@ -51,6 +52,7 @@ from shared.models.selectors import selector_matches
 from shared.queue_keys import QueueKeys
 from shared.quota import Cohort, cohorts_of
 from shared.store import ClusterStore
+from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
@@ -291,16 +293,28 @@ class Admission:
 
     # ------------------------------------------------------------------ rounds
     async def admit(self) -> Verdict:
-        """Admit what fits, cohort by cohort in DRF order; reasons for the rest."""
+        """Admit what fits, cohort by cohort in DRF order; reasons for the rest. A bug in a
+        round is logged and the round given up (the next change runs another): admission
+        must never stop the queue from taking the informer's events."""
         self.dirty = False
         verdict = Verdict()
+        try:
+            await self._admit_all(verdict)
+        except (RedisError, OSError):
+            self.dirty = True
+            raise  # Redis trouble: the informer retries the batch
+        except Exception:
+            log.exception("quota admission round failed")
+            self.metrics.cq_round_errors.inc()
+        report(self, verdict, self.metrics)
+        return verdict
+
+    async def _admit_all(self, verdict: Verdict) -> None:
         workloads: dict[str, list[Workload]] = defaultdict(list)
         for wl in self._workloads(verdict).values():
             workloads[self.cohort_of[wl.queue]].append(wl)
         for cohort_key, candidates in workloads.items():
             await self._round(self.cohorts[cohort_key], candidates, verdict)
-        report(self, verdict, self.metrics)
-        return verdict
 
     def _workloads(self, verdict: Verdict) -> dict[str, Workload]:
         out: dict[str, Workload] = {}
@@ -311,7 +325,11 @@ class Admission:
                 continue
             group = pod.labels.get(POD_GROUP_LABEL, "")
             key = f"podgroup:{pod.namespace}/{group}" if group else pod.key
-            request, created = self._decode(pod, queue)
+            try:
+                request, created = self._decode(pod, queue)
+            except (MessageError, ValueError) as e:  # one unreadable pod waits, with why
+                verdict.waiting[pod.key] = (pod, f"cannot read the pod: {e}")
+                continue
             wl = out.get(key)
             if wl is None:
                 wl = out[key] = Workload(key, queue, pod.priority, created)

@@ -5,6 +5,7 @@ always the sum of what is admitted."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import msgpack
@@ -312,3 +313,16 @@ async def test_reclaim_lower_priority_spares_equal_or_higher_priority_pods(
     verdict = await admission.admit()
     assert admission.evicted == 0
     assert "insufficient unused quota" in verdict.waiting["team-a/a0"][1]
+
+
+async def test_an_unreadable_pod_waits_with_its_reason_and_blocks_nobody(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 4, None, 1)))
+    good = PodRecord.from_pod(pod("good", "team-a"))
+    bad = replace(PodRecord.from_pod(pod("bad", "team-a")), body=b"\x93not a pod")
+    for record in (bad, good):
+        await admission.gate(record, "add")
+    verdict = await admission.admit()
+    assert [p.name for p in verdict.admitted] == ["good"]
+    assert verdict.waiting["team-a/bad"][1].startswith("cannot read the pod: ")
