@@ -7,6 +7,7 @@
     berth apply -f FILE | delete -f FILE | KIND NAME | get pods|nodes|queues [-o wide|json]
     berth run -f FILE [--config C] [--workers N] [--binders M] [--seed S] [--timeout T] -o json
     berth demo                             # the bundled multi-tenant workload, end to end
+    berth demo --tenants [--plot FILE.png] # ClusterQueues borrowing, reclaiming, sharing a cohort
     berth bench --mode distributed --workers N --binders M [--nodes N] [--pods P] [-o json]
 
 Each command imports what it needs when it runs, so `berth --help` stays instant.
