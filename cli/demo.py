@@ -518,6 +518,11 @@ def format_summary(summary: DemoSummary) -> str:
 
 
 def demo_main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--tenants" in argv:  # the quota act has options of its own (cli/demo_tenants.py)
+        from cli.demo_tenants import tenants_main
+
+        return tenants_main([a for a in argv if a != "--tenants"])
     parser = argparse.ArgumentParser(
         prog="berth demo",
         description="A multi-tenant batch workload through the distributed pipeline.",
@@ -530,6 +535,12 @@ def demo_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, metavar="SEC")
     parser.add_argument("--no-validate", action="store_true", help="skip the final validation")
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    parser.add_argument(
+        "--tenants",
+        action="store_true",
+        help="the multi-tenant quota act instead: ClusterQueues borrowing, reclaiming and "
+        "sharing a cohort (`berth demo --tenants --help`)",
+    )
     args = parser.parse_args(argv)
     workload = demo_workload(args.nodes, args.pods, args.seed)
     print(

@@ -8,6 +8,7 @@
     berth get pods [NAME] [-n NS] [-l SELECTOR] | get clusterqueues | describe pod NAME [-n NS]
     berth run -f FILE [--config C] [--workers N] [--binders M] [--seed S] [--timeout T] -o json
     berth demo                             # the bundled multi-tenant workload, end to end
+    berth demo --tenants [--plot FILE.png] # ClusterQueues borrowing, reclaiming, sharing a cohort
     berth bench --mode distributed --workers N --binders M [--nodes N] [--pods P] [-o json]
 
 Each command imports what it needs when it runs, so `berth --help` stays instant.
