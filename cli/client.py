@@ -253,7 +253,7 @@ class StackClient:
     async def cluster_queue_rows(self) -> list[dict[str, Any]]:
         """Per ClusterQueue: quota, what admission charged (usage), borrowed, the weighted
         DRF share, and how many pods wait for its quota."""
-        from services.queue.admission import read_usage
+        from services.queue.quota_report import read_usage
         from shared.models.kueue import QUEUE_NAME_LABEL, LocalQueue
         from shared.quota import cohorts_of
 
