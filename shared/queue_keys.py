@@ -22,7 +22,7 @@ layout and the Python names against each other.
                                                expiry
     <base>ext                          zset    pods whose lease an `extend` outcome renewed,
                                                score = their own expiry
-    <base>st                           hash    pod key -> state (msgpack, services/queue/
+    <base>st                           hash    pod key -> state (msgpack, shared/
                                                state.py FIELDS)
     <base>att                          hash    pod key -> Attempts of the attempts that ended
     <base>why                          hash    pod key -> last failure (plugins, message)
