@@ -8,7 +8,6 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,6 +19,7 @@ from shared.models import (
     PriorityClass,
     resolve_priorities,
 )
+from shared.pod_status import PodRow, pod_rows
 from shared.redisconn import check_redis, connect
 from shared.store import ClusterStore, object_key
 
@@ -62,41 +62,6 @@ def read_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None
             f"no running stack: start one with `berth up` (state file {path}), or set "
             f"{ENV_REDIS_URL} and {ENV_KAFKA_BOOTSTRAP}"
         ) from None
-
-
-@dataclass(slots=True)
-class PodRow:
-    """One pod as `berth get pods` shows it."""
-
-    namespace: str
-    name: str
-    status: str
-    """Bound, Pending, Gated or Skipped."""
-    node: str = ""
-    queue: str = ""
-    attempts: int = 0
-    nominated_node: str = ""
-    message: str = ""
-    priority: int = 0
-    tenant: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "namespace": self.namespace,
-            "name": self.name,
-            "status": self.status,
-            "node": self.node or None,
-            "queue": self.queue or None,
-            "attempts": self.attempts,
-            "nominatedNode": self.nominated_node or None,
-            "message": self.message,
-            "priority": self.priority,
-            "tenant": self.tenant or None,
-        }
 
 
 class StackClient:
@@ -201,28 +166,9 @@ class StackClient:
 
     # ----------------------------------------------------------------------- reads
     async def pod_rows(self) -> list[PodRow]:
-        pods = cast(list[Pod], await self.store.list("Pod"))
-        pending = {p.key: p for p in (await self.queue.pending()).pods}
-        names = self.settings.scheduler_names()
-        rows = []
-        for pod in pods:
-            meta = pod.metadata
-            row = PodRow(meta.namespace, meta.name, "Pending", priority=pod.spec.priority or 0)
-            queued = pending.get(pod.key)
-            if pod.spec.node_name:
-                row.status, row.node = "Bound", pod.spec.node_name
-            elif pod.spec.scheduler_name not in names:
-                row.status = "Skipped"
-                row.message = f'profile not found for scheduler name "{pod.spec.scheduler_name}"'
-            if queued is not None and not pod.spec.node_name:
-                row.queue, row.attempts, row.tenant = queued.queue, queued.attempts, queued.tenant
-                row.message = queued.message
-                if queued.queue == "gated":
-                    row.status = "Gated"
-            row.nominated_node = pod.status.nominated_node_name
-            rows.append(row)
-        rows.sort(key=lambda r: (r.namespace, r.name))
-        return rows
+        snapshot = await self.store.load_snapshot()
+        pending = (await self.queue.pending()).pods
+        return pod_rows(snapshot, pending, self.settings.scheduler_names())
 
     async def node_rows(self) -> list[dict[str, Any]]:
         snapshot = await self.store.load_snapshot()
@@ -251,15 +197,6 @@ class StackClient:
         counts = await self.queue.counts()
         beats = await read_heartbeats(self.redis, self.settings.store_prefix, self.settings.cluster)
         return {
-            "tenants": {
-                tenant: {
-                    "active": c.active,
-                    "backoff": c.backoff,
-                    "unschedulable": c.unschedulable,
-                    "gated": c.gated,
-                    "inflight": c.inflight,
-                }
-                for tenant, c in sorted(counts.items())
-            },
+            "tenants": {tenant: c.to_json() for tenant, c in sorted(counts.items())},
             "workers": beats,
         }

@@ -253,9 +253,11 @@ async def pipeline(
     session_ms: int = 1500,
     workdir: Path | None = None,
     extra_env: Mapping[str, str] | None = None,
+    dashboard: bool = False,
 ) -> AsyncIterator[Pipeline]:
     """Start an ephemeral stack (on `servers`, with keys and topics of its own, or on servers
-    of its own), yield a Pipeline, stop everything."""
+    of its own; with a dashboard at `run.stack.dashboard_url` if asked), yield a Pipeline,
+    stop everything."""
     settings = None
     if servers is not None:
         settings = servers.isolated_settings()
@@ -271,6 +273,7 @@ async def pipeline(
         session_ms=session_ms,
         workdir=workdir,
         extra_env=extra_env,
+        dashboard=dashboard,
     )
     try:
         observer = RunObserver(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cli.client import StackClient, read_settings, state_path, write_state
 from cli.servers import start_dev_servers
-from cli.supervisor import Stack, create_topics, wait_for_workers
+from cli.supervisor import Stack, create_topics, wait_for_dashboard, wait_for_workers
 from cli.tables import format_nodes, format_pods, format_queues
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
@@ -268,10 +268,16 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(create_topics(settings, workers=args.workers))
         workdir = Path(tempfile.mkdtemp(prefix="berth-up-"))
         stack = Stack(
-            settings, workdir, workers=args.workers, binders=args.binders, queues=args.queues
+            settings,
+            workdir,
+            workers=args.workers,
+            binders=args.binders,
+            queues=args.queues,
+            dashboard=True,
         )
         stack.start()
         asyncio.run(wait_for_workers(settings, args.workers, 60.0, stack))
+        asyncio.run(wait_for_dashboard(stack, 30.0))
         write_state(settings, path)
         print(f"redis:   {redact_url(settings.redis_url)} ({servers.redis_source})")
         print(f"kafka:   {settings.kafka_bootstrap} ({servers.kafka_source})")
@@ -279,6 +285,7 @@ def up_main(argv: Sequence[str] | None = None) -> int:
             print(f"kubernetes: {server} (pods with schedulerName {_names(settings)})")
         for process in stack.processes.values():
             print(f"{process.name:<10} pid {process.pid}  log {process.log_path}")
+        print(f"dashboard: {stack.dashboard_url}")
         print(f"state:   {path}")
         ready = "`kubectl apply -f FILE`" if kube_mode else "`berth apply -f FILE`"
         print(f"ready: {ready}, `berth get pods`; Ctrl-C stops everything", flush=True)

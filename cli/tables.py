@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cli.client import PodRow
+from shared.pod_status import PodRow
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:

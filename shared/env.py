@@ -76,6 +76,10 @@ ENV_KUBE_LEASE_NAME = "BERTH_KUBE_LEASE_NAME"
 """Name of that Lease (default berth-adapter; one per berth installation)."""
 ENV_METRICS_PORT = "BERTH_METRICS_PORT"
 ENV_METRICS_HOST = "BERTH_METRICS_HOST"
+ENV_DASHBOARD_PORT = "BERTH_DASHBOARD_PORT"
+"""The dashboard's HTTP port (services/dashboard; default 8280, 0: any free port)."""
+ENV_DASHBOARD_HOST = "BERTH_DASHBOARD_HOST"
+"""The address the dashboard listens on (default 127.0.0.1)."""
 
 IN_CLUSTER = "in-cluster"
 

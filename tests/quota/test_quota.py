@@ -141,7 +141,7 @@ spec:
         pytest.param(1, 9, 0, id="within nominal: 0"),
         pytest.param(1, 13, 4000 * 1000 // 13000, id="borrows 4 of 13 lendable"),
         pytest.param(2, 13, 4000 * 1000 // 13000 // 2, id="weight 2 halves it"),
-        pytest.param("\"0.5\"", 13, 4000 * 1000 * 2 // 13000, id="weight 0.5 doubles it"),
+        pytest.param('"0.5"', 13, 4000 * 1000 * 2 // 13000, id="weight 0.5 doubles it"),
         pytest.param(0, 13, INFINITE_SHARE, id="weight 0: infinite"),
     ],
 )
