@@ -6,22 +6,18 @@ import argparse
 import contextlib
 import json
 import os
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
-    KubeObject,
     Manifests,
-    Pod,
-    PriorityClass,
-    resolve_priorities,
 )
+from shared.objects import APPLY_BATCH, apply_manifests, delete_object, node_rows, read_heartbeats
 from shared.pod_status import PodRow, pod_rows
 from shared.redisconn import check_redis, connect
-from shared.store import ClusterStore, object_key
+from shared.store import ClusterStore
 
 
 def state_path(env: Mapping[str, str] | None = None) -> Path:
@@ -29,14 +25,28 @@ def state_path(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get(ENV_STATE) or Path.home() / ".berth" / "stack.json")
 
 
-def write_state(settings: StackSettings, path: Path) -> None:
-    """The running stack's settings for the client commands, readable by this user only
-    (its Redis URL may carry a password): written to a 0600 file, then moved in place."""
+def state_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment the running `berth up` wrote to its state file ({} without one)."""
+    path = state_path(env)
+    if not path.exists():
+        return {}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return dict(json.loads(path.read_text())["env"])
+    return {}
+
+
+def write_state(
+    settings: StackSettings, path: Path, extra: Mapping[str, str] | None = None
+) -> None:
+    """The running stack's settings (and `extra` variables, e.g. its API front door) for
+    the client commands, readable by this user only (its Redis URL may carry a password):
+    written to a 0600 file, then moved in place."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as out:
-        out.write(json.dumps({"env": settings.env(), "pid": os.getpid()}, indent=2))
+        state = {"env": {**settings.env(), **(extra or {})}, "pid": os.getpid()}
+        out.write(json.dumps(state, indent=2))
     os.chmod(temporary, 0o600)  # O_CREAT's mode is masked by the umask, never widened
     os.replace(temporary, path)
 
@@ -45,11 +55,8 @@ def read_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None
     """A client's settings: --redis-url/--kafka-bootstrap, else the environment, else the
     state file of a running `berth up`."""
     env = os.environ if env is None else env
-    merged: dict[str, str] = {}
     path = state_path(env)
-    if path.exists():
-        with contextlib.suppress(OSError, ValueError):
-            merged.update(json.loads(path.read_text())["env"])
+    merged = state_env(env)
     merged.update({k: v for k, v in env.items() if k.startswith("BERTH_") and v})
     if getattr(args, "redis_url", None):
         merged[ENV_REDIS_URL] = args.redis_url
@@ -107,62 +114,18 @@ class StackClient:
         await self.close()
 
     # ---------------------------------------------------------------------- writes
-    async def apply(self, manifests: Manifests, *, batch: int = 2000) -> list[str]:
-        """Store every object (dependencies first; the queue hears of them from the store's
-        change stream); returns
-        "kind/name created|configured" lines. Pod priorities are resolved against the stored
-        PriorityClasses and the manifests' own (as admission would)."""
-        stored_classes = cast(list[PriorityClass], await self.store.list("PriorityClass"))
-        new_names = {pc.metadata.name for pc in manifests.priority_classes}
-        self.warnings = resolve_priorities(
-            manifests,
-            [
-                *manifests.priority_classes,
-                *(c for c in stored_classes if c.metadata.name not in new_names),
-            ],
-        )
-        lines: list[str] = []
-        objects = list(manifests.objects())
-        if len(objects) > batch:
-            await self.store.check_apply(objects)  # all or nothing across the batches
-        for start in range(0, len(objects), batch):
-            lines += await self._apply_batch(objects[start : start + batch])
-        return lines
-
-    async def _apply_batch(self, objects: list[KubeObject]) -> list[str]:
-        existed = await self._present(objects)
-        applied = await self.store.apply(objects)
-        lines = []
-        now = time.time()
-        for obj, done in zip(objects, applied, strict=True):
-            obj.metadata.resource_version = done.resource_version
-            obj.metadata.uid = done.uid
-            verb = "configured" if (done.kind, done.key) in existed else "created"
-            lines.append(f"{done.kind.lower()}/{done.key} {verb}")
-            if isinstance(obj, Pod):
-                self.published.setdefault(done.uid, now)
-        return lines
-
-    async def _present(self, objects: Sequence[KubeObject]) -> set[tuple[str, str]]:
-        """(kind, key) of the objects about to be applied that the store already has."""
-        wanted: dict[str, list[str]] = {}
-        for obj in objects:
-            kind = type(obj).__name__
-            key = object_key(kind, obj.metadata.namespace, obj.metadata.name)
-            wanted.setdefault(kind, []).append(key)
-        out: set[tuple[str, str]] = set()
-        for kind, keys in wanted.items():
-            present = await self.redis.hmget(self.store.keys.meta(kind), keys)
-            out.update((kind, key) for key, meta in zip(keys, present, strict=True) if meta)
-        return out
+    async def apply(self, manifests: Manifests, *, batch: int = APPLY_BATCH) -> list[str]:
+        """Store every object (shared.objects.apply_manifests); returns "kind/name
+        created|configured" lines, keeps the warnings and when each pod was applied."""
+        report = await apply_manifests(self.store, manifests, batch=batch)
+        self.warnings = report.warnings
+        for uid, at in report.pods.items():
+            self.published.setdefault(uid, at)
+        return report.lines
 
     async def delete(self, kind: str, namespace: str, name: str) -> bool:
         """Delete an object from the store (the queue hears of it from the change stream)."""
-        found = await self.store.get(kind, namespace, name)
-        if found is None:
-            return False
-        await self.store.delete(kind, namespace, name, uid=found.metadata.uid)
-        return True
+        return await delete_object(self.store, kind, namespace, name)
 
     # ----------------------------------------------------------------------- reads
     async def pod_rows(self) -> list[PodRow]:
@@ -171,29 +134,9 @@ class StackClient:
         return pod_rows(snapshot, pending, self.settings.scheduler_names())
 
     async def node_rows(self) -> list[dict[str, Any]]:
-        snapshot = await self.store.load_snapshot()
-        rows = []
-        for node in sorted(snapshot.nodes, key=lambda n: n.metadata.name):
-            name = node.metadata.name
-            usage = snapshot.usage.get(name)
-            alloc = node.status.allocatable
-            requested = dict(usage.requested) if usage is not None else {}
-            rows.append(
-                {
-                    "name": name,
-                    "status": "SchedulingDisabled" if node.spec.unschedulable else "Ready",
-                    "zone": node.metadata.labels.get("topology.kubernetes.io/zone", ""),
-                    "pods": usage.pods if usage is not None else 0,
-                    "allocatable": dict(alloc),
-                    "requested": requested,
-                    "taints": [f"{t.key}={t.value}:{t.effect}" for t in node.spec.taints],
-                }
-            )
-        return rows
+        return node_rows(await self.store.load_snapshot())
 
     async def queue_rows(self) -> dict[str, Any]:
-        from services.scheduler import read_heartbeats
-
         counts = await self.queue.counts()
         beats = await read_heartbeats(self.redis, self.settings.store_prefix, self.settings.cluster)
         return {

@@ -12,16 +12,20 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
+from cli.api_client import ApiClient, ApiTarget, read_api
 from cli.client import StackClient, read_settings, state_path, write_state
 from cli.servers import start_dev_servers
 from cli.supervisor import Stack, create_topics, wait_for_dashboard, wait_for_workers
 from cli.tables import format_nodes, format_pods, format_queues
 from shared.env import (
+    ENV_API_URL,
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_URL,
+    ENV_TOKEN,
     IN_CLUSTER,
     StackError,
     StackSettings,
@@ -32,6 +36,7 @@ from shared.models import (
     Manifests,
     load_manifests,
 )
+from shared.pod_status import PodRow
 from shared.security import SecurityError
 from shared.store import StoreError
 
@@ -40,7 +45,38 @@ def _client_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--redis-url", help=f"default ${ENV_REDIS_URL} or the `berth up` state")
     parser.add_argument("--kafka-bootstrap", help=f"default ${ENV_KAFKA_BOOTSTRAP}")
+    parser.add_argument(
+        "--token",
+        help=f"a token of the stack's API front door (default ${ENV_TOKEN}; berth up --tokens)",
+    )
     return parser
+
+
+class Client(Protocol):
+    """What the commands need of a stack: StackClient (Redis) or ApiClient (front door)."""
+
+    async def delete(self, kind: str, namespace: str, name: str) -> bool: ...
+    async def pod_rows(self) -> list[PodRow]: ...
+    async def node_rows(self) -> list[dict[str, Any]]: ...
+    async def queue_rows(self) -> dict[str, Any]: ...
+
+
+@contextlib.asynccontextmanager
+async def _client(
+    target: ApiTarget | None, settings: StackSettings | None
+) -> AsyncIterator[Client]:
+    if target is not None:
+        yield ApiClient(target)
+        return
+    assert settings is not None
+    async with StackClient(settings) as client:
+        yield client
+
+
+def _connect(args: argparse.Namespace) -> tuple[ApiTarget | None, StackSettings | None]:
+    """The front door when the stack has one (read_api), else the store's settings."""
+    target = read_api(args)
+    return target, None if target is not None else read_settings(args)
 
 
 def _load(files: Sequence[str]) -> Manifests:
@@ -64,27 +100,33 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
     args = parser.parse_args(argv)
     try:
-        settings = read_settings(args)
-        manifests = _load(args.file)
+        target, settings = _connect(args)
+        manifests = _load(args.file)  # checked here first: errors name the file
+        texts = [Path(f).read_text() for f in args.file] if target is not None else []
     except (StackError, ManifestError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    if _follows_kubernetes(settings, "kubectl apply -f"):
+    if settings is not None and _follows_kubernetes(settings, "kubectl apply -f"):
         return 1
 
     async def go() -> list[str]:
-        async with StackClient(settings) as client:
-            lines = await client.apply(manifests)
-            for warning in client.warnings:
-                print(f"Warning: {warning}", file=sys.stderr)
-            return lines
+        if target is not None:
+            api = ApiClient(target)
+            lines, warnings = await api.apply(texts), api.warnings
+        else:
+            assert settings is not None
+            async with StackClient(settings) as client:
+                lines, warnings = await client.apply(manifests), client.warnings
+        for warning in warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+        return lines
 
     try:
         lines = asyncio.run(go())
-    except (ManifestError, StoreError, SecurityError) as exc:
+    except (ManifestError, StoreError, SecurityError, StackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print("\n".join(lines))
@@ -99,7 +141,7 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-n", "--namespace", default="default")
     args = parser.parse_args(argv)
     try:
-        settings = read_settings(args)
+        api, settings = _connect(args)
         targets = _delete_targets(args)
     except (StackError, ManifestError, ValueError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -107,12 +149,12 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    if _follows_kubernetes(settings, "kubectl delete"):
+    if settings is not None and _follows_kubernetes(settings, "kubectl delete"):
         return 1
 
     async def go() -> list[str]:
         lines = []
-        async with StackClient(settings) as client:
+        async with _client(api, settings) as client:
             for kind, namespace, name in targets:
                 key = f"{namespace}/{name}" if namespace else name
                 found = await client.delete(kind, namespace, name)
@@ -121,7 +163,7 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         lines = asyncio.run(go())
-    except SecurityError as exc:
+    except (SecurityError, StackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print("\n".join(lines))
@@ -139,8 +181,11 @@ _KINDS = {
     "pdb": "PodDisruptionBudget",
     "poddisruptionbudget": "PodDisruptionBudget",
     "podgroup": "PodGroup",
+    "resourceflavor": "ResourceFlavor",
+    "clusterqueue": "ClusterQueue",
+    "localqueue": "LocalQueue",
 }
-_CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
+_CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ResourceFlavor", "ClusterQueue"}
 
 
 def _delete_targets(args: argparse.Namespace) -> list[tuple[str, str, str]]:
@@ -164,13 +209,13 @@ def get_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
     args = parser.parse_args(argv)
     try:
-        settings = read_settings(args)
+        api, settings = _connect(args)
     except (StackError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
     async def go() -> str:
-        async with StackClient(settings) as client:
+        async with _client(api, settings) as client:
             if args.what.startswith("pod"):
                 return format_pods(await client.pod_rows(), args.output)
             if args.what.startswith("node"):
@@ -179,7 +224,7 @@ def get_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         print(asyncio.run(go()))
-    except SecurityError as exc:
+    except (SecurityError, StackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -212,6 +257,12 @@ def up_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queues", type=int, default=1)
     parser.add_argument("--config", metavar="KUBE_SCHEDULER_CONFIG")
     parser.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="tokens of the API front door (YAML: token -> {tenant, namespaces} or {admin: "
+        "true}); clients then need --token and may only touch what it allows",
+    )
+    parser.add_argument(
         "--redis-url", help=f"external Redis (default ${ENV_REDIS_URL}, else local)"
     )
     parser.add_argument("--kafka-bootstrap", help=f"external broker (${ENV_KAFKA_BOOTSTRAP})")
@@ -227,6 +278,14 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         help="Kubernetes mode with the pod's service account (when berth runs in the cluster)",
     )
     args = parser.parse_args(argv)
+    if args.tokens:
+        from services.dashboard.auth import TokensError, load_tokens
+
+        try:
+            load_tokens(args.tokens)  # refuse a bad file before starting anything
+        except TokensError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     kube_mode = IN_CLUSTER if args.in_cluster else (args.kubeconfig or "")
     if kube_mode:
         server = kube_server(kube_mode)
@@ -274,11 +333,13 @@ def up_main(argv: Sequence[str] | None = None) -> int:
             binders=args.binders,
             queues=args.queues,
             dashboard=True,
+            tokens_file=args.tokens or "",
         )
         stack.start()
         asyncio.run(wait_for_workers(settings, args.workers, 60.0, stack))
         asyncio.run(wait_for_dashboard(stack, 30.0))
-        write_state(settings, path)
+        api = {ENV_API_URL: stack.dashboard_url} if args.tokens else {}
+        write_state(settings, path, api)
         print(f"redis:   {redact_url(settings.redis_url)} ({servers.redis_source})")
         print(f"kafka:   {settings.kafka_bootstrap} ({servers.kafka_source})")
         if kube_mode:
@@ -286,6 +347,8 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         for process in stack.processes.values():
             print(f"{process.name:<10} pid {process.pid}  log {process.log_path}")
         print(f"dashboard: {stack.dashboard_url}")
+        if args.tokens:
+            print(f"api:     {stack.dashboard_url} (tokens {args.tokens}: clients need --token)")
         print(f"state:   {path}")
         ready = "`kubectl apply -f FILE`" if kube_mode else "`berth apply -f FILE`"
         print(f"ready: {ready}, `berth get pods`; Ctrl-C stops everything", flush=True)

@@ -21,7 +21,13 @@ from urllib.parse import urlsplit
 
 from cli.processes import ManagedProcess
 from cli.servers import DevServers, start_dev_servers
-from shared.env import ENV_DASHBOARD_HOST, ENV_DASHBOARD_PORT, StackError, StackSettings
+from shared.env import (
+    ENV_DASHBOARD_HOST,
+    ENV_DASHBOARD_PORT,
+    ENV_TOKENS_FILE,
+    StackError,
+    StackSettings,
+)
 from shared.kafka import DEFAULT_PARTITIONS, ensure_topics
 from shared.redisconn import connect
 
@@ -67,11 +73,13 @@ class Stack:
         adapters: int | None = None,
         dashboard: bool = False,
         dashboard_port: int | None = None,
+        tokens_file: str = "",
         extra_env: Mapping[str, str] | None = None,
     ) -> None:
         """`adapters`: Kubernetes API adapters (leader-elected; default one in Kubernetes
         mode, none standalone). `dashboard`: one dashboard (services/dashboard) on
-        `dashboard_port` of the loopback (default: a free port), at `dashboard_url`."""
+        `dashboard_port` of the loopback (default: a free port), at `dashboard_url`; with
+        `tokens_file`, it is the API front door and needs those tokens."""
         self.settings = settings
         if adapters is None:
             adapters = 1 if settings.kube else 0
@@ -82,6 +90,8 @@ class Stack:
         if dashboard:
             port = dashboard_port or free_port()
             env = {**env, ENV_DASHBOARD_HOST: DASHBOARD_HOST, ENV_DASHBOARD_PORT: str(port)}
+            if tokens_file:
+                env[ENV_TOKENS_FILE] = str(Path(tokens_file).resolve())
             self.dashboard_url = f"http://{DASHBOARD_HOST}:{port}/"
         self.processes: dict[str, ManagedProcess] = {}
         kinds = (

@@ -102,6 +102,27 @@ class PodRow:
             "backoffUntil": self.backoff_until,
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PodRow:
+        """The row `to_json` gave (a client of the API front door reads them back)."""
+        return cls(
+            namespace=str(data["namespace"]),
+            name=str(data["name"]),
+            status=str(data["status"]),
+            node=data.get("node") or "",
+            queue=data.get("queue") or "",
+            attempts=int(data.get("attempts") or 0),
+            nominated_node=data.get("nominatedNode") or "",
+            message=data.get("message") or "",
+            priority=int(data.get("priority") or 0),
+            tenant=data.get("tenant") or "",
+            reason=data.get("reason") or "",
+            reason_message=data.get("reasonMessage") or "",
+            local_queue=data.get("localQueue") or "",
+            cluster_queue=data.get("clusterQueue") or "",
+            backoff_until=data.get("backoffUntil"),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class GangProgress:

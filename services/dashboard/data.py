@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 from redis.asyncio import Redis
 
 from shared.env import StackSettings
 from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
+from shared.objects import node_rows, read_heartbeats
 from shared.pod_status import PodRow, pending_first, pod_rows
 from shared.queue_keys import QueueKeys
 from shared.queue_views import QueueReads
@@ -49,41 +50,76 @@ class DashboardData:
             self._loaded_at = time.monotonic()
             return self._snapshot
 
+    def invalidate(self) -> None:
+        """The next read loads the store afresh (after a write through the API)."""
+        self._loaded_at = 0.0
+
     async def rows(self) -> tuple[Snapshot, list[PodRow]]:
         snapshot = await self.snapshot()
         pending = (await self.queue.pending()).pods
         return snapshot, pod_rows(snapshot, pending, self.scheduler_names)
 
-    async def cluster_queues(self) -> dict[str, Any]:
-        """Every ClusterQueue's status; without any, the tenant queues' counts."""
+    async def cluster_queues(self, namespaces: Collection[str] | None = None) -> dict[str, Any]:
+        """Every ClusterQueue's status; without any, the tenant queues' counts. `namespaces`:
+        only the ClusterQueues their LocalQueues point at (and only their tenant queues)."""
         snapshot, rows = await self.rows()
         queues = cast(list[ClusterQueue], snapshot.of_kind("ClusterQueue"))
+        local_queues = cast(list[LocalQueue], snapshot.of_kind("LocalQueue"))
         out: dict[str, Any] = {"resourceVersion": snapshot.resource_version}
         if not queues:
-            counts = await self.queue.counts()
             out["clusterQueues"] = []
-            out["tenants"] = {
-                tenant: {**c.to_json(), "pending": c.pending}
-                for tenant, c in sorted(counts.items())
-            }
+            out["tenants"] = await self.tenant_counts(namespaces)
             return out
         statuses = cluster_queue_statuses(
             queues,
-            cast(list[LocalQueue], snapshot.of_kind("LocalQueue")),
+            local_queues,
             cast(list[ResourceFlavor], snapshot.of_kind("ResourceFlavor")),
             snapshot.nodes,
             snapshot.pods,
             rows,
         )
+        if namespaces is not None:
+            used = {
+                lq.spec.cluster_queue for lq in local_queues if lq.metadata.namespace in namespaces
+            }
+            statuses = [s for s in statuses if s.name in used]
         out["clusterQueues"] = [s.to_json() for s in statuses]
         out["tenants"] = None
         return out
+
+    async def tenant_counts(
+        self, namespaces: Collection[str] | None = None
+    ) -> dict[str, dict[str, int]]:
+        """Per tenant queue (only those named in `namespaces`, when given): its counts."""
+        counts = await self.queue.counts()
+        return {
+            tenant: {**c.to_json(), "pending": c.pending}
+            for tenant, c in sorted(counts.items())
+            if namespaces is None or tenant in namespaces
+        }
+
+    async def queues(
+        self, namespaces: Collection[str] | None = None, *, workers: bool = True
+    ) -> dict[str, Any]:
+        """`berth get queues -o json`: tenant queue counts, and the workers' heartbeats."""
+        tenants = await self.tenant_counts(namespaces)
+        for counts in tenants.values():
+            del counts["pending"]
+        beats = {}
+        if workers:
+            beats = await read_heartbeats(
+                self.store.redis, self.settings.store_prefix, self.settings.cluster
+            )
+        return {"tenants": tenants, "workers": beats}
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        return node_rows(await self.snapshot())
 
     async def pods(
         self, query: str = "", namespaces: Sequence[str] | None = None, *, limit: int = MAX_PODS
     ) -> dict[str, Any]:
         """Pods whose "namespace/name", reason or ClusterQueue contains `query` (any case),
-        in `namespaces` (all when None), pending first."""
+        in `namespaces` (all when None), pending first; at most `limit` (0: all)."""
         snapshot, rows = await self.rows()
         needle = query.strip().lower()
         wanted = [
@@ -101,5 +137,5 @@ class DashboardData:
         return {
             "resourceVersion": snapshot.resource_version,
             "total": len(ordered),
-            "pods": [row.to_json() for row in ordered[:limit]],
+            "pods": [row.to_json() for row in (ordered[:limit] if limit > 0 else ordered)],
         }

@@ -7,6 +7,7 @@ The screenshot is kept in test-artifacts/dashboard.png."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -208,12 +209,22 @@ async def test_stats_api_counts_the_bindings(seeded: Seeded) -> None:
     assert 0 < body["latencyP50Ms"] <= body["latencyP99Ms"] < 60_000
 
 
+async def test_without_a_tokens_file_the_api_is_read_only(seeded: Seeded) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(seeded.url + "api/apply", data=TENANT_ONLY) as response,
+    ):
+        assert response.status == 403
+        assert "read-only" in (await response.json())["error"]
+
+
 FLAVOR_CPU = "default-flavor / cpu"
 
 
 async def test_the_page_in_chromium(seeded: Seeded) -> None:
     from playwright.async_api import async_playwright
 
+    assert os.access(CHROMIUM, os.X_OK), f"no {CHROMIUM}: `make chromium` installs it"
     ARTIFACTS.mkdir(exist_ok=True)
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -157,3 +157,38 @@ def test_kill_9_of_berth_up_takes_its_children_along(state: Path) -> None:
     up.process.kill()
     up.process.wait(10)
     _wait(lambda: not any(_alive(pid) for pid in pids), 20, "the orphans to die")
+
+
+def test_up_with_tokens_is_the_api_front_door(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("short: {admin: true}\n")
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from cli.main import main; raise SystemExit(main())",
+            "up",
+            "--tokens",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1
+    assert "16+ characters" in refused.stderr
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("admin-token-0123456789ab: {admin: true}\n")
+    up = Up(state, "--tokens", str(tokens))
+    try:
+        (url,) = re.findall(r"^api: +(http://127\.0\.0\.1:\d+/)", up.output(), re.M)
+        assert json.loads(state.read_text())["env"]["BERTH_API_URL"] == url
+        assert get_main(["pods"]) == 1
+        assert "needs a token" in capsys.readouterr().err
+        assert get_main(["pods", "--token", "admin-token-0123456789ab", "-o", "json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"pods": []}
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        assert up.process.wait(30) == 0, up.output()

@@ -150,9 +150,24 @@ function renderStats(body) {
     `${body.bound} bound in the last ${Math.round(body.windowSeconds)} s`;
 }
 
+// With a tokens file the API needs a token: asked for on a 401, kept for this tab only.
+const TOKEN_KEY = "berth-token";
+
 async function getJson(path) {
-  const response = await fetch(path, { cache: "no-store" });
-  if (!response.ok) throw new Error(`${path}: ${response.status}`);
+  const headers = {};
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = "Bearer " + token;
+  const response = await fetch(path, { cache: "no-store", headers });
+  if (!response.ok) {
+    let message = String(response.status);
+    try {
+      message += ": " + (await response.json()).error;
+    } catch (_) {
+      // not JSON: the status says enough
+    }
+    if (response.status === 401) document.getElementById("token-form").hidden = false;
+    throw new Error(message);
+  }
   return response.json();
 }
 
@@ -197,6 +212,12 @@ async function refresh() {
   }
 }
 
+document.getElementById("token-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(TOKEN_KEY, document.getElementById("token").value.trim());
+  document.getElementById("token-form").hidden = true;
+  refresh();
+});
 document.getElementById("search-form").addEventListener("submit", (e) => {
   e.preventDefault();
   refresh();
