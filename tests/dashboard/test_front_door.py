@@ -189,3 +189,26 @@ async def test_http_answers(door: Door) -> None:
     # The page itself is static: no token needed to load it.
     async with aiohttp.ClientSession() as session, session.get(door.url) as response:
         assert response.status == 200
+
+
+async def test_the_page_asks_for_a_token(door: Door, berth: Any) -> None:
+    from playwright.async_api import async_playwright
+
+    from tests.dashboard.test_dashboard import CHROMIUM, CHROMIUM_ARGS
+
+    assert (await berth(apply_main, ["-f", str(door.files / "b.yaml")], TEAM_B))[0] == 0
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(door.url)
+            await page.wait_for_selector("#token-form:not([hidden])", timeout=10_000)
+            assert "401" in await page.inner_text("#updated")
+            await page.fill("#token", TEAM_B)
+            await page.press("#token", "Enter")
+            await page.wait_for_selector("body[data-loaded=true]", timeout=10_000)
+            assert await page.locator("#pods-table tbody tr").all_inner_texts() != []
+            shown = await page.locator("#pods-table td.pod-name").all_inner_texts()
+            assert shown == ["team-b/b-1"]
+        finally:
+            await browser.close()
