@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck unit demo bench clean
+.PHONY: install test lint typecheck unit demo bench clean chromium
 
 $(BIN)/berth: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,11 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+# The dashboard's browser test (tests/dashboard) drives Debian's chromium through Playwright.
+chromium:
+	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+unit: install chromium
 	$(BIN)/pytest
 
 test: lint typecheck unit

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import random
 import sys
 import time
@@ -60,6 +59,7 @@ from shared.models import (
     cluster_meta,
     pod_requests,
 )
+from shared.stats import percentile
 
 GI = 1024**3
 MI = 1024**2
@@ -327,15 +327,6 @@ class DemoSummary:
         }
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100), nearest rank; 0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    rank = max(0, min(len(ordered) - 1, math.ceil(q / 100 * len(ordered)) - 1))
-    return ordered[rank]
-
-
 class ProgressBar:
     """A one-line progress bar on a terminal (a line per few seconds otherwise)."""
 
@@ -379,8 +370,10 @@ async def run_demo(
     progress: bool = True,
     validate: bool = True,
     run_factory: Callable[..., Any] = pipeline,
+    dashboard: bool = False,
 ) -> DemoSummary:
-    """Run the workload through a fresh stack and summarise it (see the module docstring)."""
+    """Run the workload through a fresh stack and summarise it (see the module docstring);
+    `dashboard`: with the dashboard, its URL printed on stderr."""
     total = workload.pod_count
     bar = ProgressBar(total) if progress else None
     phases: dict[str, float] = {}
@@ -390,8 +383,11 @@ async def run_demo(
         ordered=False,
         single_tenant=None,
         session_ms=3000,
+        **({"dashboard": True} if dashboard else {}),
     ) as run:
         run_: Pipeline = run
+        if dashboard:
+            print(f"dashboard: {run_.stack.dashboard_url}", file=sys.stderr, flush=True)
         started = time.time()
 
         def show(label: str) -> Callable[[Progress], None]:
@@ -534,6 +530,11 @@ def demo_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=600.0, metavar="SEC")
     parser.add_argument("--no-validate", action="store_true", help="skip the final validation")
+    parser.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="also start the dashboard (its URL is printed; it stops with the demo)",
+    )
     parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
     parser.add_argument(
         "--tenants",
@@ -558,6 +559,7 @@ def demo_main(argv: Sequence[str] | None = None) -> int:
             seconds=args.timeout,
             progress=args.output == "text",
             validate=not args.no_validate,
+            dashboard=args.dashboard,
         )
     )
     if args.output == "json":

@@ -376,7 +376,7 @@ def sample_of(
             usage=_cpus(cpu["usage"]),
             borrowed=_cpus(cpu["borrowed"]),
             share=int(row.get("share", 0)),
-            waiting=int(row.get("pendingQuota", 0)),
+            waiting=int(row.get("pending", {}).get("quota", 0)),
             running=counts.running,
             done=counts.done,
             evicted=counts.evicted,

@@ -130,7 +130,7 @@ async def pending_progress(
     preempted), parked (the queue's unschedulable and gated pods), or still moving; and the
     store's resourceVersion (a change means something is still happening). Reads raw hashes
     and the queue's counts only: it runs every few hundred milliseconds beside the services."""
-    from services.queue.views import QueueCounts
+    from shared.queue_views import QueueCounts
 
     keys = client.store.keys
     async with client.redis.pipeline(transaction=True) as pipe:
@@ -269,10 +269,12 @@ async def pipeline(
     workdir: Path | None = None,
     extra_env: Mapping[str, str] | None = None,
     watch_servers: bool = False,
+    dashboard: bool = False,
 ) -> AsyncIterator[Pipeline]:
     """Start an ephemeral stack (on `servers`, with keys and topics of its own, or on servers
-    of its own), yield a Pipeline, stop everything. Servers of its own are restarted when they
-    die; `servers` too with `watch_servers` (for a test that kills them)."""
+    of its own; with a dashboard at `run.stack.dashboard_url` if asked), yield a Pipeline,
+    stop everything. Servers of its own are restarted when they die; `servers` too with
+    `watch_servers` (for a test that kills them)."""
     settings = None
     if servers is not None:
         settings = servers.isolated_settings()
@@ -290,6 +292,7 @@ async def pipeline(
         extra_env=extra_env,
         servers=servers,
         watch_servers=watch_servers,
+        dashboard=dashboard,
     )
     try:
         observer = RunObserver(

@@ -14,23 +14,26 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from cli.api_client import ApiClient, ApiTarget, read_api
 from cli.client import StackClient, read_settings, state_path, write_state
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, LauncherError, start_dev_servers
-from cli.supervisor import Stack, create_topics, supervise, wait_for_workers
+from cli.supervisor import Stack, create_topics, supervise, wait_for_dashboard, wait_for_workers
 from cli.tables import describe_pod, format_cluster_queues, format_nodes, format_pods, format_queues
 from shared.env import (
+    ENV_API_URL,
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_FSYNC,
     ENV_REDIS_URL,
+    ENV_TOKEN,
     IN_CLUSTER,
     REDIS_FSYNC_POLICIES,
     StackError,
@@ -43,6 +46,7 @@ from shared.models import (
     load_manifests,
 )
 from shared.models.selector_text import SelectorSyntaxError, parse_selector
+from shared.pod_status import PodRow
 from shared.retry import describe
 from shared.security import SecurityError
 from shared.store import StoreError
@@ -52,7 +56,39 @@ def _client_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--redis-url", help=f"default ${ENV_REDIS_URL} or the `berth up` state")
     parser.add_argument("--kafka-bootstrap", help=f"default ${ENV_KAFKA_BOOTSTRAP}")
+    parser.add_argument(
+        "--token",
+        help=f"a token of the stack's API front door (default ${ENV_TOKEN}; berth up --tokens)",
+    )
     return parser
+
+
+class Client(Protocol):
+    """What the commands need of a stack: StackClient (Redis) or ApiClient (front door)."""
+
+    async def delete(self, kind: str, namespace: str, name: str) -> bool: ...
+    async def pod_rows(self) -> list[PodRow]: ...
+    async def node_rows(self) -> list[dict[str, Any]]: ...
+    async def queue_rows(self) -> dict[str, Any]: ...
+    async def cluster_queue_rows(self) -> list[dict[str, Any]]: ...
+
+
+@contextlib.asynccontextmanager
+async def _client(
+    target: ApiTarget | None, settings: StackSettings | None
+) -> AsyncIterator[Client]:
+    if target is not None:
+        yield ApiClient(target)
+        return
+    assert settings is not None
+    async with StackClient(settings) as client:
+        yield client
+
+
+def _connect(args: argparse.Namespace) -> tuple[ApiTarget | None, StackSettings | None]:
+    """The front door when the stack has one (read_api), else the store's settings."""
+    target = read_api(args)
+    return target, None if target is not None else read_settings(args)
 
 
 def _load(files: Sequence[str]) -> Manifests:
@@ -87,11 +123,13 @@ def _unreachable(settings: StackSettings, exc: BaseException) -> str:
     )
 
 
-def _talk(settings: StackSettings, go: Callable[[], Coroutine[Any, Any, _T]]) -> _T | None:
+def _talk(settings: StackSettings | None, go: Callable[[], Coroutine[Any, Any, _T]]) -> _T | None:
     """Run a client command; None (after the one-line error) while Redis is away."""
     try:
         return asyncio.run(go())
     except (RedisConnectionError, RedisTimeoutError) as exc:
+        if settings is None:
+            raise
         print(_unreachable(settings, exc), file=sys.stderr)
         return None
 
@@ -101,27 +139,33 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
     args = parser.parse_args(argv)
     try:
-        settings = read_settings(args)
-        manifests = _load(args.file)
+        target, settings = _connect(args)
+        manifests = _load(args.file)  # checked here first: errors name the file
+        texts = [Path(f).read_text() for f in args.file] if target is not None else []
     except (StackError, ManifestError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    if _follows_kubernetes(settings, "kubectl apply -f"):
+    if settings is not None and _follows_kubernetes(settings, "kubectl apply -f"):
         return 1
 
     async def go() -> list[str]:
-        async with StackClient(settings) as client:
-            lines = await client.apply(manifests)
-            for warning in client.warnings:
-                print(f"Warning: {warning}", file=sys.stderr)
-            return lines
+        if target is not None:
+            api = ApiClient(target)
+            lines, warnings = await api.apply(texts), api.warnings
+        else:
+            assert settings is not None
+            async with StackClient(settings) as client:
+                lines, warnings = await client.apply(manifests), client.warnings
+        for warning in warnings:
+            print(f"Warning: {warning}", file=sys.stderr)
+        return lines
 
     try:
         lines = _talk(settings, go)
-    except (ManifestError, StoreError, SecurityError) as exc:
+    except (ManifestError, StoreError, SecurityError, StackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if lines is None:
@@ -138,7 +182,7 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-n", "--namespace", default="default")
     args = parser.parse_args(argv)
     try:
-        settings = read_settings(args)
+        api, settings = _connect(args)
         targets = _delete_targets(args)
     except (StackError, ManifestError, ValueError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -146,12 +190,12 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    if _follows_kubernetes(settings, "kubectl delete"):
+    if settings is not None and _follows_kubernetes(settings, "kubectl delete"):
         return 1
 
     async def go() -> list[str]:
         lines = []
-        async with StackClient(settings) as client:
+        async with _client(api, settings) as client:
             for kind, namespace, name in targets:
                 key = f"{namespace}/{name}" if namespace else name
                 found = await client.delete(kind, namespace, name)
@@ -160,7 +204,7 @@ def delete_main(argv: Sequence[str] | None = None) -> int:
 
     try:
         lines = _talk(settings, go)
-    except SecurityError as exc:
+    except (SecurityError, StackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if lines is None:
@@ -180,8 +224,11 @@ _KINDS = {
     "pdb": "PodDisruptionBudget",
     "poddisruptionbudget": "PodDisruptionBudget",
     "podgroup": "PodGroup",
+    "resourceflavor": "ResourceFlavor",
+    "clusterqueue": "ClusterQueue",
+    "localqueue": "LocalQueue",
 }
-_CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass"}
+_CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ResourceFlavor", "ClusterQueue"}
 
 
 def _delete_targets(args: argparse.Namespace) -> list[tuple[str, str, str]]:
@@ -214,14 +261,14 @@ def get_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-l", "--selector", default="", help="label selector, as kubectl's")
     args = parser.parse_args(argv)
     try:
-        settings = read_settings(args)
+        api, settings = _connect(args)
         selector = parse_selector(args.selector)
     except (StackError, SecurityError, SelectorSyntaxError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
     async def go() -> str:
-        async with StackClient(settings) as client:
+        async with _client(api, settings) as client:
             if args.what.startswith("pod"):
                 rows = [
                     r
@@ -249,26 +296,26 @@ def describe_main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-n", "--namespace", default="default")
     args = parser.parse_args(argv)
     try:
-        settings = read_settings(args)
+        api, settings = _connect(args)
     except (StackError, SecurityError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 
     async def go() -> str:
-        async with StackClient(settings) as client:
+        async with _client(api, settings) as client:
             key = f"{args.namespace}/{args.name}"
             rows = {r.key: r for r in await client.pod_rows()}
             if key not in rows:
                 raise LookupError(f'pod "{args.name}" not found in namespace {args.namespace}')
-            return describe_pod(rows[key], await client.cluster_queue_of(rows[key]))
+            return describe_pod(rows[key])
 
     return _show(settings, go)
 
 
-def _show(settings: StackSettings, go: Callable[[], Coroutine[Any, Any, str]]) -> int:
+def _show(settings: StackSettings | None, go: Callable[[], Coroutine[Any, Any, str]]) -> int:
     try:
         shown = _talk(settings, go)
-    except (SecurityError, LookupError) as exc:
+    except (SecurityError, LookupError, StackError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if shown is None:
@@ -341,6 +388,12 @@ def _up_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fresh", action="store_true", help="start with an empty local Redis (clears its data)"
     )
+    parser.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help="tokens of the API front door (YAML: token -> {tenant, namespaces} or {admin: "
+        "true}); clients then need --token and may only touch what it allows",
+    )
     kube = parser.add_mutually_exclusive_group()
     kube.add_argument(
         "--kubeconfig",
@@ -367,6 +420,14 @@ def _describe_redis(servers: DevServers, resumed: bool) -> str:
 
 def up_main(argv: Sequence[str] | None = None) -> int:
     args = _up_parser().parse_args(argv)
+    if args.tokens:
+        from services.dashboard.auth import TokensError, load_tokens
+
+        try:
+            load_tokens(args.tokens)  # refuse a bad file before starting anything
+        except TokensError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
     kube_mode = IN_CLUSTER if args.in_cluster else (args.kubeconfig or "")
     if kube_mode:
         server = kube_server(kube_mode)
@@ -426,17 +487,28 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(create_topics(settings, workers=args.workers))
         workdir = Path(tempfile.mkdtemp(prefix="berth-up-"))
         stack = Stack(
-            settings, workdir, workers=args.workers, binders=args.binders, queues=args.queues
+            settings,
+            workdir,
+            workers=args.workers,
+            binders=args.binders,
+            queues=args.queues,
+            dashboard=True,
+            tokens_file=args.tokens or "",
         )
         stack.start()
         asyncio.run(wait_for_workers(settings, args.workers, 60.0, stack))
-        write_state(settings, path)
+        asyncio.run(wait_for_dashboard(stack, 30.0))
+        api = {ENV_API_URL: stack.dashboard_url} if args.tokens else {}
+        write_state(settings, path, api)
         print(f"redis:   {_describe_redis(servers, resumed)}")
         print(f"kafka:   {settings.kafka_bootstrap} ({servers.kafka_source})")
         if kube_mode:
             print(f"kubernetes: {server} (pods with schedulerName {_names(settings)})")
         for process in stack.processes.values():
             print(f"{process.name:<10} pid {process.pid}  log {process.log_path}")
+        print(f"dashboard: {stack.dashboard_url}")
+        if args.tokens:
+            print(f"api:     {stack.dashboard_url} (tokens {args.tokens}: clients need --token)")
         print(f"state:   {path}")
         ready = "`kubectl apply -f FILE`" if kube_mode else "`berth apply -f FILE`"
         print(f"ready: {ready}, `berth get pods`; Ctrl-C stops everything", flush=True)

@@ -15,17 +15,25 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cli.processes import ManagedProcess
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, start_dev_servers
-from shared.env import StackError, StackSettings
+from shared.env import (
+    ENV_DASHBOARD_HOST,
+    ENV_DASHBOARD_PORT,
+    ENV_TOKENS_FILE,
+    StackError,
+    StackSettings,
+)
 from shared.kafka import DEFAULT_PARTITIONS, ensure_topics
 from shared.redisconn import connect
 from shared.retry import Backoff, Retry
@@ -37,6 +45,16 @@ RESTART_BACKOFF_SECONDS = 1.0
 MAX_RESTART_PAUSE_SECONDS = 30.0
 STABLE_SECONDS = 30.0
 """A service that ran this long before it exited is restarted after the first pause again."""
+
+
+DASHBOARD_HOST = "127.0.0.1"
+
+
+def free_port(host: str = DASHBOARD_HOST) -> int:
+    """A port nothing listens on now (the dashboard keeps it across restarts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def service_argv(kind: str, name: str, settings: StackSettings) -> list[str]:
@@ -65,18 +83,36 @@ class Stack:
         binders: int = 1,
         queues: int = 1,
         adapters: int | None = None,
+        dashboard: bool = False,
+        dashboard_port: int | None = None,
+        tokens_file: str = "",
         extra_env: Mapping[str, str] | None = None,
     ) -> None:
         """`adapters`: Kubernetes API adapters (leader-elected; default one in Kubernetes
-        mode, none standalone)."""
+        mode, none standalone). `dashboard`: one dashboard (services/dashboard) on
+        `dashboard_port` of the loopback (default: a free port), at `dashboard_url`; with
+        `tokens_file`, it is the API front door and needs those tokens."""
         self.settings = settings
         if adapters is None:
             adapters = 1 if settings.kube else 0
         self.workdir = workdir
         env = {**os.environ, **settings.env(), **(extra_env or {})}
         env.setdefault("PYTHONUNBUFFERED", "1")
+        self.dashboard_url = ""
+        if dashboard:
+            port = dashboard_port or free_port()
+            env = {**env, ENV_DASHBOARD_HOST: DASHBOARD_HOST, ENV_DASHBOARD_PORT: str(port)}
+            if tokens_file:
+                env[ENV_TOKENS_FILE] = str(Path(tokens_file).resolve())
+            self.dashboard_url = f"http://{DASHBOARD_HOST}:{port}/"
         self.processes: dict[str, ManagedProcess] = {}
-        kinds = (("queue", queues), ("binder", binders), ("worker", workers), ("adapter", adapters))
+        kinds = (
+            ("queue", queues),
+            ("binder", binders),
+            ("worker", workers),
+            ("adapter", adapters),
+            ("dashboard", int(dashboard)),
+        )
         for kind, count in kinds:
             for i in range(count):
                 name = f"{kind}-{i}"
@@ -277,6 +313,7 @@ async def start_stack(
     kube: str = "",
     adapters: int | None = None,
     watch_servers: bool = False,
+    dashboard: bool = False,
 ) -> RunningStack:
     """Start servers (unless given) and the services; returns once every worker's view is
     loaded (heartbeat) — the queue and binders consume from the start of their topics.
@@ -308,6 +345,7 @@ async def start_stack(
             binders=binders,
             queues=queues,
             adapters=adapters,
+            dashboard=dashboard,
             extra_env=extra_env,
         )
         running = RunningStack(
@@ -330,10 +368,37 @@ async def start_stack(
         raise
     try:
         await wait_for_workers(settings, workers, ready_seconds, stack)
+        if stack.dashboard_url:
+            await wait_for_dashboard(stack, ready_seconds)
     except BaseException:
         await running.close()
         raise
     return running
+
+
+async def wait_for_dashboard(stack: Stack, seconds: float) -> None:
+    """Until the dashboard accepts connections (StackError with its log's tail if not)."""
+    url = urlsplit(stack.dashboard_url)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            _, writer = await asyncio.open_connection(url.hostname, url.port)
+        except OSError:
+            if time.monotonic() > deadline:
+                tails = "\n".join(
+                    f"--- {p.name}\n{p.log_tail(1500)}"
+                    for p in stack.processes.values()
+                    if p.name.startswith("dashboard-")
+                )
+                raise StackError(
+                    f"the dashboard does not answer at {stack.dashboard_url} after {seconds}s"
+                    f"\n{tails}"
+                ) from None
+            await asyncio.sleep(0.1)
+        else:
+            writer.close()
+            await writer.wait_closed()
+            return
 
 
 async def wait_for_workers(

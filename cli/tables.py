@@ -7,8 +7,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cli.client import PodRow
 from shared.models.quantity import format_resource
+from shared.pod_status import PodRow
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:
@@ -101,50 +101,34 @@ def format_queues(view: Mapping[str, Any], output: str) -> str:
 
 
 def format_cluster_queues(rows: Sequence[Mapping[str, Any]], output: str) -> str:
-    """`berth get clusterqueues`: one line per ClusterQueue, flavor and resource."""
+    """`berth get clusterqueues`: one line per ClusterQueue, flavor and resource. USAGE is
+    what bound pods use, RESERVED what admission charged (bound or about to be)."""
     if output == "json":
         return json.dumps(list(rows), indent=2, default=str)
-    table = [
-        ["NAME", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "USAGE", "BORROWED", "SHARE", "PENDING"]
-    ]
+    columns = ["NAME", "COHORT", "FLAVOR", "RESOURCE", "NOMINAL", "RESERVED", "USAGE"]
+    table = [[*columns, "BORROWED", "SHARE", "PENDING"]]
     for row in rows:
-        for r in row["resources"] or [{}]:
-            name = str(r.get("resource", ""))
+        pending = ", ".join(f"{n} {why}" for why, n in sorted(row["pending"].items())) or "0"
+        for r in row["resources"]:
+            name = str(r["resource"])
             table.append(
                 [
                     str(row["name"]),
                     str(row["cohort"] or "-"),
-                    str(r.get("flavor", "-")),
-                    name or "-",
-                    format_resource(name, int(r.get("nominal", 0))) if name else "-",
-                    format_resource(name, int(r.get("usage", 0))) if name else "-",
-                    format_resource(name, int(r.get("borrowed", 0))) if name else "-",
+                    str(r["flavor"]),
+                    name,
+                    *(
+                        format_resource(name, int(r[k]))
+                        for k in ("nominal", "reserved", "usage", "borrowed")
+                    ),
                     str(row["share"]),
-                    str(row["pendingQuota"]),
+                    pending,
                 ]
             )
     return _table(table)
 
 
-def reason_class(row: PodRow) -> str:
-    """What a pod waits for, in one word: bound, gated, quota, gang, backoff, conflict,
-    unschedulable, skipped or pending."""
-    if row.status == "Bound":
-        return "bound"
-    if row.status in ("Gated", "Quota", "Skipped"):
-        if row.status == "Quota" and "gang waiting" in row.message:
-            return "gang"
-        return row.status.lower()
-    if row.queue == "backoff":
-        return "backoff"
-    if "conflict" in row.message.lower():
-        return "conflict"
-    if row.queue == "unschedulable":
-        return "unschedulable"
-    return "pending"
-
-
-def describe_pod(row: PodRow, cluster_queue: str) -> str:
+def describe_pod(row: PodRow) -> str:
     """`berth describe pod`: kubectl describe's habit, the fields a pending pod is read by."""
     fields = [
         ("Name", row.name),
@@ -153,11 +137,11 @@ def describe_pod(row: PodRow, cluster_queue: str) -> str:
         ("Labels", ",".join(f"{k}={v}" for k, v in sorted(row.labels.items())) or "<none>"),
         ("Status", row.status),
         ("Node", row.node or "<none>"),
-        ("Reason", reason_class(row)),
+        ("Reason", row.reason or "-"),
         ("Queue", f"{row.queue or '-'} (tenant {row.tenant or '-'})"),
-        ("ClusterQueue", cluster_queue or "<none>"),
+        ("ClusterQueue", row.cluster_queue or "<none>"),
         ("Attempts", str(row.attempts)),
         ("Nominated Node", row.nominated_node or "<none>"),
-        ("Message", row.message or "<none>"),
+        ("Message", row.reason_message or row.message or "<none>"),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in fields)

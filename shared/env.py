@@ -80,6 +80,18 @@ ENV_KUBE_LEASE_NAME = "BERTH_KUBE_LEASE_NAME"
 """Name of that Lease (default berth-adapter; one per berth installation)."""
 ENV_METRICS_PORT = "BERTH_METRICS_PORT"
 ENV_METRICS_HOST = "BERTH_METRICS_HOST"
+ENV_DASHBOARD_PORT = "BERTH_DASHBOARD_PORT"
+"""The dashboard's HTTP port (services/dashboard; default 8280, 0: any free port)."""
+ENV_DASHBOARD_HOST = "BERTH_DASHBOARD_HOST"
+"""The address the dashboard listens on (default 127.0.0.1)."""
+ENV_TOKENS_FILE = "BERTH_TOKENS_FILE"
+"""The dashboard's tokens file (`berth up --tokens`): with one, it is the API front door and
+every /api request needs a token (services/dashboard/auth.py)."""
+ENV_API_URL = "BERTH_API_URL"
+"""The API front door of a running stack (in the state file of `berth up --tokens`): clients
+go through it instead of Redis."""
+ENV_TOKEN = "BERTH_TOKEN"
+"""A client's token for the API front door (`--token`)."""
 
 IN_CLUSTER = "in-cluster"
 

@@ -22,7 +22,7 @@ layout and the Python names against each other.
                                                expiry
     <base>ext                          zset    pods whose lease an `extend` outcome renewed,
                                                score = their own expiry
-    <base>st                           hash    pod key -> state (msgpack, services/queue/
+    <base>st                           hash    pod key -> state (msgpack, shared/
                                                state.py FIELDS)
     <base>att                          hash    pod key -> Attempts of the attempts that ended
     <base>why                          hash    pod key -> last failure (plugins, message)
@@ -94,6 +94,16 @@ def body_field(key: str, resource_version: int) -> str:
 @dataclass(frozen=True, slots=True)
 class QueueKeys:
     prefix: str = "berth:q:"
+
+    @property
+    def quota_admitted(self) -> str:
+        """Quota admission's records: pod key -> {uid, cq, charge, group, prio, at}."""
+        return f"{self.prefix}{{quota}}:admitted"
+
+    @property
+    def quota_usage(self) -> str:
+        """What admission charged: "queue|flavor|resource" -> amount."""
+        return f"{self.prefix}{{quota}}:usage"
 
     def base(self, tenant: str) -> str:
         return f"{self.prefix}{{{check_tenant(tenant)}}}:"

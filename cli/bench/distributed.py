@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from cli.bench.workloads import WORKLOADS
-from cli.demo import percentile
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from services.scheduler import read_heartbeats
 from shared.env import ENV_PROFILE_DIR
 from shared.models import Manifests
+from shared.stats import percentile
 
 
 @contextlib.asynccontextmanager

@@ -157,8 +157,8 @@ class Admission:
         """Evict borrowers to give a queue its nominal quota back (reclaimWithinCohort)."""
         self.redis = redis
         self.store = store
-        self.admitted_key = f"{prefix}{{quota}}:admitted"
-        self.usage_key = f"{prefix}{{quota}}:usage"
+        self.admitted_key = QueueKeys(prefix).quota_admitted
+        self.usage_key = QueueKeys(prefix).quota_usage
         self._commit = redis.register_script(_COMMIT)
         self._release = redis.register_script(_RELEASE)
         self.loaded = False

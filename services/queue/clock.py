@@ -5,6 +5,9 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
+from shared.queue_state import from_micros as from_micros
+from shared.queue_state import to_micros as to_micros
+
 
 class Clock(Protocol):
     def now(self) -> float:
@@ -32,12 +35,3 @@ class ManualClock:
 
     def set(self, now: float) -> None:
         self._now = now
-
-
-def to_micros(seconds: float) -> int:
-    """Redis keeps times as integer microseconds: exact comparisons, no float drift."""
-    return round(seconds * 1_000_000)
-
-
-def from_micros(micros: int | float) -> float:
-    return micros / 1_000_000

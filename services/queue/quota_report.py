@@ -1,29 +1,14 @@
-"""What quota admission reports: Kueue's metric families per ClusterQueue, and the usage it
-charged (for `berth get clusterqueues` and the dashboard)."""
+"""What quota admission reports: Kueue's metric families per ClusterQueue."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from redis.asyncio import Redis
-
 from shared.metrics import BerthMetrics
 
 if TYPE_CHECKING:
     from services.queue.admission import Admission, Verdict
-
-
-async def read_usage(redis: Redis, prefix: str) -> dict[str, dict[tuple[str, str], int]]:
-    """What admission charged, per ClusterQueue and (flavor, resource) (for `berth get
-    clusterqueues` and the dashboard)."""
-    out: dict[str, dict[tuple[str, str], int]] = defaultdict(dict)
-    for fld, value in (await redis.hgetall(f"{prefix}{{quota}}:usage")).items():
-        name = fld.decode() if isinstance(fld, bytes) else str(fld)
-        queue, flavor, resource = name.split("|", 2)
-        if int(value):
-            out[queue][(flavor, resource)] = int(value)
-    return dict(out)
 
 
 def report(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> None:

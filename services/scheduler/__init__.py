@@ -9,6 +9,7 @@ Modules: `config` (WorkerConfig, flags), `view` (the cluster view and the framew
 """
 
 from services.scheduler.config import WorkerConfig
-from services.scheduler.service import SchedulerWorker, read_heartbeats
+from services.scheduler.service import SchedulerWorker
+from shared.objects import read_heartbeats
 
 __all__ = ["SchedulerWorker", "WorkerConfig", "read_heartbeats"]

@@ -17,8 +17,9 @@
 - Assumptions end when the binding arrives on the stream, or when an outcome of the same
   attempt (conflict, unschedulable, error) arrives on `berth.outcomes`, which every worker
   reads from its end without a group, or after `assume_ttl_seconds`.
-- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...})
-  tells `berth run` and `berth get` how far each worker's view is.
+- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...},
+  read by shared.objects.read_heartbeats) tells `berth run` and `berth get` how far each
+  worker's view is.
 - Observability: a `scheduling_cycle` span per request (parent from the record's headers, its
   context passed on in the proposal's), scheduler_schedule_attempts for the worker's own
   unschedulable/error results, berth_consumer_lag; `run(stop, health)` drives readiness.
@@ -539,16 +540,3 @@ class SchedulerWorker:
             self.config.worker_id,
             msgpack.packb(beat, use_bin_type=True),
         )
-
-
-async def read_heartbeats(
-    redis: Redis, prefix: str = "berth:", cluster: str = "default"
-) -> dict[str, dict[str, Any]]:
-    """worker id -> its last heartbeat (see the module docstring)."""
-    raw = await redis.hgetall(heartbeat_key(prefix, cluster))
-    out: dict[str, dict[str, Any]] = {}
-    for key, value in raw.items():
-        name = key.decode() if isinstance(key, bytes) else str(key)
-        with contextlib.suppress(Exception):
-            out[name] = msgpack.unpackb(value, raw=False)
-    return out

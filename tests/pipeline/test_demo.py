@@ -13,12 +13,12 @@ from cli.demo import (
     GPUS_PER_NODE,
     demo_workload,
     format_summary,
-    percentile,
     run_demo,
 )
 from cli.run import pipeline
 from cli.servers import DevServers
 from shared.models import POD_GROUP_LABEL, pod_requests
+from shared.stats import percentile
 
 
 def test_the_bundled_workload_has_every_kind_of_pod() -> None:

@@ -56,8 +56,13 @@ async def test_quota_admission_end_to_end(
 
         queues_now = {q["name"]: q for q in await run.client.cluster_queue_rows()}
         (cpu,) = queues_now["team-a"]["resources"]
-        assert (cpu["nominal"], cpu["usage"], cpu["borrowed"]) == (2000, 3000, 1000)
-        assert queues_now["team-a"]["pendingQuota"] == 2
+        assert (cpu["nominal"], cpu["reserved"], cpu["usage"], cpu["borrowed"]) == (
+            2000,
+            3000,
+            3000,
+            1000,
+        )
+        assert queues_now["team-a"]["pending"] == {"quota": 2}
         assert queues_now["team-a"]["share"] == 1000 * 1000 // 4000  # 1 of 4 lendable cores
         # kubectl habits: get with a namespace and a selector, describe one pod.
         for name, value in run.running.settings.env().items():

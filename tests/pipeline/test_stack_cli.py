@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,8 @@ def test_up_apply_get_delete_and_ctrl_c(state: Path, capsys: pytest.CaptureFixtu
     up = Up(state, "--workers", "2")
     try:
         pids = up.pids()
-        assert len(pids) == 6, up.output()  # queue, binder, 2 workers, Redis, broker
+        # queue, binder, 2 workers, dashboard, Redis, broker
+        assert len(pids) == 7, up.output()
         assert (
             apply_main(["-f", str(EXAMPLES / "cluster.yaml"), "-f", str(EXAMPLES / "pods.yaml")])
             == 0
@@ -117,6 +119,13 @@ def test_up_apply_get_delete_and_ctrl_c(state: Path, capsys: pytest.CaptureFixtu
         assert huge["status"] == "Pending"
         assert huge["attempts"] in (1, 2)
         assert "Insufficient cpu" in str(huge["message"])
+        assert huge["reason"] == "unschedulable"
+
+        # The dashboard `berth up` printed answers with the same pods.
+        (url,) = re.findall(r"^dashboard: (http://127\.0\.0\.1:\d+/)$", up.output(), re.M)
+        with urllib.request.urlopen(url + "api/pods?q=huge-1", timeout=10) as response:
+            (shown,) = json.load(response)["pods"]
+        assert (shown["name"], shown["reason"]) == ("huge-1", "unschedulable")
 
         assert get_main(["nodes"]) == 0
         assert "zone-c-1     SchedulingDisabled" in capsys.readouterr().out
@@ -144,7 +153,7 @@ def test_clients_without_a_stack_say_so(state: Path, capsys: pytest.CaptureFixtu
 def test_kill_9_of_berth_up_takes_its_children_along(state: Path) -> None:
     up = Up(state)
     pids = up.pids()
-    assert len(pids) == 5, up.output()
+    assert len(pids) == 6, up.output()
     up.process.kill()
     up.process.wait(10)
     _wait(lambda: not any(_alive(pid) for pid in pids), 20, "the orphans to die")
@@ -191,6 +200,41 @@ def test_berth_up_keeps_the_cluster_through_a_redis_crash_and_a_restart(
         )
         again = {key: p["node"] for key, p in _pods(capsys).items() if p["status"] == "Bound"}
         assert {key: again.get(key) for key in bound} == bound
+    finally:
+        up.process.send_signal(signal.SIGINT)
+        assert up.process.wait(30) == 0, up.output()
+
+
+def test_up_with_tokens_is_the_api_front_door(
+    state: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("short: {admin: true}\n")
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from cli.main import main; raise SystemExit(main())",
+            "up",
+            "--tokens",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1
+    assert "16+ characters" in refused.stderr
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("admin-token-0123456789ab: {admin: true}\n")
+    up = Up(state, "--tokens", str(tokens))
+    try:
+        (url,) = re.findall(r"^api: +(http://127\.0\.0\.1:\d+/)", up.output(), re.M)
+        assert json.loads(state.read_text())["env"]["BERTH_API_URL"] == url
+        assert get_main(["pods"]) == 1
+        assert "needs a token" in capsys.readouterr().err
+        assert get_main(["pods", "--token", "admin-token-0123456789ab", "-o", "json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"pods": []}
     finally:
         up.process.send_signal(signal.SIGINT)
         assert up.process.wait(30) == 0, up.output()

@@ -15,9 +15,9 @@ from importlib import resources
 import pytest
 
 from services.queue.scripts import SCRIPT_NAMES
-from services.queue.state import FIELDS
 from shared import queue_keys
 from shared.queue_keys import TENANT_KEYS, QueueKeys, body_field
+from shared.queue_state import FIELDS
 from tests.lua_source import builders, concat, key_slots, layout, placeholder_prefix, strip_comments
 
 LUA = resources.files("services.queue") / "lua"
@@ -34,7 +34,7 @@ KEY_BUILDERS = {
     "bucket_key": ("u:", KEYS.bucket),
     "lease_list": ("lq:", None),
 }
-# The prelude's state field indexes (1-based) -> services/queue/state.py FIELDS names.
+# The prelude's state field indexes (1-based) -> shared/queue_state.py FIELDS names.
 STATE_FIELDS = {
     "UID": "uid",
     "RV": "resource_version",

@@ -1,5 +1,6 @@
 """The queue's read side: counts, states, the pending view (`berth get pods`, PendingPods),
-nominations. QueueStore (services/queue/store.py) adds the transitions on top."""
+nominations. QueueStore (services/queue/store.py) adds the transitions on top; the CLI and
+the dashboard read through this module too (it knows only the keys, shared.queue_keys)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from typing import Any
 import msgpack
 from redis.asyncio import Redis
 
-from services.queue.clock import from_micros
-from services.queue.state import PodState
 from shared.queue_keys import QueueKeys, body_field
+from shared.queue_state import PodState, from_micros
 
 
 def text(value: Any) -> str:
@@ -49,6 +49,15 @@ class QueueCounts:
             self.gated + other.gated,
             self.inflight + other.inflight,
         )
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "active": self.active,
+            "backoff": self.backoff,
+            "unschedulable": self.unschedulable,
+            "gated": self.gated,
+            "inflight": self.inflight,
+        }
 
     def summary(self) -> str:
         """Upstream PendingPods() summary (gated pods live in unschedulablePods there)."""

@@ -1,4 +1,5 @@
-"""A pod's queued state as the Lua scripts store it (one msgpack array per pod in `st`)."""
+"""A pod's queued state as the queue's Lua scripts store it (one msgpack array per pod in
+`st`, services/queue/lua/prelude.lua), and its times: integer microseconds."""
 
 from __future__ import annotations
 
@@ -47,3 +48,12 @@ class PodState:
     def unpack(cls, blob: Any) -> PodState:
         values: list[Any] = msgpack.unpackb(blob, raw=False)
         return cls(*values[: len(FIELDS)])
+
+
+def to_micros(seconds: float) -> int:
+    """Redis keeps times as integer microseconds: exact comparisons, no float drift."""
+    return round(seconds * 1_000_000)
+
+
+def from_micros(micros: int | float) -> float:
+    return micros / 1_000_000

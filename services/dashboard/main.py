@@ -1,0 +1,61 @@
+"""`python -m services.dashboard`: the dashboard, configured from the environment
+(shared.env.StackSettings for the servers, BERTH_DASHBOARD_HOST / BERTH_DASHBOARD_PORT for its
+own address, BERTH_TOKENS_FILE for the API front door's tokens), until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from collections.abc import Sequence
+
+from services.dashboard.app import DashboardServer, make_app
+from services.dashboard.auth import Tokens, TokensError
+from services.dashboard.config import DashboardConfig
+from services.dashboard.data import DashboardData
+from services.dashboard.feed import BindingFeed
+from shared.env import StackError, StackSettings
+from shared.health import HealthServer
+from shared.redisconn import open_redis
+from shared.service import ServiceRunner, ready_until_stopped
+
+
+def read_tokens(config: DashboardConfig) -> Tokens | None:
+    """The tokens file's tokens (StackError, one line, when it cannot be used)."""
+    if not config.tokens_file:
+        return None
+    try:
+        return Tokens(config.tokens_file)
+    except (TokensError, OSError) as exc:
+        raise StackError(f"tokens file: {exc}") from None
+
+
+async def serve(
+    settings: StackSettings, config: DashboardConfig, stop: asyncio.Event, health: HealthServer
+) -> None:
+    tokens = read_tokens(config)
+    redis = await open_redis(settings.redis_url, settings.redis_security)
+    data = DashboardData(redis, settings, refresh_seconds=config.refresh_seconds)
+    feed = BindingFeed(settings.kafka_bootstrap, settings.topics, settings.kafka_security)
+    server = DashboardServer(make_app(data, feed, tokens), config.host, config.port)
+
+    async def start() -> None:
+        await feed.start()
+        await server.start()
+
+    async def drain() -> None:
+        await server.stop()
+        await feed.stop()
+        await redis.aclose()
+
+    await ready_until_stopped(health, stop, start, drain)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.dashboard")
+    parser.add_argument("--name", default="", help="this replica's name")
+    args = parser.parse_args(argv)
+    runner = ServiceRunner("dashboard", args.name)
+    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
+    config = runner.configured(lambda: DashboardConfig.from_env(os.environ))
+    return runner.main(lambda stop, health: serve(settings, config, stop, health))

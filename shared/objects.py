@@ -1,0 +1,125 @@
+"""Objects into the store and views out of it, for any client of a running stack: `berth
+apply/delete/get` talking to Redis directly (cli/client.py) and the dashboard's API front door
+(services/dashboard) do the same thing through these."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import msgpack
+from redis.asyncio import Redis
+
+from shared.models import KubeObject, Manifests, Pod, PriorityClass, resolve_priorities
+from shared.store import ClusterStore, Snapshot, StoreKeys, object_key
+
+APPLY_BATCH = 2000
+"""Objects per store call of one apply (a larger apply is checked whole first)."""
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    lines: list[str] = field(default_factory=list)
+    """"kind/key created|configured", one per object, in the order applied."""
+    warnings: list[str] = field(default_factory=list)
+    """Pods whose own priority disagrees with their class, one line each."""
+    pods: dict[str, float] = field(default_factory=dict)
+    """uid -> when it was stored (epoch seconds), for every pod applied."""
+
+
+async def apply_manifests(
+    store: ClusterStore, manifests: Manifests, *, batch: int = APPLY_BATCH
+) -> ApplyReport:
+    """Store every object (dependencies first; the queue hears of them from the store's change
+    stream), all or nothing. Pod priorities are resolved against the stored PriorityClasses and
+    the manifests' own (as admission would)."""
+    stored_classes = cast(list[PriorityClass], await store.list("PriorityClass"))
+    new_names = {pc.metadata.name for pc in manifests.priority_classes}
+    report = ApplyReport()
+    report.warnings = resolve_priorities(
+        manifests,
+        [
+            *manifests.priority_classes,
+            *(c for c in stored_classes if c.metadata.name not in new_names),
+        ],
+    )
+    objects = list(manifests.objects())
+    if len(objects) > batch:
+        await store.check_apply(objects)  # all or nothing across the batches
+    for start in range(0, len(objects), batch):
+        await _apply_batch(store, objects[start : start + batch], report)
+    return report
+
+
+async def _apply_batch(store: ClusterStore, objects: list[KubeObject], report: ApplyReport) -> None:
+    existed = await _present(store, objects)
+    applied = await store.apply(objects)
+    now = time.time()
+    for obj, done in zip(objects, applied, strict=True):
+        obj.metadata.resource_version = done.resource_version
+        obj.metadata.uid = done.uid
+        verb = "configured" if (done.kind, done.key) in existed else "created"
+        report.lines.append(f"{done.kind.lower()}/{done.key} {verb}")
+        if isinstance(obj, Pod):
+            report.pods.setdefault(done.uid, now)
+
+
+async def _present(store: ClusterStore, objects: Sequence[KubeObject]) -> set[tuple[str, str]]:
+    """(kind, key) of the objects about to be applied that the store already has."""
+    wanted: dict[str, list[str]] = {}
+    for obj in objects:
+        kind = type(obj).__name__
+        key = object_key(kind, obj.metadata.namespace, obj.metadata.name)
+        wanted.setdefault(kind, []).append(key)
+    out: set[tuple[str, str]] = set()
+    for kind, keys in wanted.items():
+        present = await store.redis.hmget(store.keys.meta(kind), keys)
+        out.update((kind, key) for key, meta in zip(keys, present, strict=True) if meta)
+    return out
+
+
+async def delete_object(store: ClusterStore, kind: str, namespace: str, name: str) -> bool:
+    """Delete an object from the store (the queue hears of it from the change stream); False
+    when there is none."""
+    found = await store.get(kind, namespace, name)
+    if found is None:
+        return False
+    await store.delete(kind, namespace, name, uid=found.metadata.uid)
+    return True
+
+
+def node_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Every node as `berth get nodes` shows it, by name."""
+    rows = []
+    for node in sorted(snapshot.nodes, key=lambda n: n.metadata.name):
+        name = node.metadata.name
+        usage = snapshot.usage.get(name)
+        rows.append(
+            {
+                "name": name,
+                "status": "SchedulingDisabled" if node.spec.unschedulable else "Ready",
+                "zone": node.metadata.labels.get("topology.kubernetes.io/zone", ""),
+                "pods": usage.pods if usage is not None else 0,
+                "allocatable": dict(node.status.allocatable),
+                "requested": dict(usage.requested) if usage is not None else {},
+                "taints": [f"{t.key}={t.value}:{t.effect}" for t in node.spec.taints],
+            }
+        )
+    return rows
+
+
+async def read_heartbeats(
+    redis: Redis, prefix: str = "berth:", cluster: str = "default"
+) -> dict[str, dict[str, Any]]:
+    """Scheduler worker id -> its last heartbeat (msgpack in the store's `workers` hash,
+    written by services/scheduler)."""
+    raw = await redis.hgetall(StoreKeys(prefix, cluster).workers)
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in raw.items():
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        with contextlib.suppress(Exception):
+            out[name] = msgpack.unpackb(value, raw=False)
+    return out
