@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -35,12 +35,20 @@ import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from services.queue.config import QueueConfig
 from services.queue.quota_report import report
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
 from shared.messages import decode_pod
 from shared.metrics import default_metrics
-from shared.models import POD_GROUP_LABEL, Namespace, Pod, PodGroup, pod_requests
+from shared.models import (
+    DEFAULT_SCHEDULER_NAME,
+    POD_GROUP_LABEL,
+    Namespace,
+    Pod,
+    PodGroup,
+    pod_requests,
+)
 from shared.models.kueue import (
     PREEMPTION_ANY,
     PREEMPTION_NEVER,
@@ -150,9 +158,17 @@ class Verdict:
 
 class Admission:
     def __init__(
-        self, redis: Redis, store: ClusterStore, prefix: str, *, reclaim: bool = True
+        self,
+        redis: Redis,
+        store: ClusterStore,
+        prefix: str,
+        *,
+        reclaim: bool = True,
+        scheduler_names: Collection[str] = (DEFAULT_SCHEDULER_NAME,),
     ) -> None:
         self.reclaim = reclaim
+        self.scheduler_names = frozenset(scheduler_names)
+        """Only pods these profiles schedule are admitted (the others are not ours)."""
         self.metrics = default_metrics()
         """Evict borrowers to give a queue its nominal quota back (reclaimWithinCohort)."""
         self.redis = redis
@@ -181,6 +197,16 @@ class Admission:
         self.evictions: dict[str, int] = defaultdict(int)
         """Evictions per ClusterQueue not yet counted by `report`."""
         """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
+
+    @classmethod
+    def for_queue(cls, redis: Redis, store: ClusterStore, config: QueueConfig) -> Admission:
+        return cls(
+            redis,
+            store,
+            config.key_prefix,
+            reclaim=config.reclaim_by_requeue,
+            scheduler_names=config.scheduler_names,
+        )
 
     # ------------------------------------------------------------------ state
     async def load(self) -> None:
@@ -222,11 +248,19 @@ class Admission:
                     value
                 )
         self._decoded.clear()
+        first = not self.loaded
         self.loaded = True
         self.dirty = True
+        if first:
+            # A new leader: the pods that wait were gated by an earlier one, and the informer
+            # resumes after their events. Take them from the store.
+            for pod in cast(list[Pod], await self.store.list("Pod")):
+                record = PodRecord.from_pod(pod)
+                if self.managed(record) and not record.node_name and not self.is_admitted(record):
+                    self.pending[record.key] = record
 
     def managed(self, pod: PodRecord) -> bool:
-        return bool(pod.labels.get(QUEUE_NAME_LABEL))
+        return bool(pod.labels.get(QUEUE_NAME_LABEL)) and pod.scheduler_name in self.scheduler_names
 
     def is_admitted(self, pod: PodRecord) -> bool:
         record = self.admitted.get(pod.key)

@@ -129,10 +129,7 @@ class QueueService:
         """Tails `cluster_store`'s change stream (None without: events via apply_events)."""
         self.admission: Admission | None = None  # quota admission, on the informer's events
         if cluster_store is not None:
-            config = self.config
-            self.admission = Admission(
-                self.redis, cluster_store, config.key_prefix, reclaim=config.reclaim_by_requeue
-            )
+            self.admission = Admission.for_queue(self.redis, cluster_store, self.config)
             self.informer = StoreInformer(
                 self.redis,
                 cluster_store,

@@ -326,3 +326,22 @@ async def test_an_unreadable_pod_waits_with_its_reason_and_blocks_nobody(
     verdict = await admission.admit()
     assert [p.name for p in verdict.admitted] == ["good"]
     assert verdict.waiting["team-a/bad"][1].startswith("cannot read the pod: ")
+
+
+async def test_a_new_leader_takes_the_waiting_pods_from_the_store(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """The informer resumes after the events that gated them, so a new leader's admission
+    must find the waiting pods in the store."""
+    pods = [pod(f"p{i}", "team-a", created=i) for i in range(3)]
+    other = make_pod("other").namespace("team-a").scheduler_name("volcano")
+    foreign = other.label(QUEUE_NAME_LABEL, "lq").req(cpu="1").obj()
+    first = await setup(
+        redis_client, redis_prefix, queues(("team-a", "", 2, None, 1)), *pods, foreign
+    )
+    records = await submit(first, *pods)
+    assert [p.name for p in (await first.admit()).admitted] == ["p0", "p1"]
+    second = Admission(redis_client, first.store, redis_prefix + "q:")
+    await second.gate(records["p0"], "delete")  # loads, then frees one core
+    assert sorted(second.pending) == ["team-a/p2"]  # not the other scheduler's pod
+    assert [p.name for p in (await second.admit()).admitted] == ["p2"]
