@@ -27,7 +27,14 @@ from cli.client import StackClient, read_settings, state_path, write_state
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, LauncherError, start_dev_servers
 from cli.supervisor import Stack, create_topics, supervise, wait_for_dashboard, wait_for_workers
-from cli.tables import describe_pod, format_cluster_queues, format_nodes, format_pods, format_queues
+from cli.tables import (
+    describe_pod,
+    format_cluster_queues,
+    format_local_queues,
+    format_nodes,
+    format_pods,
+    format_queues,
+)
 from shared.env import (
     ENV_API_URL,
     ENV_KAFKA_BOOTSTRAP,
@@ -252,7 +259,10 @@ def get_main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "what",
-        choices=["pods", "pod", "nodes", "node", "queues", "queue", "clusterqueues", "cq"],
+        choices=[
+            *("pods", "pod", "nodes", "node", "queues", "queue"),
+            *("clusterqueues", "cq", "localqueues", "lq"),
+        ],
     )
     parser.add_argument("name", nargs="?", help="one pod (with -n its namespace)")
     parser.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
@@ -284,6 +294,9 @@ def get_main(argv: Sequence[str] | None = None) -> int:
                 return format_nodes(await client.node_rows(), args.output)
             if args.what in ("clusterqueues", "cq"):
                 return format_cluster_queues(await client.cluster_queue_rows(), args.output)
+            if args.what in ("localqueues", "lq"):
+                queues, pods = await client.cluster_queue_rows(), await client.pod_rows()
+                return format_local_queues(queues, pods, args.output)
             return format_queues(await client.queue_rows(), args.output)
 
     return _show(settings, go)

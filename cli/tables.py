@@ -145,3 +145,38 @@ def describe_pod(row: PodRow) -> str:
         ("Message", row.reason_message or row.message or "<none>"),
     ]
     return "\n".join(f"{name + ':':<16}{value}" for name, value in fields)
+
+
+def format_local_queues(
+    cluster_queues: Sequence[Mapping[str, Any]], pods: Sequence[PodRow], output: str
+) -> str:
+    """`berth get localqueues`: each LocalQueue, its ClusterQueue, and its pods: admitted
+    (bound) and pending by reason."""
+    rows = []
+    for cq in cluster_queues:
+        for key in cq.get("localQueues") or []:
+            mine = [p for p in pods if p.local_queue == key]
+            pending: dict[str, int] = {}
+            for p in mine:
+                if p.pending:
+                    pending[p.reason] = pending.get(p.reason, 0) + 1
+            namespace, _, name = str(key).partition("/")
+            rows.append(
+                {
+                    "namespace": namespace,
+                    "name": name,
+                    "clusterQueue": cq["name"],
+                    "admitted": sum(1 for p in mine if p.reason == "bound"),
+                    "pending": dict(sorted(pending.items())),
+                }
+            )
+    rows.sort(key=lambda r: (r["namespace"], r["name"]))
+    if output == "json":
+        return json.dumps({"localQueues": rows}, indent=2)
+    table = [["NAMESPACE", "NAME", "CLUSTERQUEUE", "ADMITTED", "PENDING"]]
+    for r in rows:
+        pending_text = ", ".join(f"{n} {why}" for why, n in r["pending"].items()) or "0"
+        table.append(
+            [r["namespace"], r["name"], r["clusterQueue"], str(r["admitted"]), pending_text]
+        )
+    return _table(table)

@@ -5,6 +5,7 @@ broker) admits the pods of Kueue ClusterQueues by quota, borrows within a cohort
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import cast
 
 import pytest
@@ -80,6 +81,15 @@ async def test_quota_admission_end_to_end(
         assert "Reason:         quota" in described
         assert "ClusterQueue:   team-a" in described
         assert "position 1 of 2" in described
+        assert await asyncio.to_thread(get_main, ["localqueues", "-o", "json"]) == 0
+        local = {q["namespace"]: q for q in json.loads(capsys.readouterr().out)["localQueues"]}
+        assert local["team-a"] == {
+            "namespace": "team-a",
+            "name": "lq",
+            "clusterQueue": "team-a",
+            "admitted": 3,
+            "pending": {"quota": 2},
+        }
         assert await asyncio.to_thread(describe_main, ["pod", "nope", "-n", "team-a"]) == 1
         assert 'pod "nope" not found' in capsys.readouterr().err
 
