@@ -5,7 +5,8 @@
     berth dev-servers                      # a local Redis and Kafka-API broker, in the foreground
     berth up [--workers N] [--binders M] [--queues K]     # the distributed stack, foreground
     berth apply -f FILE | delete -f FILE | KIND NAME | get pods|nodes|queues [-o wide|json]
-    berth get pods [NAME] [-n NS] [-l SELECTOR] | get clusterqueues | describe pod NAME [-n NS]
+    berth get pods [NAME] [-n NS] [-l SELECTOR] | get clusterqueues|localqueues
+    berth describe pod NAME [-n NS]         # why a pod is where it is, or still pending
     berth run -f FILE [--config C] [--workers N] [--binders M] [--seed S] [--timeout T] -o json
     berth demo                             # the bundled multi-tenant workload, end to end
     berth demo --tenants [--plot FILE.png] # ClusterQueues borrowing, reclaiming, sharing a cohort
