@@ -300,9 +300,11 @@ class Admission:
         return replace(pod, quota_wait=reason, fingerprint=pod.fingerprint + "|quota")
 
     async def release(self, key: str, uid: str) -> None:
-        record = self.admitted.pop(key, None)
-        if record is None:
-            return
+        """Give back what the pod `key` (this life of it: `uid`) was charged."""
+        record = self.admitted.get(key)
+        if record is None or (uid and record.get("uid") != uid):
+            return  # not admitted, or an older life of the name (its charge is gone already)
+        del self.admitted[key]
         self.dirty = True
         await self._release(keys=[self.admitted_key, self.usage_key], args=[key, uid])
         queue = record["cq"]

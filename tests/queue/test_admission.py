@@ -345,3 +345,16 @@ async def test_a_new_leader_takes_the_waiting_pods_from_the_store(
     await second.gate(records["p0"], "delete")  # loads, then frees one core
     assert sorted(second.pending) == ["team-a/p2"]  # not the other scheduler's pod
     assert [p.name for p in (await second.admit()).admitted] == ["p2"]
+
+
+async def test_the_deletion_of_an_older_life_releases_nothing(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 4, None, 1)))
+    old = (await submit(admission, pod("p", "team-a")))["p"]
+    assert [p.name for p in (await admission.admit()).admitted] == ["p"]
+    # The same name again, another uid (the old pod was deleted and created anew, and the
+    # old life's deletion arrives late): the new life's charge stays.
+    await admission.gate(replace(old, uid="an-older-life"), "delete")
+    assert await usage_in_redis(admission) == {"team-a|default|cpu": 1000}
+    assert admission.is_admitted(old)
