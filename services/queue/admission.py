@@ -36,6 +36,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.queue.config import QueueConfig
+from services.queue.quota_effects import place_on_flavors, requeue
 from services.queue.quota_report import report
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
@@ -55,6 +56,7 @@ from shared.models.kueue import (
     QUEUE_NAME_LABEL,
     ClusterQueue,
     LocalQueue,
+    ResourceFlavor,
 )
 from shared.models.quantity import format_resource
 from shared.models.selectors import selector_matches
@@ -183,6 +185,7 @@ class Admission:
         """LocalQueue "ns/name" -> its ClusterQueue."""
         self.namespaces: dict[str, dict[str, str]] = {}
         self.groups: dict[str, int] = {}
+        self.flavors: dict[str, ResourceFlavor] = {}
         self.cohorts: dict[str, Cohort] = {}
         self.cohort_of: dict[str, str] = {}
         self.admitted: dict[str, dict[str, Any]] = {}
@@ -223,6 +226,10 @@ class Admission:
         self.namespaces = {
             ns.metadata.name: dict(ns.metadata.labels)
             for ns in cast(list[Namespace], await self.store.list("Namespace"))
+        }
+        self.flavors = {
+            f.metadata.name: f
+            for f in cast(list[ResourceFlavor], await self.store.list("ResourceFlavor"))
         }
         self.groups = {
             g.key: g.spec.min_member
@@ -421,7 +428,8 @@ class Admission:
             self.evicting.pop(wl.key, None)
             for pod in wl.pods.values():
                 self.pending.pop(pod.key, None)
-                verdict.admitted.append(replace(pod, quota_wait=""))
+                if not await place_on_flavors(self.store, self.flavors, pod, flavors):
+                    verdict.admitted.append(replace(pod, quota_wait=""))
             by_queue[wl.queue].remove(wl)
         everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
         overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
@@ -492,25 +500,12 @@ class Admission:
             if needed > 0:
                 return ""
         for key, rec in victims.items():
-            await self._requeue(key, rec["uid"])
+            await requeue(self.store, key, rec["uid"])
             self.evictions[rec["cq"]] += 1
         self.evicting[wl.key] = set(victims)
         self.evicted += len(victims)
         owners = sorted({rec["cq"] for rec in victims.values()})
         return f"reclaiming quota: evicted {len(victims)} pod(s) of {', '.join(owners)}"
-
-    async def _requeue(self, key: str, uid: str) -> None:
-        """Evict an admitted pod by putting it back to waiting: unbound, same uid (the
-        informer then brings its deletion, which releases its quota, and its return)."""
-        namespace, _, name = key.partition("/")
-        pod = await self.store.get_pod(namespace, name)
-        if pod is None or pod.metadata.uid != uid:
-            return
-        await self.store.delete("Pod", namespace, name, uid=uid)
-        pod.spec.node_name = ""
-        pod.status.nominated_node_name = ""
-        await self.store.apply([pod])
-        log.info("quota reclaim: evicted %s (back to waiting)", key)
 
     def _shortfall(self, cohort: Cohort, queue: str, request: dict[str, int]) -> str:
         flavors_of = cohort.queues[queue].flavors_of

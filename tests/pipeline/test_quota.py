@@ -135,3 +135,60 @@ def test_the_quota_example_loads() -> None:
     cohorts = cohorts_of(q for q in loaded.queue_objects if isinstance(q, ClusterQueue))
     assert set(cohorts["shared"].queues) == {"research", "prod"}
     assert len(loaded.pods) == 4
+
+
+FLAVORS = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: on-demand}
+spec: {nodeLabels: {pool: on-demand}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: spot}
+spec:
+  nodeLabels: {pool: spot}
+  tolerations: [{key: spot, operator: Exists, effect: NoSchedule}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - {name: on-demand, resources: [{name: cpu, nominalQuota: 1}]}
+    - {name: spot, resources: [{name: cpu, nominalQuota: 10}]}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: team-a}
+spec: {clusterQueue: team-a}
+"""
+
+
+async def test_admitted_pods_run_on_their_flavors_nodes(dev_servers: DevServers) -> None:
+    """Kueue's flavors are node pools: the first pod takes the on-demand quota and lands on
+    the on-demand node, the others the spot quota, on the (tainted) spot node, through the
+    node selector and toleration admission gives them."""
+    loaded = load_manifest_text(FLAVORS)
+    on_demand = make_node("on-demand-1").capacity(cpu="8", pods=20).label("pool", "on-demand")
+    spot = make_node("spot-1").capacity(cpu="8", pods=20).label("pool", "spot")
+    spot = spot.taint("spot", "true", "NoSchedule")
+    loaded.nodes = [on_demand.obj(), spot.obj()]
+    loaded.pods = [pod(f"p{i}", "team-a", created=i) for i in range(3)]
+    async with pipeline(
+        workers=1, binders=1, servers=dev_servers, single_tenant=None, ordered=False
+    ) as run:
+        await run.apply(loaded)
+        for _ in range(300):
+            stored = cast(list[Pod], await run.client.store.list("Pod"))
+            placed = {p.metadata.name: p.spec.node_name for p in stored if p.spec.node_name}
+            if len(placed) == 3:
+                break
+            await asyncio.sleep(0.1)
+        assert placed == {"p0": "on-demand-1", "p1": "spot-1", "p2": "spot-1"}
+        by_name = {p.metadata.name: p for p in stored}
+        assert by_name["p0"].spec.node_selector == {"pool": "on-demand"}
+        assert by_name["p1"].spec.node_selector == {"pool": "spot"}
+        assert [t.key for t in by_name["p1"].spec.tolerations] == ["spot"]
