@@ -394,6 +394,8 @@ class Admission:
         for wl in sorted(candidates, key=lambda w: w.order):
             by_queue[wl.queue].append(wl)
         reasons: dict[str, str] = {}
+        reclaim_tried: dict[str, str] = {}
+        reclaim_reason: dict[str, str] = {}
         while True:
             best: tuple[int, tuple[int, float, str], Workload, dict[str, str]] | None = None
             for queue, waiting in by_queue.items():
@@ -407,9 +409,17 @@ class Admission:
                     flavors = cohort.assign(queue, request)
                     if flavors is None:
                         reasons[wl.key] = self._shortfall(cohort, queue, request)
-                        reclaiming = await self._reclaim(cohort, wl, request)
-                        if reclaiming:
-                            reasons[wl.key] = reclaiming
+                        # Reclaim for the first workload of a queue that does not fit, once
+                        # a round (scanning the admitted pods for every waiting one would
+                        # make a round quadratic in the backlog).
+                        reclaiming = ""
+                        if queue not in reclaim_tried:
+                            reclaim_tried[queue] = wl.key
+                            reclaiming = await self._reclaim(cohort, wl, request)
+                            if reclaiming:
+                                reasons[wl.key] = reclaim_reason[wl.key] = reclaiming
+                        elif wl.key in reclaim_reason:
+                            reasons[wl.key] = reclaim_reason[wl.key]
                         if strict or reclaiming:
                             break
                         continue
