@@ -32,10 +32,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, TextIO, cast
 
 import yaml
@@ -361,21 +363,27 @@ def _cpus(millis: object) -> float:
 
 
 def sample_of(
-    t: float, rows: Sequence[Mapping[str, Any]], jobs: Jobs, names: Sequence[str]
+    t: float, rows: Sequence[Mapping[str, Any]], jobs: Jobs, scenario: Scenario
 ) -> Sample:
+    """One sample. A queue's CPUs are what quota admission reserved for it (admitted pods,
+    bound or about to be): the figure admission, borrowing and reclaim decide by. Borrowed
+    and the weighted share follow from it, as Kueue computes them."""
     by_name = {str(r["name"]): r for r in rows}
+    lendable = scenario.cohort_quota * 1000
     queues = {}
-    for name in names:
-        row = by_name.get(name, {})
-        cpu = next(
-            (r for r in row.get("resources", []) if r["resource"] == "cpu"),
-            {"usage": 0, "borrowed": 0},
+    for tenant in scenario.tenants:
+        row = by_name.get(tenant.name, {})
+        cpu: Mapping[str, Any] = next(
+            (r for r in row.get("resources", []) if r["resource"] == "cpu"), {}
         )
-        counts = jobs.counts.get(name, JobCounts())
-        queues[name] = QueuePoint(
-            usage=_cpus(cpu["usage"]),
-            borrowed=_cpus(cpu["borrowed"]),
-            share=int(row.get("share", 0)),
+        reserved = int(cpu.get("reserved", 0))
+        borrowed = max(0, reserved - tenant.nominal * 1000)
+        share = Fraction(borrowed * 1000, lendable) / Fraction(tenant.weight)
+        counts = jobs.counts.get(tenant.name, JobCounts())
+        queues[tenant.name] = QueuePoint(
+            usage=_cpus(reserved),
+            borrowed=_cpus(borrowed),
+            share=math.floor(share) if borrowed else 0,
             waiting=int(row.get("pending", {}).get("quota", 0)),
             running=counts.running,
             done=counts.done,
@@ -394,7 +402,6 @@ async def run_tenants(
 ) -> TenantsResult:
     """Run the act on a fresh stack (see the module docstring) and return its time series."""
     result = TenantsResult(scenario)
-    names = [t.name for t in scenario.tenants]
     jobs = Jobs(scenario.job_seconds)
     async with run_factory(
         workers=1, binders=1, ordered=False, single_tenant=None, session_ms=3000
@@ -418,7 +425,7 @@ async def run_tenants(
                 result.events.append(
                     (round(now, 2), f"{n} {name} pod(s) evicted (quota reclaimed)")
                 )
-            sample = sample_of(now, await run_.client.cluster_queue_rows(), jobs, names)
+            sample = sample_of(now, await run_.client.cluster_queue_rows(), jobs, scenario)
             result.samples.append(sample)
             if on_sample is not None:
                 on_sample(sample)

@@ -7,6 +7,7 @@ cohort ever goes over its quota; `--plot` writes a PNG, `-o json` the series."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from fractions import Fraction
@@ -98,11 +99,15 @@ def check_burst_and_arrivals(result: TenantsResult) -> None:
 def check_drf_order(result: TenantsResult) -> int:
     """Between two samples, no queue borrows more while another queue, below its nominal
     quota, had pods waiting for quota throughout (the freed quota goes to the lower share).
-    Evictions take only pods of queues that were borrowing. Returns how many pairs of
+    Evictions take only pods of queues at or above their nominal quota (reclaim never takes
+    a queue below it). An eviction seen at one sample was decided since the tick before, so
+    the sample before that one, or the one between, shows it. Returns how many pairs of
     samples had a queue waiting below its nominal quota."""
     sc = result.scenario
     starved_pairs = 0
-    for before, after in zip(result.samples, result.samples[1:], strict=False):
+    samples = result.samples
+    for i, (before, after) in enumerate(itertools.pairwise(samples)):
+        earlier = samples[max(0, i - 1)]
         for t in sc.tenants:
             a0, a1 = before.queues[t.name], after.queues[t.name]
             starved = a0.waiting > 0 and a1.waiting > 0 and a1.usage < t.nominal
@@ -114,7 +119,8 @@ def check_drf_order(result: TenantsResult) -> int:
                             after.queues[other.name].borrowed <= before.queues[other.name].borrowed
                         ), (other.name, "borrowed more while", t.name, "waited", before, after)
             if a1.evicted > a0.evicted:
-                assert a0.borrowed > 0, (t.name, before, after)
+                around = (earlier.queues[t.name].usage, a0.usage)
+                assert max(around) >= t.nominal, (t.name, earlier, before, after)
     return starved_pairs
 
 
