@@ -103,3 +103,35 @@ def test_the_lease_can_live_elsewhere() -> None:
     )
     assert rendered.get("Role").doc["metadata"]["namespace"] == "kube-system"
     assert rendered.env("adapter")["BERTH_KUBE_LEASE_NAMESPACE"] == "kube-system"
+
+
+def test_the_dashboard_deployment_and_its_front_door_tokens() -> None:
+    """dashboard.enabled: a Deployment listening on the pod's IP, a Service with its port,
+    and with tokensSecret the tokens file mounted read-only where the service reads it."""
+    assert render().find("Deployment", "dashboard") is None
+    values = {"dashboard": {"enabled": True, "tokensSecret": "berth-tokens"}}
+    report = helm_python.lint(CHART_DIR, values, strict=True, kube_version=f"v{KUBE_VERSION}")
+    assert report["errors"] == []
+    rendered = render(values)
+    for manifest in rendered:
+        kubernetes_validate.validate(manifest.doc, KUBE_VERSION, strict=True)
+    container = rendered.container("dashboard")
+    assert container["command"] == ["python", "-m", "services.dashboard", "--name", "$(POD_NAME)"]
+    assert {"name": "http", "containerPort": 8280, "protocol": "TCP"} in container["ports"]
+    env = rendered.env("dashboard")
+    assert env["BERTH_DASHBOARD_PORT"] == "8280"
+    assert env["BERTH_DASHBOARD_HOST"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert env["BERTH_TOKENS_FILE"] == "/etc/berth-tokens/tokens.yaml"
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "tokens")
+    assert (mount["mountPath"], mount["readOnly"]) == ("/etc/berth-tokens", True)
+    pod_spec = rendered.get("Deployment", "dashboard").doc["spec"]["template"]["spec"]
+    volume = next(v for v in pod_spec["volumes"] if v["name"] == "tokens")
+    assert volume["secret"]["secretName"] == "berth-tokens"
+    ports = rendered.get("Service", "dashboard").doc["spec"]["ports"]
+    assert {"name": "http", "port": 8280, "targetPort": "http", "protocol": "TCP"} in ports
+    # The service reads what the chart renders.
+    from services.dashboard.config import DashboardConfig
+
+    plain = {k: v for k, v in env.items() if isinstance(v, str)}
+    config = DashboardConfig.from_env({**plain, "BERTH_DASHBOARD_HOST": "10.0.0.7"})
+    assert (config.host, config.port) == ("10.0.0.7", 8280)

@@ -70,6 +70,11 @@ spec:
             - name: http-metrics
               containerPort: {{ $root.Values.metrics.port }}
               protocol: TCP
+            {{- if eq .component "dashboard" }}
+            - name: http
+              containerPort: {{ $values.port }}
+              protocol: TCP
+            {{- end }}
           {{- if $root.Values.probes.enabled }}
           startupProbe:
             {{- toYaml $root.Values.probes.startup | nindent 12 }}
@@ -90,6 +95,11 @@ spec:
               readOnly: true
             - name: tmp
               mountPath: /tmp
+            {{- if and (eq .component "dashboard") $values.tokensSecret }}
+            - name: tokens
+              mountPath: /etc/berth-tokens
+              readOnly: true
+            {{- end }}
             {{- include "berth.securityMounts" $root | nindent 12 }}
       volumes:
         - name: config
@@ -97,6 +107,12 @@ spec:
             name: {{ include "berth.configMapName" $root }}
         - name: tmp
           emptyDir: {}
+        {{- if and (eq .component "dashboard") $values.tokensSecret }}
+        - name: tokens
+          secret:
+            secretName: {{ $values.tokensSecret }}
+            defaultMode: 0440
+        {{- end }}
         {{- include "berth.securityVolumes" $root | nindent 8 }}
       {{- with $values.nodeSelector }}
       nodeSelector:
@@ -133,6 +149,12 @@ spec:
       port: {{ .root.Values.metrics.port }}
       targetPort: http-metrics
       protocol: TCP
+    {{- if eq .component "dashboard" }}
+    - name: http
+      port: {{ .root.Values.dashboard.port }}
+      targetPort: http
+      protocol: TCP
+    {{- end }}
 {{- end }}
 
 {{- define "berth.hpa" -}}

@@ -193,6 +193,18 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_KUBE_LEASE_NAME
   value: {{ $root.Values.kubernetes.leaseName | default (include "berth.fullname" $root) | quote }}
 {{- end }}
+{{- if eq .component "dashboard" }}
+- name: BERTH_DASHBOARD_PORT
+  value: {{ $values.port | int | quote }}
+- name: BERTH_DASHBOARD_HOST
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- if $values.tokensSecret }}
+- name: BERTH_TOKENS_FILE
+  value: /etc/berth-tokens/tokens.yaml
+{{- end }}
+{{- end }}
 - name: BERTH_METRICS_PORT
   value: {{ $root.Values.metrics.port | int | quote }}
 - name: BERTH_METRICS_HOST
