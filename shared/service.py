@@ -25,7 +25,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
@@ -104,15 +104,21 @@ async def ready_until_stopped(
         await drain()
 
 
+class Servers(Protocol):
+    """Where a service's servers are and how it talks to them (StackSettings, WorkerConfig)."""
+
+    @property
+    def redis_url(self) -> str: ...
+    @property
+    def redis_security(self) -> RedisSecurity: ...
+    @property
+    def kafka_bootstrap(self) -> str: ...
+    @property
+    def kafka_security(self) -> KafkaSecurity: ...
+
+
 async def wait_for_servers(
-    redis: Redis,
-    bootstrap: str,
-    stop: asyncio.Event,
-    service: str,
-    *,
-    redis_url: str = "",
-    redis_security: RedisSecurity | None = None,
-    kafka_security: KafkaSecurity | None = None,
+    redis: Redis, servers: Servers, stop: asyncio.Event, service: str
 ) -> bool:
     """Before a service starts: Redis answers a PING and the broker a bootstrap, each
     retried with growing pauses (and logged) while it is away, so that a service started
@@ -122,11 +128,11 @@ async def wait_for_servers(
     log = logging.getLogger(f"services.{service}")
 
     async def redis_answers() -> bool:
-        return await ping_or_refuse(redis, redis_url, redis_security)
+        return await ping_or_refuse(redis, servers.redis_url, servers.redis_security)
 
     if await until_answered(f"{service}: waiting for Redis", log, redis_answers, stop) is None:
         return False
-    security = kafka_security or KafkaSecurity()
+    security, bootstrap = servers.kafka_security, servers.kafka_bootstrap
 
     async def broker() -> bool:
         client = AIOKafkaClient(bootstrap_servers=bootstrap, **security.client_options())

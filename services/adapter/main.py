@@ -44,15 +44,7 @@ async def serve(
     redis = connect(settings.redis_url, settings.redis_security)
     service = AdapterService(redis, settings.kafka_bootstrap, api, config)
     try:
-        answered = await wait_for_servers(
-            redis,
-            settings.kafka_bootstrap,
-            stop,
-            "adapter",
-            redis_url=settings.redis_url,
-            redis_security=settings.redis_security,
-            kafka_security=settings.kafka_security,
-        )
+        answered = await wait_for_servers(redis, settings, stop, "adapter")
         if not answered:
             return
         # A standby replica is healthy and ready: it is doing its job (waiting for the Lease).

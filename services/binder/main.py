@@ -47,15 +47,7 @@ async def serve(
     )
 
     async def start() -> None:
-        if await wait_for_servers(
-            redis,
-            settings.kafka_bootstrap,
-            stop,
-            "binder",
-            redis_url=settings.redis_url,
-            redis_security=settings.redis_security,
-            kafka_security=settings.kafka_security,
-        ):
+        if await wait_for_servers(redis, settings, stop, "binder"):
             await service.start()
 
     async def drain() -> None:

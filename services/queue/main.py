@@ -134,15 +134,7 @@ async def serve(
     pending: list[asyncio.Task[None]] = []
 
     async def start() -> None:
-        if not await wait_for_servers(
-            redis,
-            settings.kafka_bootstrap,
-            stop,
-            "queue",
-            redis_url=settings.redis_url,
-            redis_security=settings.redis_security,
-            kafka_security=settings.kafka_security,
-        ):
+        if not await wait_for_servers(redis, settings, stop, "queue"):
             return
         await service.start()
         pending.append(asyncio.create_task(report_pending(service.store, default_metrics())))

@@ -18,15 +18,7 @@ log = logging.getLogger(__name__)
 async def serve(config: WorkerConfig, stop: asyncio.Event, health: HealthServer) -> None:
     redis = connect(config.redis_url, config.redis_security)
     try:
-        if not await wait_for_servers(
-            redis,
-            config.kafka_bootstrap,
-            stop,
-            "scheduler",
-            redis_url=config.redis_url,
-            redis_security=config.redis_security,
-            kafka_security=config.kafka_security,
-        ):
+        if not await wait_for_servers(redis, config, stop, "scheduler"):
             return
         await SchedulerWorker(redis, config.kafka_bootstrap, config).run(stop, health)
     finally:
