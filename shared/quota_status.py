@@ -241,6 +241,5 @@ async def read_reserved(redis: Redis, keys: QueueKeys) -> dict[str, dict[FlavorR
     for fld, value in (await redis.hgetall(keys.quota_usage)).items():
         name = fld.decode() if isinstance(fld, bytes) else str(fld)
         queue, flavor, resource = name.split("|", 2)
-        if int(value):
-            out.setdefault(queue, {})[(flavor, resource)] = int(value)
+        out.setdefault(queue, {})[(flavor, resource)] = int(value)
     return out

@@ -60,8 +60,10 @@ from shared.models.kueue import (
 )
 from shared.models.quantity import format_resource
 from shared.models.selectors import selector_matches
+from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
 from shared.quota import Cohort, cohorts_of
+from shared.quota_status import read_reserved
 from shared.store import ClusterStore
 from shared.wire import MessageError
 
@@ -175,8 +177,9 @@ class Admission:
         """Evict borrowers to give a queue its nominal quota back (reclaimWithinCohort)."""
         self.redis = redis
         self.store = store
-        self.admitted_key = QueueKeys(prefix).quota_admitted
-        self.usage_key = QueueKeys(prefix).quota_usage
+        self.keys = QueueKeys(prefix)
+        self.admitted_key = self.keys.quota_admitted
+        self.usage_key = self.keys.quota_usage
         self._commit = redis.register_script(_COMMIT)
         self._release = redis.register_script(_RELEASE)
         self.loaded = False
@@ -219,10 +222,7 @@ class Admission:
             q.metadata.name: q
             for q in cast(list[ClusterQueue], await self.store.list("ClusterQueue"))
         }
-        self.local = {
-            lq.key: lq.spec.cluster_queue
-            for lq in cast(list[LocalQueue], await self.store.list("LocalQueue"))
-        }
+        self.local = cluster_queue_of(cast(list[LocalQueue], await self.store.list("LocalQueue")))
         self.namespaces = {
             ns.metadata.name: dict(ns.metadata.labels)
             for ns in cast(list[Namespace], await self.store.list("Namespace"))
@@ -244,16 +244,10 @@ class Admission:
             (k.decode() if isinstance(k, bytes) else k): msgpack.unpackb(v, raw=False)
             for k, v in raw.items()
         }
-        for cohort in self.cohorts.values():
-            cohort.usage.clear()
-        for fld, value in (await self.redis.hgetall(self.usage_key)).items():
-            name = fld.decode() if isinstance(fld, bytes) else str(fld)
-            queue, flavor, resource = name.split("|", 2)
+        for queue, usage in (await read_reserved(self.redis, self.keys)).items():
             cohort_key = self.cohort_of.get(queue)
             if cohort_key is not None:
-                self.cohorts[cohort_key].usage.setdefault(queue, {})[(flavor, resource)] = int(
-                    value
-                )
+                self.cohorts[cohort_key].usage[queue] = usage
         self._decoded.clear()
         first = not self.loaded
         self.loaded = True
