@@ -25,10 +25,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from services.adapter.sink import StoreSink
+from services.adapter.sink import StoreSink, key_of
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
 from shared.retry import Backoff, Retry
-from shared.store import object_key
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ class Reflector:
         items, version = await self.api.list(self.kind)
         present: list[str] = []
         for body in items:
-            key = self._key(body)
+            key = key_of(self.kind, body)
             present.append(key)
             self._latest[key] = self._version_of(body)
         for body, answer in zip(items, await self.sink.put_many(self.kind, items), strict=True):
@@ -120,7 +119,7 @@ class Reflector:
             if event_type == "BOOKMARK":
                 self.version = version or self.version
                 continue
-            key = self._key(body)
+            key = key_of(self.kind, body)
             self._latest[key] = version
             if event_type == "DELETED":
                 await self.sink.delete(self.kind, body)
@@ -141,7 +140,7 @@ class Reflector:
         task.add_done_callback(self._retries.discard)
 
     async def _retry(self, body: dict[str, Any]) -> None:
-        key, version = self._key(body), self._version_of(body)
+        key, version = key_of(self.kind, body), self._version_of(body)
         delay = RETRY_SECONDS
         while self._latest.get(key) == version:
             await asyncio.sleep(delay)
@@ -151,10 +150,6 @@ class Reflector:
                 if await self.sink.put(self.kind, body) != "retry":
                     return
             delay = min(delay * 2, RETRY_MAX_SECONDS)
-
-    def _key(self, body: dict[str, Any]) -> str:
-        meta = body.get("metadata") or {}
-        return object_key(self.kind, str(meta.get("namespace") or ""), str(meta.get("name")))
 
     @staticmethod
     def _version_of(body: dict[str, Any]) -> str:

@@ -92,7 +92,8 @@ class _Decision:
     previous: Seen | None
 
 
-def _key_of(kind: str, body: dict[str, Any]) -> str:
+def key_of(kind: str, body: dict[str, Any]) -> str:
+    """The store key of an object the API served."""
     meta = body.get("metadata") or {}
     return object_key(kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
@@ -124,7 +125,7 @@ class StoreSink:
         """An object was added or modified. Returns what was done: "applied", "deleted",
         "unchanged", "ignored", "invalid" or "retry" (the binder is binding this pod right
         now; apply it again shortly)."""
-        key = _key_of(kind, body)
+        key = key_of(kind, body)
         return await self._carry_out(
             kind, self._decide(kind, key, body, await self._seen_one(kind, key))
         )
@@ -136,7 +137,7 @@ class StoreSink:
         decisions = [
             self._decide(kind, key, body, seen.get(key))
             for body in bodies
-            for key in (_key_of(kind, body),)
+            for key in (key_of(kind, body),)
         ]
         answers: list[str] = [""] * len(decisions)
         batch: list[int] = []
@@ -223,7 +224,7 @@ class StoreSink:
     async def delete(self, kind: str, body: dict[str, Any]) -> str:
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        key = _key_of(kind, body)
+        key = key_of(kind, body)
         previous = await self._seen_one(kind, key)
         uid = str(meta.get("uid") or "")
         if previous is None or (uid and previous.uid != uid):
