@@ -344,12 +344,15 @@ class QueueService:
         self._work.set()
 
     async def _gate(self, events: Sequence[QueueEvent]) -> list[QueueEvent]:
-        """Quota objects reload admission; a pod waiting for quota is taken gated."""
+        """Quota objects reload admission (once a batch: it reads the store as it is now,
+        with every change of the batch); a pod waiting for quota is taken gated."""
         assert self.admission is not None
         out: list[QueueEvent] = []
+        reloaded = False
         for event in events:
-            if isinstance(event, QuotaObjectsChanged):
+            if isinstance(event, QuotaObjectsChanged) and not reloaded:
                 await self.admission.load()
+                reloaded = True
             elif isinstance(event, PodChange):
                 gated = await self.admission.gate(event.pod, event.op)
                 if gated is not event.pod:
