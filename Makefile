@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install test lint typecheck unit demo bench clean chromium
+.PHONY: install test lint typecheck unit demo bench clean tools
 
 $(BIN)/berth: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,11 +20,17 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# The dashboard's browser test (tests/dashboard) drives Debian's chromium through Playwright.
-chromium:
-	command -v chromium >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+# Debian's packages the tests drive: chromium for the dashboard's browser test (through
+# Playwright), kubectl (package kubernetes-client) for the Kubernetes-mode wire cross-check.
+TOOLS := chromium:chromium kubectl:kubernetes-client
+tools:
+	@missing=""; for t in $(TOOLS); do command -v $${t%%:*} >/dev/null || missing="$$missing $${t#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
-unit: install chromium
+unit: install tools
 	$(BIN)/pytest
 
 test: lint typecheck unit

@@ -16,6 +16,7 @@ logged pauses (shared.retry) and carry on where they were when the server answer
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import gc
@@ -23,7 +24,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -168,6 +169,14 @@ class ServiceRunner:
         """"queue", "scheduler" or "binder" (log prefix, tracing service name)."""
         self.name = name or service
         """This replica's name (profile file name)."""
+
+    @classmethod
+    def from_argv(cls, service: str, argv: Sequence[str] | None) -> ServiceRunner:
+        """The runner of `python -m services.<service> [--name NAME]` (services whose only
+        argument is the replica's name)."""
+        parser = argparse.ArgumentParser(prog=f"python -m services.{service}")
+        parser.add_argument("--name", default="", help="this replica's name")
+        return cls(service, parser.parse_args(argv).name)
 
     def main(self, serve: Serve) -> int:
         logging.basicConfig(

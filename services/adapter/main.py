@@ -4,7 +4,6 @@ it loses the Lease (its supervisor starts it again as a candidate)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import socket
@@ -57,9 +56,6 @@ async def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.adapter")
-    parser.add_argument("--name", default="", help="this replica's name")
-    args = parser.parse_args(argv)
-    runner = ServiceRunner("adapter", args.name)
+    runner = ServiceRunner.from_argv("adapter", argv)
     settings = runner.configured(lambda: StackSettings.from_env(os.environ))
-    return runner.main(lambda stop, health: serve(settings, args.name, stop, health))
+    return runner.main(lambda stop, health: serve(settings, runner.name, stop, health))

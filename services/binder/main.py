@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 from collections.abc import Sequence
@@ -60,9 +59,6 @@ async def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.binder")
-    parser.add_argument("--name", default="", help="this replica's name")
-    args = parser.parse_args(argv)
-    runner = ServiceRunner("binder", args.name)
+    runner = ServiceRunner.from_argv("binder", argv)
     settings = runner.configured(lambda: StackSettings.from_env(os.environ))
-    return runner.main(lambda stop, health: serve(settings, args.name, stop, health))
+    return runner.main(lambda stop, health: serve(settings, runner.name, stop, health))

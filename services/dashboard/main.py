@@ -4,7 +4,6 @@ own address, BERTH_TOKENS_FILE for the API front door's tokens), until SIGTERM/S
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 from collections.abc import Sequence
@@ -52,10 +51,7 @@ async def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.dashboard")
-    parser.add_argument("--name", default="", help="this replica's name")
-    args = parser.parse_args(argv)
-    runner = ServiceRunner("dashboard", args.name)
+    runner = ServiceRunner.from_argv("dashboard", argv)
     settings = runner.configured(lambda: StackSettings.from_env(os.environ))
     config = runner.configured(lambda: DashboardConfig.from_env(os.environ))
     return runner.main(lambda stop, health: serve(settings, config, stop, health))
