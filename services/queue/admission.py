@@ -36,7 +36,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.queue.config import QueueConfig
-from services.queue.quota_effects import place_on_flavors, requeue
+from services.queue.quota_effects import Budgets, admitted_workloads, place_on_flavors, requeue
 from services.queue.quota_report import report
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
@@ -51,7 +51,6 @@ from shared.models import (
     pod_requests,
 )
 from shared.models.kueue import (
-    PREEMPTION_ANY,
     PREEMPTION_NEVER,
     QUEUE_NAME_LABEL,
     ClusterQueue,
@@ -63,6 +62,7 @@ from shared.models.selectors import selector_matches
 from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
 from shared.quota import Cohort, cohorts_of
+from shared.quota_preemption import Preemptor, plan
 from shared.quota_status import read_reserved
 from shared.store import ClusterStore
 from shared.wire import MessageError
@@ -409,7 +409,7 @@ class Admission:
                         reclaiming = ""
                         if queue not in reclaim_tried:
                             reclaim_tried[queue] = wl.key
-                            reclaiming = await self._reclaim(cohort, wl, request)
+                            reclaiming = await self._preempt(cohort, wl, request)
                             if reclaiming:
                                 reasons[wl.key] = reclaim_reason[wl.key] = reclaiming
                         elif wl.key in reclaim_reason:
@@ -428,6 +428,7 @@ class Admission:
             await self._write(
                 [(pod, wl.queue, wl.requests[key], flavors) for key, pod in wl.pods.items()],
                 group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
+                created=wl.created,
             )
             self.evicting.pop(wl.key, None)
             for pod in wl.pods.values():
@@ -448,68 +449,61 @@ class Admission:
                 for pod in wl.pods.values():
                     verdict.waiting[pod.key] = (pod, message)
 
-    async def _reclaim(self, cohort: Cohort, wl: Workload, request: dict[str, int]) -> str:
-        """Kueue's reclaimWithinCohort: a queue that would stay within its nominal quota
-        with this workload takes quota back from queues that borrow, evicting their pods
-        (lowest priority first, then the most recently admitted), never taking a queue below
-        its own nominal quota. LowerPriority evicts only pods of lower priority than the
-        workload. Evicted pods go back to waiting (in the store: unbound, same uid). Returns
-        the reason to show, or "" when nothing can be reclaimed."""
-        policy = self.queues[wl.queue].spec.preemption.reclaim_within_cohort
-        if not self.reclaim or policy == PREEMPTION_NEVER or not cohort.queues[wl.queue].cohort:
+    async def _preempt(self, cohort: Cohort, wl: Workload, request: dict[str, int]) -> str:
+        """Kueue's preemption (shared.quota_preemption): evict admitted workloads of its own
+        queue (withinClusterQueue) or of borrowers in its cohort (reclaimWithinCohort,
+        borrowWithinCohort) so that `wl` fits, skipping pods a PodDisruptionBudget protects.
+        Evicted pods go back to waiting (in the store: unbound, same uid), once: `wl` then
+        waits for them to leave. Returns the reason to show, or "" when nothing can be
+        preempted."""
+        policy = self.queues[wl.queue].spec.preemption
+        if not self.reclaim or (
+            policy.within_cluster_queue == PREEMPTION_NEVER
+            and policy.reclaim_within_cohort == PREEMPTION_NEVER
+        ):
             return ""
         pending = self.evicting.get(wl.key)
         if pending and pending & self.admitted.keys():
-            return f"reclaiming quota: waiting for {len(pending)} evicted pod(s) to leave"
-        quota = cohort.queues[wl.queue]
+            return f"preempting: waiting for {len(pending)} evicted pod(s) to leave"
+        members = admitted_workloads(self.admitted, set().union(*self.evicting.values()))
+        preemptor = Preemptor(wl.queue, wl.priority, wl.created, request)
+        candidates = [c for c, _ in members.values()]
+        found = plan(cohort, policy, preemptor, candidates)
+        if found is None:
+            return ""
+        # Budgets are read only when a plan exists (they cost a read of every pod); a plan
+        # that a budget refuses is made again without the pods it protects.
+        budgets = await Budgets.load(self.store)
+        if not all(budgets.may_evict(members[t.candidate.key][1]) for t in found.targets):
+            found = plan(
+                cohort,
+                policy,
+                preemptor,
+                candidates,
+                may_evict=lambda c: budgets.may_evict(members[c.key][1]),
+            )
+            if found is None:
+                return budgets.refusal
         victims: dict[str, dict[str, Any]] = {}
-        taken: dict[tuple[str, str, str], int] = defaultdict(int)
-        for resource, amount in request.items():
-            flavor = next(
-                (
-                    f
-                    for f in quota.flavors_of.get(resource, ())
-                    if cohort.used(wl.queue, (f, resource)) + amount
-                    <= quota.limits[(f, resource)].nominal
-                ),
-                None,
-            )
-            if flavor is None:
-                return ""  # beyond its nominal quota: only borrowing could help
-            needed = amount - cohort.available(wl.queue, (flavor, resource))
-            fld_of = {name: usage_field(name, flavor, resource) for name in cohort.queues}
-            candidates = sorted(
-                (
-                    (rec.get("prio", 0), -rec.get("at", 0.0), key, rec)
-                    for key, rec in self.admitted.items()
-                    if rec["cq"] != wl.queue
-                    and rec["cq"] in cohort.queues
-                    and fld_of[rec["cq"]] in rec["charge"]
-                    and (policy == PREEMPTION_ANY or rec.get("prio", 0) < wl.priority)
-                ),
-                key=lambda c: (c[0], c[1], c[2]),
-            )
-            for _, _, key, rec in candidates:
-                if needed <= 0:
-                    break
-                victim_queue = rec["cq"]
-                fr = (flavor, resource)
-                amount_of = rec["charge"][fld_of[victim_queue]]
-                left = cohort.used(victim_queue, fr) - taken[(victim_queue, *fr)] - amount_of
-                if left < cohort.queues[victim_queue].limits[fr].nominal:
-                    continue  # never below the victim queue's own nominal quota
-                victims[key] = rec
-                taken[(victim_queue, *fr)] += amount_of
-                needed -= amount_of
-            if needed > 0:
-                return ""
+        for target in found.targets:
+            for key in members[target.candidate.key][1]:
+                victims[key] = self.admitted[key]
+        already = set().union(*self.evicting.values())
+        leaving: set[str] = set()
         for key, rec in victims.items():
-            await requeue(self.store, key, rec["uid"])
-            self.evictions[rec["cq"]] += 1
-        self.evicting[wl.key] = set(victims)
-        self.evicted += len(victims)
-        owners = sorted({rec["cq"] for rec in victims.values()})
-        return f"reclaiming quota: evicted {len(victims)} pod(s) of {', '.join(owners)}"
+            if key in already:
+                leaving.add(key)
+            elif await budgets.evict(key):  # budgets may have moved since the plan
+                await requeue(self.store, key, rec["uid"])
+                self.evictions[rec["cq"]] += 1
+                self.evicted += 1
+                leaving.add(key)
+        if not leaving:
+            return budgets.refusal
+        self.evicting[wl.key] = leaving
+        owners = sorted({victims[key]["cq"] for key in leaving})
+        verb = "preempting" if wl.queue in owners else "reclaiming quota"
+        return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}"
 
     def _shortfall(self, cohort: Cohort, queue: str, request: dict[str, int]) -> str:
         flavors_of = cohort.queues[queue].flavors_of
@@ -534,6 +528,7 @@ class Admission:
         self,
         pods: Sequence[tuple[PodRecord, str, dict[str, int], dict[str, str]]],
         group: str = "",
+        created: float = 0.0,
     ) -> None:
         args: list[Any] = [len(pods)]
         deltas: dict[str, int] = defaultdict(int)
@@ -548,6 +543,7 @@ class Admission:
                 "group": group,
                 "prio": pod.priority,
                 "at": time.time(),
+                "created": created,
             }
             args += [pod.key, msgpack.packb(record)]
             self.admitted[pod.key] = record

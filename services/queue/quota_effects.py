@@ -1,14 +1,20 @@
 """What quota admission changes in the store: pods placed on their flavors' nodes, and pods
-a reclaim evicts back to waiting."""
+a preemption evicts back to waiting, through their PodDisruptionBudgets."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 from services.queue.records import PodRecord
+from shared.eviction import EvictionResult, evict
+from shared.models import Pod, PodDisruptionBudget
 from shared.models.kueue import ResourceFlavor
 from shared.models.taints import Toleration
+from shared.quota_preemption import Candidate
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
@@ -58,3 +64,92 @@ async def requeue(store: ClusterStore, key: str, uid: str) -> None:
     pod.status.nominated_node_name = ""
     await store.apply([pod])
     log.info("quota reclaim: evicted %s (back to waiting)", key)
+
+
+@dataclass
+class Budgets:
+    """The PodDisruptionBudgets a quota preemption honours, as the eviction API enforces
+    them (shared.eviction: each budget's status recomputed from the pods). The store's pods
+    are read only when a budget exists (preemption is rare; budgets rarer)."""
+
+    store: ClusterStore
+    pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    pods: list[Pod] = field(default_factory=list)
+    refusal: str = ""
+    """Why the last refused eviction was refused (a reason to show the waiting workload)."""
+
+    @classmethod
+    async def load(cls, store: ClusterStore) -> Budgets:
+        pdbs = cast(list[PodDisruptionBudget], await store.list("PodDisruptionBudget"))
+        if not pdbs:
+            return cls(store)
+        pods = cast(list[Pod], await store.list("Pod"))
+        return cls(store, {b.key: b for b in pdbs}, pods)
+
+    def _answer(self, key: str) -> tuple[Pod, EvictionResult] | None:
+        """The eviction API's answer for the pod `key` (None: no budget can refuse it)."""
+        pod = next((p for p in self.pods if p.key == key), None) if self.pdbs else None
+        if pod is None:
+            return None
+        return pod, evict(pod, list(self.pdbs.values()), self.pods)
+
+    def _refused(self, key: str, answer: EvictionResult) -> bool:
+        if answer.allowed:
+            return False
+        self.refusal = f"preemption blocked: {key}: {answer.message}"
+        return True
+
+    def may_evict(self, keys: Iterable[str]) -> bool:
+        """Every pod of `keys` may be evicted now, each on its own."""
+        for key in keys:
+            found = self._answer(key)
+            if found is not None and self._refused(key, found[1]):
+                return False
+        return True
+
+    async def evict(self, key: str) -> bool:
+        """Take one disruption of the pod's budget (its new status stored, as the eviction
+        API does), or False when the budget refuses now."""
+        found = self._answer(key)
+        if found is None:
+            return True
+        pod, answer = found
+        if self._refused(key, answer):
+            return False
+        if answer.pdb is not None and answer.status is not None:
+            budget = replace(answer.pdb, status=answer.status)
+            await self.store.apply([budget])
+            self.pdbs[budget.key] = budget
+        self.pods = [p for p in self.pods if p.metadata.uid != pod.metadata.uid]
+        return True
+
+
+def admitted_workloads(
+    admitted: Mapping[str, Mapping[str, Any]], evicting: Set[str]
+) -> dict[str, tuple[Candidate, list[str]]]:
+    """Admission's records (pod key -> record) as preemption candidates, a gang's pods as
+    one, each with its pods' keys; `evicting`: pods already evicted and not yet gone."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for key, rec in admitted.items():
+        groups[f"podgroup:{rec['group']}" if rec.get("group") else key].append(key)
+    out: dict[str, tuple[Candidate, list[str]]] = {}
+    for wl_key, keys in groups.items():
+        records = [admitted[k] for k in keys]
+        usage: dict[tuple[str, str], int] = defaultdict(int)
+        for rec in records:
+            for fld, amount in rec["charge"].items():
+                _, flavor, resource = fld.split("|", 2)
+                usage[(flavor, resource)] += amount
+        first = records[0]
+        at = max(rec.get("at", 0.0) for rec in records)
+        candidate = Candidate(
+            wl_key,
+            first["cq"],
+            first.get("prio", 0),
+            at,
+            first.get("created") or at,
+            dict(usage),
+            evicting=not evicting.isdisjoint(keys),
+        )
+        out[wl_key] = (candidate, keys)
+    return out

@@ -18,7 +18,7 @@ from shared.models import POD_GROUP_LABEL, Namespace, Pod, load_manifest_text
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.models.meta import ObjectMeta
 from shared.store import ClusterStore
-from tests.builders import make_pod, make_pod_group
+from tests.builders import label_selector, make_pdb, make_pod, make_pod_group
 
 
 def queues(*specs: tuple[str, str, int, int | None, Any]) -> str:
@@ -358,3 +358,94 @@ async def test_the_deletion_of_an_older_life_releases_nothing(
     await admission.gate(replace(old, uid="an-older-life"), "delete")
     assert await usage_in_redis(admission) == {"team-a|default|cpu": 1000}
     assert admission.is_admitted(old)
+
+
+async def evictions_arrive(admission: Admission, records: dict[str, PodRecord]) -> None:
+    """What the informer brings after evictions: each evicted pod's deletion (its quota is
+    released) and its return, unbound with the same uid (waiting again)."""
+    stored = {p.key: p for p in await admission.store.list("Pod") if isinstance(p, Pod)}
+    for keys in admission.evicting.values():
+        for key in keys & admission.admitted.keys():
+            name = key.split("/")[1]
+            assert stored[key].spec.node_name == ""
+            assert stored[key].metadata.uid == records[name].uid
+            await admission.gate(records[name], "delete")
+            assert (await admission.gate(PodRecord.from_pod(stored[key]), "add")).quota_wait
+
+
+async def test_within_cluster_queue_a_higher_priority_pod_evicts_the_newest_lower_one(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """withinClusterQueue: LowerPriority in a queue of its own (no cohort): the high-priority
+    pod evicts the most recently admitted low-priority pod, waits for it to leave, is
+    admitted; the evicted pod waits for quota. Equal priority is never evicted."""
+    text = queues(("solo", "", 2, None, 1)).replace(
+        "fairSharing: {weight: 1}",
+        "fairSharing: {weight: 1}\n  preemption: {withinClusterQueue: LowerPriority}",
+    )
+    low = [pod(f"low{i}", "solo", created=i, priority=0) for i in range(2)]
+    high = pod("high", "solo", created=10, priority=100)
+    same = pod("same", "solo", created=11, priority=0)
+    admission = await setup(redis_client, redis_prefix, text, *low)
+    records = await submit(admission, *low)
+    assert sorted(p.name for p in (await admission.admit()).admitted) == ["low0", "low1"]
+    await admission.store.apply([same, high])
+    records |= await submit(admission, same)
+    verdict = await admission.admit()
+    assert admission.evicted == 0  # equal priority: LowerPriority evicts nobody
+    assert "insufficient unused quota" in verdict.waiting["solo/same"][1]
+
+    records |= await submit(admission, high)
+    verdict = await admission.admit()
+    assert verdict.waiting["solo/high"][1].endswith("preempting: evicted 1 pod(s) of solo")
+    assert admission.evicting == {"solo/high": {"solo/low1"}}
+    await evictions_arrive(admission, records)
+    verdict = await admission.admit()
+    assert [p.name for p in verdict.admitted] == ["high"]
+    assert "insufficient unused quota" in verdict.waiting["solo/low1"][1]
+    assert admission.evicted == 1
+    assert await usage_in_redis(admission) == {"solo|default|cpu": 2000}
+
+
+async def test_reclaim_spares_pods_a_disruption_budget_protects(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """team-b borrows 2 with four running pods; b1, b2 and b3 (the newest) are under a
+    budget with minAvailable 3. Reclaim evicts b0, the one pod it may, although the others
+    are newer; then the budget blocks any further reclaim, and the waiting pod says so."""
+    text = queues(("team-a", "c", 2, None, 1), ("team-b", "c", 2, None, 1)).replace(
+        "fairSharing: {weight: 1}",
+        "fairSharing: {weight: 1}\n  preemption: {reclaimWithinCohort: Any}",
+        1,
+    )
+    b_pods = []
+    for i in range(4):
+        p = pod(f"b{i}", "team-b", created=i)
+        p.spec.node_name = "n1"
+        if i > 0:
+            p.metadata.labels["app"] = "keep"
+        b_pods.append(p)
+    budget = make_pdb("keep", label_selector({"app": "keep"}), namespace="team-b", min_available=3)
+    admission = await setup(redis_client, redis_prefix, text, *b_pods, budget)
+    records = {}
+    for p in b_pods:  # running pods: charged as the informer sees them bound
+        records[p.metadata.name] = PodRecord.from_pod(p)
+        await admission.gate(records[p.metadata.name], "add")
+    assert await usage_in_redis(admission) == {"team-b|default|cpu": 4000}
+
+    a_pods = [pod("a0", "team-a", created=10), pod("a1", "team-a", created=11)]
+    await admission.store.apply(a_pods)
+    records |= await submit(admission, a_pods[0])
+    verdict = await admission.admit()
+    assert verdict.waiting["team-a/a0"][1].endswith("reclaiming quota: evicted 1 pod(s) of team-b")
+    assert admission.evicting == {"team-a/a0": {"team-b/b0"}}
+
+    # team-b still borrows 1, but only in pods the budget protects: a1 waits, saying why.
+    await evictions_arrive(admission, records)
+    assert [p.name for p in (await admission.admit()).admitted] == ["a0"]
+    records |= await submit(admission, a_pods[1])
+    verdict = await admission.admit()
+    assert admission.evicting.get("team-a/a1") in (None, set())
+    why = verdict.waiting["team-a/a1"][1]
+    assert "preemption blocked: team-b/b3" in why
+    assert "disruption budget" in why
