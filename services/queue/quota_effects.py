@@ -69,29 +69,37 @@ async def requeue(store: ClusterStore, key: str, uid: str) -> None:
 @dataclass
 class Budgets:
     """The PodDisruptionBudgets a quota preemption honours, as the eviction API enforces
-    them (shared.eviction: each budget's status recomputed from the pods). The store's pods
-    are read only when a budget exists (preemption is rare; budgets rarer)."""
+    them (shared.eviction: each budget's status recomputed from its namespace's pods). The
+    store's pods are read only when a budget exists (preemption is rare; budgets rarer), and
+    kept by namespace: a budget selects pods of its own namespace only."""
 
     store: ClusterStore
-    pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
-    pods: list[Pod] = field(default_factory=list)
+    pdbs: dict[str, list[PodDisruptionBudget]] = field(default_factory=dict)
+    """namespace -> its budgets."""
+    pods: dict[str, dict[str, Pod]] = field(default_factory=dict)
+    """namespace -> pod key -> pod, for the namespaces that have budgets."""
     refusal: str = ""
     """Why the last refused eviction was refused (a reason to show the waiting workload)."""
 
     @classmethod
     async def load(cls, store: ClusterStore) -> Budgets:
-        pdbs = cast(list[PodDisruptionBudget], await store.list("PodDisruptionBudget"))
-        if not pdbs:
-            return cls(store)
-        pods = cast(list[Pod], await store.list("Pod"))
-        return cls(store, {b.key: b for b in pdbs}, pods)
+        budgets = cls(store)
+        for pdb in cast(list[PodDisruptionBudget], await store.list("PodDisruptionBudget")):
+            budgets.pdbs.setdefault(pdb.metadata.namespace, []).append(pdb)
+        if budgets.pdbs:
+            for pod in cast(list[Pod], await store.list("Pod")):
+                if pod.metadata.namespace in budgets.pdbs:
+                    budgets.pods.setdefault(pod.metadata.namespace, {})[pod.key] = pod
+        return budgets
 
     def _answer(self, key: str) -> tuple[Pod, EvictionResult] | None:
         """The eviction API's answer for the pod `key` (None: no budget can refuse it)."""
-        pod = next((p for p in self.pods if p.key == key), None) if self.pdbs else None
+        namespace = key.partition("/")[0]
+        pods = self.pods.get(namespace, {})
+        pod = pods.get(key)
         if pod is None:
             return None
-        return pod, evict(pod, list(self.pdbs.values()), self.pods)
+        return pod, evict(pod, self.pdbs[namespace], list(pods.values()))
 
     def _refused(self, key: str, answer: EvictionResult) -> bool:
         if answer.allowed:
@@ -116,11 +124,14 @@ class Budgets:
         pod, answer = found
         if self._refused(key, answer):
             return False
+        namespace = pod.metadata.namespace
         if answer.pdb is not None and answer.status is not None:
             budget = replace(answer.pdb, status=answer.status)
             await self.store.apply([budget])
-            self.pdbs[budget.key] = budget
-        self.pods = [p for p in self.pods if p.metadata.uid != pod.metadata.uid]
+            self.pdbs[namespace] = [
+                budget if b.key == budget.key else b for b in self.pdbs[namespace]
+            ]
+        del self.pods[namespace][key]
         return True
 
 
