@@ -192,3 +192,47 @@ async def test_admitted_pods_run_on_their_flavors_nodes(dev_servers: DevServers)
         assert by_name["p0"].spec.node_selector == {"pool": "on-demand"}
         assert by_name["p1"].spec.node_selector == {"pool": "spot"}
         assert [t.key for t in by_name["p1"].spec.tolerations] == ["spot"]
+
+
+async def test_a_higher_priority_pod_preempts_within_its_cluster_queue(
+    dev_servers: DevServers,
+) -> None:
+    """withinClusterQueue: LowerPriority on the whole stack: two running low-priority pods
+    fill the queue's quota; a high-priority pod evicts the newer one (back to waiting,
+    unbound, same uid) and runs; the evicted pod waits for quota, saying why."""
+    text = queues(("solo", "", 2, None, 1)).replace(
+        "fairSharing: {weight: 1}",
+        "fairSharing: {weight: 1}\n  preemption: {withinClusterQueue: LowerPriority}",
+    )
+    loaded = load_manifest_text(text)
+    loaded.nodes = [make_node("n0").capacity(cpu="8", pods=20).obj()]
+    loaded.pods = [pod(f"low{i}", "solo", created=i, priority=0) for i in range(2)]
+    async with pipeline(
+        workers=1, binders=1, servers=dev_servers, single_tenant=None, ordered=False
+    ) as run:
+        await run.apply(loaded)
+
+        async def stored() -> dict[str, Pod]:
+            return {p.metadata.name: p for p in cast(list[Pod], await run.client.store.list("Pod"))}
+
+        for _ in range(300):
+            now = await stored()
+            if now["low0"].spec.node_name and now["low1"].spec.node_name:
+                break
+            await asyncio.sleep(0.1)
+        uid = (await stored())["low1"].metadata.uid
+        await run.client.apply(Manifests(pods=[pod("high", "solo", created=5, priority=100)]))
+        for _ in range(300):
+            now = await stored()
+            if now["high"].spec.node_name and not now["low1"].spec.node_name:
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        now = await stored()
+        assert now["high"].spec.node_name == "n0"
+        assert now["low0"].spec.node_name == "n0"
+        assert now["low1"].spec.node_name == ""
+        assert now["low1"].metadata.uid == uid
+        rows = {r.name: r for r in await run.client.pod_rows()}
+        assert rows["low1"].status == "Quota"
+        assert "insufficient unused quota for cpu" in rows["low1"].message
