@@ -11,6 +11,11 @@
 - **Errors.** Any other API error, or a lost connection to the API or to Redis, is retried
   with exponential backoff and jitter, logging the reason; the position is kept, so the
   retry resumes the watch.
+- **Kinds the server does not serve.** A list answered 404 means the kind's CRD is not
+  installed (PodGroups without the scheduler-plugins CRD, the usual case): there are none,
+  so the store holds none, the kind counts as synced, and it is listed again every
+  `absent_recheck_seconds`, logged once when found missing and once when served again (not
+  an error with a traceback every backoff, forever).
 - **Binder races.** A pod the API shows bound while berth's binder is still finishing that
   binding in the store is put again shortly (the sink answers "retry"), unless a newer event
   for it arrived meanwhile.
@@ -33,6 +38,7 @@ log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 0.05
 RETRY_MAX_SECONDS = 2.0
+ABSENT_RECHECK_SECONDS = 60.0
 
 
 class Reflector:
@@ -57,7 +63,10 @@ class Reflector:
         self.version = ""
         """The resourceVersion the next watch starts after ("": list first)."""
         self.synced = asyncio.Event()
-        """Set once the first list is in the store."""
+        """Set once the first list is in the store (or the kind is known not served)."""
+        self.absent = False
+        """The server answered 404 to the last list: the kind is not served."""
+        self.absent_recheck_seconds = ABSENT_RECHECK_SECONDS
         self.relists = 0
         self._latest: dict[str, str] = {}
         """Store key -> the resourceVersion of the newest event seen for it (retries of an
@@ -77,6 +86,13 @@ class Reflector:
                         log.info("%s watch expired (%s): listing again", self.kind, e.message)
                         self.version = ""
                         continue
+                    if e.code == 404:
+                        if self.version:  # its watch: the list tells whether it is served
+                            self.version = ""
+                            await asyncio.sleep(RETRY_SECONDS)
+                        else:
+                            await self._not_served(e)
+                        continue
                     await self.retry.pause(e)
                 except KubeUnavailableError as e:
                     await self.retry.pause(e)
@@ -88,8 +104,28 @@ class Reflector:
             for task in self._retries:
                 task.cancel()
 
+    async def _not_served(self, e: KubeApiError) -> None:
+        if not self.absent:
+            log.warning(
+                "%s is not served by the API server (%s): following none; "
+                "checking again every %.0fs",
+                self.kind,
+                e.message,
+                self.absent_recheck_seconds,
+            )
+            self.absent = True
+        gone = await self.sink.forget_missing(self.kind, [])
+        if gone:
+            log.info("%s: %d deleted from the store (the kind is not served)", self.kind, gone)
+        self.retry.backoff.reset()
+        self.synced.set()
+        await asyncio.sleep(self.absent_recheck_seconds)
+
     async def relist(self) -> None:
         items, version = await self.api.list(self.kind)
+        if self.absent:
+            log.warning("%s is served now: following it", self.kind)
+            self.absent = False
         present: list[str] = []
         for body in items:
             key = key_of(self.kind, body)

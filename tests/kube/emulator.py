@@ -14,7 +14,8 @@ itself with the API server's semantics:
 - PATCH (merge patch; `status.conditions` merged by type, as the strategic patch does);
 - `pods/binding` (409 when the pod is already assigned or its uid differs) and
   `pods/eviction` (deletes the pod, or 429 while `refuse_evictions` names it);
-- `fail_next(method, plural, status)` makes the next matching request fail (API errors).
+- `fail_next(method, plural, status)` makes the next matching request fail (API errors);
+- `unserved` plurals are answered 404, as for a CRD that is not installed.
 """
 
 from __future__ import annotations
@@ -162,6 +163,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
     watchers: list[Watcher] = attrs.field(factory=list, init=False)
     failures: list[Failure] = attrs.field(factory=list, init=False)
     refuse_evictions: set[str] = attrs.field(factory=set, init=False)
+    unserved: set[str] = attrs.field(factory=set, init=False)
+    """Plurals answered 404 "could not find the requested resource" (a CRD not installed)."""
     calls: list[tuple[str, str, str]] = attrs.field(factory=list, init=False)
     """Every resource request as RBAC sees it: (apiGroup, resource[/subresource], verb)."""
 
@@ -257,6 +260,9 @@ class ApiEmulator(kmock.KubernetesScaffold):
         parsed = parse_path(path)
         if parsed is None:
             return await super().__call__(raw)
+        if parsed[0] in self.unserved:
+            message = "the server could not find the requested resource"
+            return self._json(status(404, "NotFound", message))
         body = await raw.read()
         data = json.loads(body) if body else None
         return await self._serve(raw, parsed, dict(raw.query), data)

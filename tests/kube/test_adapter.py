@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
+from services.adapter import reflector as reflector_module
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
 from services.adapter.sink import StoreSink
@@ -371,3 +373,54 @@ async def test_a_relist_batch_with_a_refused_object_still_writes_the_others(
     version = await store.resource_version()
     assert await sink.put_many("Pod", [moved, *fresh]) == ["unchanged"] * 4
     assert await store.resource_version() == version
+
+
+async def test_a_kind_the_server_does_not_serve_is_followed_once_it_is(
+    api_server: ApiServer,
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    kafka_bootstrap: str,
+    topics: Topics,
+    group_id: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the PodGroup CRD (404 on its list) the adapter syncs everything else, says
+    so once (no error, no traceback), holds no PodGroups; once the CRD is installed, it
+    follows them."""
+    emu = api_server.emulator
+    emu.upsert(node("n1"))
+    emu.unserved.add("podgroups")
+    monkeypatch.setattr(reflector_module, "ABSENT_RECHECK_SECONDS", 0.2)
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    async with running_adapter(
+        api_server, redis_client, redis_prefix, kafka_bootstrap, topics, group_id
+    ) as adapter:
+        groups = next(r for r in adapter.reflectors if r.kind == "PodGroup")
+        assert groups.absent
+        assert await store.get_node("n1") is not None
+        await asyncio.sleep(1.0)  # several checks while it stays unserved: one line
+        lines = [r for r in caplog.records if "PodGroup" in r.getMessage()]
+        assert [r.getMessage().split(" (")[0] for r in lines] == [
+            "PodGroup is not served by the API server"
+        ]
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert await store.list("PodGroup") == []
+
+        emu.unserved.discard("podgroups")
+        emu.upsert(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": "gang", "namespace": "default"},
+                "spec": {"minMember": 3},
+            }
+        )
+
+        async def followed() -> bool:
+            """the PodGroup reached the store"""
+            return [g.metadata.name for g in await store.list("PodGroup")] == ["gang"]
+
+        await eventually(followed)
+        assert not groups.absent
+        assert "PodGroup is served now: following it" in caplog.text
