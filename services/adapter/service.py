@@ -14,7 +14,8 @@
   stream, so a pod deleted in Kubernetes leaves the queue and a node change wakes parked pods
   through the same queueing hints.
 - **Out**: the StatusWriter (services.adapter.status) follows `berth.outcomes` and writes
-  PodScheduled conditions, nominatedNodeName and Events. Binding and eviction are the
+  PodScheduled conditions, nominatedNodeName and Events; pods the sink refuses (volumes to
+  bind) get the same condition and Event, saying why. Binding and eviction are the
   binder's (services.binder.kube_api): they need the server's answer before anything is
   recorded.
 """
@@ -33,7 +34,7 @@ from redis.asyncio import Redis
 from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.reflector import Reflector
 from services.adapter.sink import StoreSink
-from services.adapter.status import StatusWriter, stop_consumer
+from services.adapter.status import Reporter, StatusWriter, failed_scheduling, stop_consumer
 from shared.kafka import Topics, ensure_topics, make_consumer
 from shared.kube.client import WATCHED, KubeApi
 from shared.security import KafkaSecurity
@@ -74,6 +75,8 @@ class AdapterService:
             Reflector(api, kind, self.sink, watch_timeout_seconds=config.watch_timeout_seconds)
             for kind in config.kinds
         ]
+        self.reporter = Reporter(api, config.identity)
+        """Writes conditions and Events to pods (outcomes, and pods the sink refuses)."""
         self.status: StatusWriter | None = None
         self.synced = asyncio.Event()
         """Set once every kind's first list is in the store (readiness)."""
@@ -82,7 +85,7 @@ class AdapterService:
     def stats(self) -> Counter[str]:
         out = Counter(self.sink.stats)
         out["relists"] = sum(r.relists for r in self.reflectors)
-        out["events_written"] = self.status.written if self.status else 0
+        out["events_written"] = self.reporter.written
         return out
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -106,6 +109,7 @@ class AdapterService:
         ]
         tasks.append(asyncio.create_task(self._ready(), name="adapter-ready"))
         tasks.append(asyncio.create_task(self._report(), name="adapter-status"))
+        tasks.append(asyncio.create_task(self._explain_refusals(), name="adapter-refusals"))
         watchers: list[asyncio.Task[Any]] = [
             asyncio.create_task(stop.wait()),
             asyncio.create_task(self.elector.lost.wait()),
@@ -141,14 +145,24 @@ class AdapterService:
             # A consumer cancelled half-way through start() leaks its connections: let the
             # start finish, then stop it.
             await asyncio.shield(starting)
-            self.status = StatusWriter(
-                self.api, self.store, consumer, instance=self.config.identity
-            )
+            self.status = StatusWriter(self.reporter, self.store, consumer)
             await self.status.run()
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(starting, 30)
             await stop_consumer(consumer)
+
+    async def _explain_refusals(self) -> None:
+        """Pods the sink will not take say why, as an unschedulable pod does."""
+        while True:
+            refusal = await self.sink.refusals.get()
+            await self.reporter.deliver(
+                refusal.namespace,
+                refusal.name,
+                refusal.uid,
+                failed_scheduling(refusal.message),
+                refusal.scheduler_name,
+            )
 
     async def _ready(self) -> None:
         for reflector in self.reflectors:

@@ -7,6 +7,12 @@
   not being deleted (upstream skips pods with a deletionTimestamp);
 - everything else is left to the scheduler it names.
 
+A pending pod of berth's with a PersistentVolumeClaim or a generic ephemeral volume is not
+taken (`claim_volume`): berth has no volume plugins (VolumeBinding, VolumeZone, the volume
+limits), so it could neither place the pod where its volume is nor bind the claim, and the
+pod would sit on a node waiting for a volume. The sink queues a `Refusal` instead, which the
+adapter writes to the pod as kube-scheduler writes an unschedulable pod's status and Event.
+
 `StoreSink` applies and deletes through `ClusterStore`, and remembers, per object, the uid,
 the API resourceVersion and a digest of what berth stored (Redis hash `kube_seen`). That record
 makes every event idempotent: a replayed event (a watch resumed from an older position, a
@@ -18,6 +24,7 @@ store never mixes two objects' lives.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 from collections import Counter
@@ -38,6 +45,32 @@ from shared.store.store import APPLY_BATCH
 log = logging.getLogger(__name__)
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def claim_volume(body: dict[str, Any]) -> str:
+    """The first volume of the pod that needs a claim bound, described ("" when none)."""
+    spec = body.get("spec")
+    volumes = spec.get("volumes") if isinstance(spec, dict) else None
+    for volume in volumes if isinstance(volumes, list) else ():
+        if not isinstance(volume, dict):
+            continue
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, dict):
+            return f'PersistentVolumeClaim "{claim.get("claimName", "")}"'
+        if volume.get("ephemeral") is not None:
+            return f'ephemeral volume "{volume.get("name", "")}"'
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A pending pod of berth's that berth will not schedule, and why."""
+
+    namespace: str
+    name: str
+    uid: str
+    scheduler_name: str
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +142,10 @@ class StoreSink:
         self.stats: Counter[str] = Counter()
         self.rejected: dict[str, str] = {}
         """key -> why the object could not be decoded (shown by the adapter's log)."""
+        self.refusals: asyncio.Queue[Refusal] = asyncio.Queue()
+        """Pods berth will not schedule, for the adapter to explain on the pod."""
+        self._refused: dict[str, str] = {}
+        """key -> the uid of the life already refused (explained once)."""
 
     async def seen(self, kind: str) -> dict[str, Seen]:
         """Every object of `kind` the store holds from the API, by store key."""
@@ -178,6 +215,12 @@ class StoreSink:
             self.rejected[key] = str(e)
             return _Decision("invalid", key, None, _NO_SEEN, previous)
         self.rejected.pop(key, None)
+        if isinstance(obj, Pod) and not obj.spec.node_name:
+            why = claim_volume(body) if admit_pod(obj, self.scheduler_names) else ""
+            if why:
+                self._refuse(key, obj, why)
+                verdict = "ignored" if previous is None else "drop"
+                return _Decision(verdict, key, obj, _NO_SEEN, previous)
         if isinstance(obj, Pod) and not admit_pod(obj, self.scheduler_names):
             # Whatever life of this name the store holds (this one finished, or an older one
             # whose deletion was missed) leaves it.
@@ -187,6 +230,23 @@ class StoreSink:
         if previous is not None and previous.uid == new.uid and previous.digest == new.digest:
             return _Decision("unchanged", key, obj, new, previous)
         return _Decision("apply", key, obj, new, previous)
+
+    def _refuse(self, key: str, pod: Pod, why: str) -> None:
+        uid = pod.metadata.uid
+        if self._refused.get(key) == uid:
+            return
+        self._refused[key] = uid
+        self.stats["refused"] += 1
+        message = (
+            f"berth does not schedule pods with volumes to bind: the pod uses {why} "
+            "(berth has no VolumeBinding, VolumeZone or volume limits); "
+            "use a scheduler that binds volumes for it"
+        )
+        log.warning("not scheduling %s: %s", key, message)
+        meta = pod.metadata
+        self.refusals.put_nowait(
+            Refusal(meta.namespace, meta.name, uid, pod.spec.scheduler_name, message)
+        )
 
     async def _carry_out(self, kind: str, d: _Decision) -> str:
         if d.verdict in ("invalid", "ignored"):
@@ -225,6 +285,7 @@ class StoreSink:
         meta = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         key = key_of(kind, body)
+        self._refused.pop(key, None)
         previous = await self._seen_one(kind, key)
         uid = str(meta.get("uid") or "")
         if previous is None or (uid and previous.uid != uid):

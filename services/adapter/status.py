@@ -64,46 +64,106 @@ def report_for(outcome: Outcome) -> Report | None:
     if outcome.result not in ("unschedulable", "error"):
         return None
     reason = REASON_UNSCHEDULABLE if outcome.result == "unschedulable" else REASON_SCHEDULER_ERROR
+    return failed_scheduling(outcome.message, reason=reason, nominated=outcome.nominated_node_name)
+
+
+def failed_scheduling(
+    message: str, *, reason: str = REASON_UNSCHEDULABLE, nominated: str | None = None
+) -> Report:
+    """kube-scheduler's report of a pod it could not schedule: PodScheduled=False with the
+    reason and message (and the nomination, "" clearing it), a FailedScheduling Event with
+    the same message."""
     status: dict[str, Any] = {
         "conditions": [
             {
                 "type": "PodScheduled",
                 "status": "False",
                 "reason": reason,
-                "message": outcome.message,
+                "message": message,
                 "lastProbeTime": None,
                 "lastTransitionTime": rfc3339(),
             }
         ]
     }
-    if outcome.nominated_node_name is not None:
+    if nominated is not None:
         # "" clears a nomination: null removes the field in a merge patch.
-        status["nominatedNodeName"] = outcome.nominated_node_name or None
-    return Report({"status": status}, "Warning", "FailedScheduling", outcome.message, "Scheduling")
+        status["nominatedNodeName"] = nominated or None
+    return Report({"status": status}, "Warning", "FailedScheduling", message, "Scheduling")
+
+
+class Reporter:
+    """Writes reports to pods: the status patch, then the Event, folded per
+    EVENT_REPEAT_SECONDS; retried on 429, 5xx and lost connections, given up on a pod that
+    is gone."""
+
+    def __init__(
+        self, api: KubeApi, instance: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.api = api
+        self.instance = instance
+        self.clock = clock
+        self._recent: dict[tuple[str, str, str], float] = {}
+        self.written = 0
+
+    async def deliver(
+        self, namespace: str, name: str, uid: str, report: Report, component: str
+    ) -> None:
+        key = f"{namespace}/{name}"
+        retry = Retry(f"adapter: reporting on {key}", log, Backoff(0.2, 5.0))
+        for _ in range(5):
+            try:
+                await self._write(namespace, name, uid, report, component)
+            except KubeApiError as e:
+                if e.code == 404:
+                    return  # the pod is gone: nothing to explain
+                if e.code < 500 and e.code != 429:
+                    log.warning("cannot report on %s: %s", key, e)
+                    return
+                await retry.pause(e)
+            except KubeUnavailableError as e:
+                await retry.pause(e)
+            else:
+                return
+        log.warning("gave up reporting on %s after 5 tries", key)
+
+    async def _write(
+        self, namespace: str, name: str, uid: str, report: Report, component: str
+    ) -> None:
+        if report.patch is not None:
+            await self.api.patch_pod_status(namespace, name, report.patch)
+        key = (uid, report.reason, report.message)
+        now = self.clock()
+        if now - self._recent.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
+            return
+        body = event_body(
+            namespace,
+            name,
+            uid,
+            component=component,
+            instance=self.instance,
+            event_type=report.event_type,
+            reason=report.reason,
+            message=report.message,
+            action=report.action,
+        )
+        await self.api.create_event(body)
+        self._recent[key] = now
+        self.written += 1
+        if len(self._recent) > 50_000:
+            cutoff = now - EVENT_REPEAT_SECONDS
+            self._recent = {k: t for k, t in self._recent.items() if t >= cutoff}
 
 
 class StatusWriter:
     """Follows outcomes and writes their reports; see the module docstring."""
 
-    def __init__(
-        self,
-        api: KubeApi,
-        store: ClusterStore,
-        consumer: AIOKafkaConsumer,
-        *,
-        instance: str,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.api = api
+    def __init__(self, reporter: Reporter, store: ClusterStore, consumer: AIOKafkaConsumer) -> None:
+        self.reporter = reporter
         self.store = store
         self.consumer = consumer
-        self.instance = instance
-        self.clock = clock
-        self._recent: dict[tuple[str, str, str], float] = {}
         self._in_flight = asyncio.Semaphore(IN_FLIGHT)
         """API calls of a batch run concurrently (one at a time would cap the reports at
         one round trip each, a few hundred pods per second)."""
-        self.written = 0
 
     async def run(self) -> None:
         retry = Retry("adapter: following outcomes", log, Backoff(0.5, 30.0))
@@ -142,49 +202,7 @@ class StatusWriter:
         namespace, _, name = outcome.pod_key.partition("/")
         pod = await self.store.get_pod(namespace, name)
         component = pod.spec.scheduler_name if pod is not None else "berth"
-        retry = Retry(f"adapter: reporting on {outcome.pod_key}", log, Backoff(0.2, 5.0))
-        for _ in range(5):
-            try:
-                await self._write(namespace, name, outcome.uid, report, component)
-            except KubeApiError as e:
-                if e.code == 404:
-                    return  # the pod is gone: nothing to explain
-                if e.code < 500 and e.code != 429:
-                    log.warning("cannot report on %s: %s", outcome.pod_key, e)
-                    return
-                await retry.pause(e)
-            except KubeUnavailableError as e:
-                await retry.pause(e)
-            else:
-                return
-        log.warning("gave up reporting on %s after 5 tries", outcome.pod_key)
-
-    async def _write(
-        self, namespace: str, name: str, uid: str, report: Report, component: str
-    ) -> None:
-        if report.patch is not None:
-            await self.api.patch_pod_status(namespace, name, report.patch)
-        key = (uid, report.reason, report.message)
-        now = self.clock()
-        if now - self._recent.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
-            return
-        body = event_body(
-            namespace,
-            name,
-            uid,
-            component=component,
-            instance=self.instance,
-            event_type=report.event_type,
-            reason=report.reason,
-            message=report.message,
-            action=report.action,
-        )
-        await self.api.create_event(body)
-        self._recent[key] = now
-        self.written += 1
-        if len(self._recent) > 50_000:
-            cutoff = now - EVENT_REPEAT_SECONDS
-            self._recent = {k: t for k, t in self._recent.items() if t >= cutoff}
+        await self.reporter.deliver(namespace, name, outcome.uid, report, component)
 
 
 async def stop_consumer(consumer: AIOKafkaConsumer) -> None:

@@ -424,3 +424,59 @@ async def test_a_kind_the_server_does_not_serve_is_followed_once_it_is(
         await eventually(followed)
         assert not groups.absent
         assert "PodGroup is served now: following it" in caplog.text
+
+
+async def test_a_pod_with_a_volume_claim_is_refused_and_told_why(
+    api_server: ApiServer,
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    kafka_bootstrap: str,
+    topics: Topics,
+    group_id: str,
+) -> None:
+    """berth binds no volumes: its pending pod with a PersistentVolumeClaim (or a generic
+    ephemeral volume) stays out of the store, with PodScheduled=False and one
+    FailedScheduling Event naming the claim, as kubectl describe shows them. A pod with only
+    an emptyDir is taken; a pod with a claim bound by another scheduler counts on its node."""
+    emu = api_server.emulator
+    emu.upsert(node("n1"))
+    claim = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}}]}
+    scratch = {"volumes": [{"name": "tmp", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]}
+    empty = {"volumes": [{"name": "tmp", "emptyDir": {}}]}
+    emu.upsert(pod("db", extra_spec=claim))
+    emu.upsert(pod("scratch", extra_spec=scratch))
+    emu.upsert(pod("plain", extra_spec=empty))
+    emu.upsert(pod("running", node_name="n1", phase="Running", extra_spec=claim))
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    async with running_adapter(
+        api_server, redis_client, redis_prefix, kafka_bootstrap, topics, group_id
+    ) as adapter:
+
+        async def explained() -> bool:
+            """both refused pods carry their condition and Event"""
+            reasons = [e.get("reason") for e in emu.of("events")]
+            return reasons.count("FailedScheduling") == 2
+
+        await eventually(explained)
+        names = sorted(p.metadata.name for p in (await store.load_snapshot()).pods)
+        assert names == ["plain", "running"]
+        db = emu.object("pods", "default", "db")
+        assert db is not None
+        (condition,) = db["status"]["conditions"]
+        assert (condition["type"], condition["status"], condition["reason"]) == (
+            "PodScheduled",
+            "False",
+            "Unschedulable",
+        )
+        assert 'PersistentVolumeClaim "data-0"' in condition["message"]
+        events = {e["involvedObject"]["name"]: e for e in emu.of("events")}
+        assert events["db"]["message"] == condition["message"]
+        assert events["db"]["type"] == "Warning"
+        assert 'ephemeral volume "tmp"' in events["scratch"]["message"]
+        # A change to the pod (a label) explains nothing twice.
+        labelled = pod("db", extra_spec=claim)
+        labelled["metadata"]["labels"] = {"team": "a"}
+        emu.upsert(labelled)
+        await asyncio.sleep(0.5)
+        assert len(emu.of("events")) == 2
+        assert adapter.sink.stats["refused"] == 2
