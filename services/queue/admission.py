@@ -406,14 +406,17 @@ class Admission:
                         # Reclaim for the first workload of a queue that does not fit, once
                         # a round (scanning the admitted pods for every waiting one would
                         # make a round quadratic in the backlog).
-                        reclaiming = ""
+                        reclaiming = False
                         if queue not in reclaim_tried:
                             reclaim_tried[queue] = wl.key
-                            reclaiming = await self._preempt(cohort, wl, request)
+                            why, reclaiming = await self._preempt(cohort, wl, request)
                             if reclaiming:
-                                reasons[wl.key] = reclaim_reason[wl.key] = reclaiming
+                                reasons[wl.key] = reclaim_reason[wl.key] = why
+                            elif why:  # blocked: the shortfall, and why nothing was evicted
+                                reasons[wl.key] += f"; {why}"
                         elif wl.key in reclaim_reason:
                             reasons[wl.key] = reclaim_reason[wl.key]
+                        # A workload that pods are leaving for holds its queue's turn.
                         if strict or reclaiming:
                             break
                         continue
@@ -449,28 +452,30 @@ class Admission:
                 for pod in wl.pods.values():
                     verdict.waiting[pod.key] = (pod, message)
 
-    async def _preempt(self, cohort: Cohort, wl: Workload, request: dict[str, int]) -> str:
+    async def _preempt(
+        self, cohort: Cohort, wl: Workload, request: dict[str, int]
+    ) -> tuple[str, bool]:
         """Kueue's preemption (shared.quota_preemption): evict admitted workloads of its own
         queue (withinClusterQueue) or of borrowers in its cohort (reclaimWithinCohort,
         borrowWithinCohort) so that `wl` fits, skipping pods a PodDisruptionBudget protects.
         Evicted pods go back to waiting (in the store: unbound, same uid), once: `wl` then
-        waits for them to leave. Returns the reason to show, or "" when nothing can be
-        preempted."""
+        waits for them to leave. Returns the reason to show ("" when nothing can be
+        preempted) and whether pods are leaving for `wl`."""
         policy = self.queues[wl.queue].spec.preemption
         if not self.reclaim or (
             policy.within_cluster_queue == PREEMPTION_NEVER
             and policy.reclaim_within_cohort == PREEMPTION_NEVER
         ):
-            return ""
+            return "", False
         pending = self.evicting.get(wl.key)
         if pending and pending & self.admitted.keys():
-            return f"preempting: waiting for {len(pending)} evicted pod(s) to leave"
+            return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
         members = admitted_workloads(self.admitted, set().union(*self.evicting.values()))
         preemptor = Preemptor(wl.queue, wl.priority, wl.created, request)
         candidates = [c for c, _ in members.values()]
         found = plan(cohort, policy, preemptor, candidates)
         if found is None:
-            return ""
+            return "", False
         # Budgets are read only when a plan exists (they cost a read of every pod); a plan
         # that a budget refuses is made again without the pods it protects.
         budgets = await Budgets.load(self.store)
@@ -483,7 +488,7 @@ class Admission:
                 may_evict=lambda c: budgets.may_evict(members[c.key][1]),
             )
             if found is None:
-                return budgets.refusal
+                return budgets.refusal, False
         victims: dict[str, dict[str, Any]] = {}
         for target in found.targets:
             for key in members[target.candidate.key][1]:
@@ -499,11 +504,11 @@ class Admission:
                 self.evicted += 1
                 leaving.add(key)
         if not leaving:
-            return budgets.refusal
+            return budgets.refusal, False
         self.evicting[wl.key] = leaving
         owners = sorted({victims[key]["cq"] for key in leaving})
         verb = "preempting" if wl.queue in owners else "reclaiming quota"
-        return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}"
+        return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
 
     def _shortfall(self, cohort: Cohort, queue: str, request: dict[str, int]) -> str:
         flavors_of = cohort.queues[queue].flavors_of

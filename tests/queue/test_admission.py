@@ -447,5 +447,6 @@ async def test_reclaim_spares_pods_a_disruption_budget_protects(
     verdict = await admission.admit()
     assert admission.evicting.get("team-a/a1") in (None, set())
     why = verdict.waiting["team-a/a1"][1]
+    assert "insufficient unused quota for cpu in flavor default, 1 more needed; " in why
     assert "preemption blocked: team-b/b3" in why
     assert "disruption budget" in why
