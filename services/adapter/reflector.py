@@ -14,7 +14,7 @@
 - **Kinds the server does not serve.** A list answered 404 means the kind's CRD is not
   installed (PodGroups without the scheduler-plugins CRD, the usual case): there are none,
   so the store holds none, the kind counts as synced, and it is listed again every
-  `absent_recheck_seconds`, logged once when found missing and once when served again (not
+  ABSENT_RECHECK_SECONDS, logged once when found missing and once when served again (not
   an error with a traceback every backoff, forever).
 - **Binder races.** A pod the API shows bound while berth's binder is still finishing that
   binding in the store is put again shortly (the sink answers "retry"), unless a newer event
@@ -66,7 +66,6 @@ class Reflector:
         """Set once the first list is in the store (or the kind is known not served)."""
         self.absent = False
         """The server answered 404 to the last list: the kind is not served."""
-        self.absent_recheck_seconds = ABSENT_RECHECK_SECONDS
         self.relists = 0
         self._latest: dict[str, str] = {}
         """Store key -> the resourceVersion of the newest event seen for it (retries of an
@@ -111,7 +110,7 @@ class Reflector:
                 "checking again every %.0fs",
                 self.kind,
                 e.message,
-                self.absent_recheck_seconds,
+                ABSENT_RECHECK_SECONDS,
             )
             self.absent = True
         gone = await self.sink.forget_missing(self.kind, [])
@@ -119,7 +118,7 @@ class Reflector:
             log.info("%s: %d deleted from the store (the kind is not served)", self.kind, gone)
         self.retry.backoff.reset()
         self.synced.set()
-        await asyncio.sleep(self.absent_recheck_seconds)
+        await asyncio.sleep(ABSENT_RECHECK_SECONDS)
 
     async def relist(self) -> None:
         items, version = await self.api.list(self.kind)

@@ -215,17 +215,16 @@ class StoreSink:
             self.rejected[key] = str(e)
             return _Decision("invalid", key, None, _NO_SEEN, previous)
         self.rejected.pop(key, None)
-        if isinstance(obj, Pod) and not obj.spec.node_name:
-            why = claim_volume(body) if admit_pod(obj, self.scheduler_names) else ""
+        if isinstance(obj, Pod):
+            admitted = admit_pod(obj, self.scheduler_names)
+            why = claim_volume(body) if admitted and not obj.spec.node_name else ""
             if why:
                 self._refuse(key, obj, why)
+            if not admitted or why:
+                # Whatever life of this name the store holds (this one finished or refused,
+                # or an older one whose deletion was missed) leaves it.
                 verdict = "ignored" if previous is None else "drop"
                 return _Decision(verdict, key, obj, _NO_SEEN, previous)
-        if isinstance(obj, Pod) and not admit_pod(obj, self.scheduler_names):
-            # Whatever life of this name the store holds (this one finished, or an older one
-            # whose deletion was missed) leaves it.
-            verdict = "ignored" if previous is None else "drop"
-            return _Decision(verdict, key, obj, _NO_SEEN, previous)
         new = Seen(obj.metadata.uid, str(obj.metadata.resource_version), digest(obj))
         if previous is not None and previous.uid == new.uid and previous.digest == new.digest:
             return _Decision("unchanged", key, obj, new, previous)

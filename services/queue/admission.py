@@ -470,7 +470,8 @@ class Admission:
         pending = self.evicting.get(wl.key)
         if pending and pending & self.admitted.keys():
             return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
-        members = admitted_workloads(self.admitted, set().union(*self.evicting.values()))
+        already = set().union(*self.evicting.values())
+        members = admitted_workloads(self.admitted, already)
         preemptor = Preemptor(wl.queue, wl.priority, wl.created, request)
         candidates = [c for c, _ in members.values()]
         found = plan(cohort, policy, preemptor, candidates)
@@ -493,7 +494,6 @@ class Admission:
         for target in found.targets:
             for key in members[target.candidate.key][1]:
                 victims[key] = self.admitted[key]
-        already = set().union(*self.evicting.values())
         leaving: set[str] = set()
         for key, rec in victims.items():
             if key in already:
