@@ -11,6 +11,7 @@
     berth demo                             # the bundled multi-tenant workload, end to end
     berth demo --tenants [--plot FILE.png] # ClusterQueues borrowing, reclaiming, sharing a cohort
     berth bench --mode distributed --workers N --binders M [--nodes N] [--pods P] [-o json]
+    berth bench --mode distributed --model [--nodes N] [--pods P] [-o json]
 
 Each command imports what it needs when it runs, so `berth --help` stays instant.
 """
@@ -115,26 +116,40 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench_distributed(args: argparse.Namespace, floor: float) -> int:
+    from cli.bench.capacity import MODEL_RUNS, model_report, model_table
     from cli.bench.distributed import bench_distributed
     from cli.bench.floor import with_floor
 
+    shapes = MODEL_RUNS if args.model else ((args.workers, args.binders),)
+    results = []
     try:
-        result = bench_distributed(
-            workload=args.workload,
-            nodes=args.nodes,
-            pods=args.pods,
-            running=args.running,
-            workers=args.workers,
-            binders=args.binders,
-            percentage=args.percentage,
-            seed=args.seed,
-            profile_dir=args.profile,
-            rate=args.rate,
-            duration=args.duration,
-        )
+        for workers, binders in shapes:
+            results.append(
+                bench_distributed(
+                    workload=args.workload,
+                    nodes=args.nodes,
+                    pods=args.pods,
+                    running=args.running,
+                    workers=workers,
+                    binders=binders,
+                    percentage=args.percentage,
+                    seed=args.seed,
+                    profile_dir=args.profile,
+                    rate=args.rate,
+                    duration=args.duration,
+                )
+            )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    if args.model:
+        report = model_report(results, floor)
+        if args.output == "json":
+            print(json.dumps(report, indent=2))
+        else:
+            print(model_table(report))
+        return 0
+    (result,) = results
     with_floor(result, "pods_per_second", floor)
     _print_figures(result, args.output)
     return 0
@@ -194,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--workers", type=int, default=1, help="distributed: scheduler workers")
     bench.add_argument("--binders", type=int, default=1, help="distributed: binders")
+    bench.add_argument(
+        "--model",
+        action="store_true",
+        help="distributed: run 1w/1b, 2w/1b and 2w/2b and print the capacity model",
+    )
     bench.add_argument("--tenants", type=int, default=1, help="queue: tenants")
     bench.add_argument("--profile", metavar="DIR", help="distributed: cProfile dumps per process")
     bench.add_argument(

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shared.models import Node, Pod, Taint
+from shared.models.affinity import has_required_anti_affinity
 from shared.models.quantity import bounded_amount
 from shared.models.resources import (
     BIND_ALL_HOST_IP,
@@ -217,6 +218,10 @@ class NodeColumns:
         self._taint_set_ids: dict[tuple[tuple[str, str, str], ...], int] = {}
         self.taint_set_of: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
         self.pods_by_node: list[list[Pod]] = [[] for _ in range(n)]
+        self.anti_affinity_pods = 0
+        """Counted pods with required pod anti-affinity terms: while there are none, a pod
+        without cross-node constraints of its own fits a node whatever the other nodes hold
+        (the binder binds such pods without a cross-node check)."""
         self.used_ports: UsedPorts = {}
         """(protocol, hostPort) -> row -> host IP -> how many pods there use it."""
         self._images: dict[str, tuple[NDArray[np.intp], NDArray[np.int64]]] | None = None
@@ -280,6 +285,8 @@ class NodeColumns:
         self.non_zero_requested[row, 0] += sign * bounded_amount(nz.get("cpu", 0))
         self.non_zero_requested[row, 1] += sign * bounded_amount(nz.get("memory", 0))
         count_host_ports(self.used_ports, row, pod, sign)
+        if has_required_anti_affinity(pod):
+            self.anti_affinity_pods += sign
         if sign > 0:
             self.pods_by_node[row].append(pod)
         else:

@@ -26,6 +26,8 @@ from scheduling.plugins import names
 from scheduling.plugins.interpodaffinity.plugin import InterPodAffinity
 from scheduling.plugins.nodeaffinity.node_affinity import NodeAffinity
 from scheduling.plugins.noderesources.fit import compute_pod_resource_request
+from scheduling.plugins.podindex import SelectorError
+from scheduling.plugins.podtopologyspread.common import DO_NOT_SCHEDULE
 from scheduling.plugins.podtopologyspread.plugin import PodTopologySpread
 from shared.config import (
     CoschedulingArgs,
@@ -39,7 +41,7 @@ from shared.config import (
     SchedulerConfiguration,
     default_config,
 )
-from shared.models import Node, Pod
+from shared.models import Node, Pod, required_terms
 
 
 def enabled_at(plugins: Plugins, point: ExtensionPoint, name: str) -> bool:
@@ -123,10 +125,12 @@ class ProfileChecks:
             self.coscheduling = profile.plugin_args(CoschedulingArgs)
         self.cross_node: list[FilteringPlugin] = []
         objects = view.cluster_objects
+        self._spread: PodTopologySpread | None = None
         if filter_enabled(plugins, names.POD_TOPOLOGY_SPREAD):
-            spread = PodTopologySpread(profile.plugin_args(PodTopologySpreadArgs), objects)
-            self.cross_node.append(spread)
-        if filter_enabled(plugins, names.INTER_POD_AFFINITY):
+            self._spread = PodTopologySpread(profile.plugin_args(PodTopologySpreadArgs), objects)
+            self.cross_node.append(self._spread)
+        self._inter_pod = filter_enabled(plugins, names.INTER_POD_AFFINITY)
+        if self._inter_pod:
             affinity = InterPodAffinity(profile.plugin_args(InterPodAffinityArgs), objects)
             self.cross_node.append(affinity)
 
@@ -141,6 +145,34 @@ class ProfileChecks:
         if self.node_affinity is None:
             return SUCCESS
         return run_filter(self.node_affinity, pod, NodeColumns([node]), 0)
+
+    def check_alone(self, pod: Pod, node: str, node_resource_version: int) -> Status | None:
+        """What `check_cross_node` would answer for `pod` on `node`, when it can be told
+        without the other nodes' pods: the pod has no cross-node constraint of its own (no
+        required pod affinity or anti-affinity, no DoNotSchedule spread, after the profile's
+        defaults) and the view counts no pod with required anti-affinity. Then only
+        NodeAffinity remains, checked on the view's copy of the node, which must be the
+        version the worker saw (`node_resource_version`). None: the full check is needed.
+
+        The view may lag the store: pods with anti-affinity reserved since are counted by the
+        store itself, which binds at once only while it counts none (reserve.lua)."""
+        if self._inter_pod and (required_terms(pod) or required_terms(pod, anti=True)):
+            return None
+        if self._spread is not None:
+            try:
+                if self._spread.constraints(pod, DO_NOT_SCHEDULE):
+                    return None
+            except SelectorError:
+                return None  # the full check reports it
+        columns = self._view.columns
+        if columns.anti_affinity_pods > 0:
+            return None
+        row = columns.index.get(node)
+        if row is None or columns.nodes[row].metadata.resource_version != node_resource_version:
+            return None
+        if self.node_affinity is None:
+            return SUCCESS
+        return run_filter(self.node_affinity, pod, columns, row)
 
     def check_cross_node(self, pod: Pod, node: str) -> Status:
         """NodeAffinity (the node's labels: a proposal is not taken on trust), then

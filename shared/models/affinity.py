@@ -37,6 +37,14 @@ def required_terms(pod: Pod, *, anti: bool = False) -> list[PodAffinityTerm]:
     return list(part.required_during_scheduling_ignored_during_execution)
 
 
+def has_required_anti_affinity(pod: Pod) -> bool:
+    """Whether the pod has required anti-affinity terms: while it is reserved or bound, other
+    pods' placements depend on where it is (upstream's existing-pods anti-affinity check)."""
+    affinity = pod.spec.affinity
+    anti = affinity.pod_anti_affinity if affinity is not None else None
+    return anti is not None and bool(anti.required_during_scheduling_ignored_during_execution)
+
+
 def term_namespaces(term: PodAffinityTerm, owner_namespace: str) -> frozenset[str]:
     """Upstream getNamespacesFromPodAffinityTerm: the listed namespaces; none listed and a nil
     namespaceSelector mean the owner pod's own namespace."""

@@ -52,6 +52,9 @@ class ReserveStatus(enum.StrEnum):
     """The pod's resourceVersion is not the one the caller checked: re-read and retry."""
     NODE_CHANGED = "node_changed"
     """The node's resourceVersion is not the one the caller checked: re-check and retry."""
+    BOUND_AT_ONCE = "bound_at_once"
+    """Asked for (`ReserveRequest.bind_at_once`) and granted: the pod is bound, no reservation
+    was taken (`store_resource_version`: the binding's change)."""
 
 
 ALL_NODE_CHECKS = "utpf"
@@ -83,6 +86,10 @@ class ReserveRequest:
     """Which node-local Filters the pod's profile runs, one letter each: u NodeUnschedulable,
     t TaintToleration, p NodePorts, f NodeResourcesFit (pod count; the resources are `check`).
     The script checks only these, as the worker's framework does."""
+    bind_at_once: bool = False
+    """Bind instead of reserving when no reserved or bound pod has required anti-affinity
+    (ReserveStatus.BOUND_AT_ONCE). Only for a pod with no cross-node constraint of its own
+    and no Permit wait: the caller's cross-node check would have nothing to check."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +148,8 @@ class ReserveResult:
             )
         if status is ReserveStatus.BOUND:
             return cls(status, node=_text(reply[1]))
+        if status is ReserveStatus.BOUND_AT_ONCE:
+            return cls(status, store_resource_version=int(reply[1]))
         if status in (ReserveStatus.POD_CHANGED, ReserveStatus.NODE_CHANGED):
             return cls(status, resource_version=int(reply[1]))
         return cls(status)
@@ -233,6 +242,7 @@ class Bindings:
                 self.stream_maxlen,
                 r.holder,
                 r.node_checks,
+                "1" if r.bind_at_once else "0",
             ],
         )
         return ReserveResult.parse(reply)

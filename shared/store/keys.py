@@ -22,6 +22,7 @@ on data only the script reads (the node a pod is bound to, the nodes with usage)
     <base>gang:<ns/group>      hash  gen, state ("w" waiting / "p" permitted), since
     <base>gangm:<ns/group>     set   pod keys holding a reservation in the current generation
     <base>gangbound            hash  ns/group -> bound members
+    <base>antiaff              counter: reserved or bound pods with required pod anti-affinity
     <base>workers              hash  worker id -> heartbeat (written by the scheduler workers;
                                      no script touches it)
 
@@ -137,6 +138,10 @@ class StoreKeys:
     @property
     def gang_bound(self) -> str:
         return self.base + "gangbound"
+
+    @property
+    def anti_affinity_pods(self) -> str:
+        return self.base + "antiaff"
 
     @property
     def workers(self) -> str:

@@ -24,6 +24,7 @@ from shared.models import (
     pod_requests,
     priority_of,
 )
+from shared.models.affinity import has_required_anti_affinity
 from shared.models.quantity import bounded_amount
 
 # TaintToleration's Filter only looks at these effects (PreferNoSchedule only scores).
@@ -45,6 +46,10 @@ class PodCharge:
     requests: Mapping[str, int] = field(default_factory=dict)
     """Effective requests (upstream PodRequests), positive values only."""
     ports: tuple[HostPort, ...] = ()
+    anti_affinity: bool = False
+    """The pod has required pod anti-affinity terms: the store counts such pods reserved or
+    bound (the cluster-wide count decides whether a pod may bind without a cross-node check;
+    see reserve.lua)."""
 
     @classmethod
     def of(cls, pod: Pod) -> PodCharge:
@@ -53,13 +58,16 @@ class PodCharge:
         requests = {
             name: bounded_amount(value) for name, value in pod_requests(pod).items() if value > 0
         }
-        return cls(requests, host_ports(pod))
+        return cls(requests, host_ports(pod), has_required_anti_affinity(pod))
 
     def wire(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "r": dict(self.requests),
             "p": [[p.protocol, p.port, p.host_ip] for p in self.ports],
         }
+        if self.anti_affinity:
+            out["x"] = True
+        return out
 
 
 def tolerations_wire(tolerations: Sequence[Toleration]) -> list[list[str]]:

@@ -557,3 +557,62 @@ async def test_an_adopted_reservation_is_checked_before_it_binds(harness: Harnes
     assert harness.binder.stats["adopted"] == 2
     assert await harness.store.usage("n1") == NodeUsage(1)
     assert await harness.store.bindings.attempt_of(new.metadata.uid) == (3, "c")
+
+
+async def _node_versions(harness: Harness, *nodes) -> dict[str, int]:
+    applied = await harness.store.apply([n.obj() for n in nodes])
+    return {a.key: a.resource_version for a in applied}
+
+
+async def test_a_pod_without_cross_node_constraints_binds_at_once(harness: Harness):
+    """As the worker proposes (the node's version it saw): one script binds it, with one
+    change-stream entry, and no reservation is ever streamed."""
+    versions = await _node_versions(harness, node("n1"))
+    pod = make_pod("p").req(cpu="1").node_affinity_in(ZONE, ["a"]).obj()
+    await harness.store.apply([pod])
+    before = await harness.store.resource_version()
+    await harness.run(proposal(pod, "n1", node_resource_version=versions["n1"]))
+    assert [(o.result, o.node_name) for o in harness.recorder.outcomes] == [("scheduled", "n1")]
+    assert harness.binder.stats["bound_at_once"] == 1
+    assert await harness.store.resource_version() == before + 1
+    kinds = [c.kind async for c in harness.store.follow(before, block_ms=10, stop=_stop_after(1))]
+    assert kinds == ["Pod"]
+    assert await harness.store.usage("n1") == NodeUsage(1, {"cpu": 1000})
+
+
+def _stop_after(seconds: float) -> asyncio.Event:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(seconds, stop.set)
+    return stop
+
+
+async def test_binding_at_once_still_refuses_a_node_the_pod_does_not_select(harness: Harness):
+    """A proposal is not taken on trust: NodeAffinity is checked on the node's version the
+    proposal names (a forged proposal for a node in another zone)."""
+    versions = await _node_versions(harness, node("n1"), node("n2", "b"))
+    pod = make_pod("p").node_affinity_in(ZONE, ["a"]).obj()
+    await harness.store.apply([pod])
+    await harness.run(proposal(pod, "n2", node_resource_version=versions["n2"]))
+    (outcome,) = harness.recorder.outcomes
+    assert (outcome.result, outcome.unschedulable_plugins) == ("conflict", ("NodeAffinity",))
+    assert await harness.store.usage("n2") == NodeUsage()
+
+
+async def test_existing_anti_affinity_sends_plain_pods_through_the_cross_node_check(
+    harness: Harness,
+):
+    """A bound pod whose required anti-affinity repels app=db from zone a: a db pod with no
+    constraints of its own proposed to zone a is refused, in zone b bound (not at once)."""
+    versions = await _node_versions(harness, node("n1"), node("n2"), node("n3", "b"))
+    guard = make_pod("guard").pod_affinity(ZONE, label_selector({"app": "db"}), anti=True)
+    await harness.store.apply([guard.node("n1").obj()])
+    plain = make_pod("db").label("app", "db").obj()
+    await harness.store.apply([plain])
+    assert await harness.view.wait_for(await harness.store.resource_version(), 5.0)
+    await harness.run(proposal(plain, "n2", node_resource_version=versions["n2"]))
+    await harness.run(proposal(plain, "n3", 2, node_resource_version=versions["n3"]))
+    assert [(o.result, o.unschedulable_plugins) for o in harness.recorder.outcomes] == [
+        ("conflict", ("InterPodAffinity",)),
+        ("scheduled", ()),
+    ]
+    assert harness.binder.stats["bound_at_once"] == 0

@@ -16,7 +16,7 @@ from shared.store import (
     ReserveRequest,
     ReserveStatus,
 )
-from tests.builders import make_node, make_pod
+from tests.builders import PodBuilder, make_node, make_pod
 
 NOW = 1_000.0
 
@@ -381,3 +381,84 @@ async def test_only_the_profiles_node_filters_are_checked(
         assert (result.status, result.reasons) == (ReserveStatus.CONFLICT, reasons)
     else:
         assert result.status is ReserveStatus.OK
+
+
+async def _anti_affinity_count(store: ClusterStore) -> int:
+    return int(await store.redis.get(store.keys.anti_affinity_pods) or 0)
+
+
+async def test_bind_at_once_binds_with_one_change_and_no_reservation(store: ClusterStore):
+    pod = make_pod("p").req(cpu="1").obj()
+    await _setup(store, pod)
+    before = await store.resource_version()
+    result = await store.bindings.reserve(request(pod, bind_at_once=True), NOW)
+    assert result.status is ReserveStatus.BOUND_AT_ONCE
+    assert result.store_resource_version == before + 1  # the binding's entry, and no other
+    assert await store.resource_version() == before + 1
+    got = await store.get_pod("default", "p")
+    assert got is not None
+    assert got.spec.node_name == "n1"
+    assert got.metadata.resource_version == before + 1
+    assert await store.usage("n1") == NodeUsage(1, {"cpu": 1000})
+    assert await store.bindings.attempt_of(pod.metadata.uid) == (1, "b")
+    assert await store.redis.zcard(store.keys.reservations) == 0
+    # The attempt is done: its duplicate changes nothing, and a bind of it finds nothing.
+    again = await store.bindings.reserve(request(pod, bind_at_once=True), NOW)
+    assert again.status is ReserveStatus.DUPLICATE
+    assert (await store.bindings.bind(pod.key, pod.metadata.uid, 1, "n1")).status == "lost"
+    assert await store.resource_version() == before + 1
+
+
+async def test_bind_at_once_still_checks_the_node(store: ClusterStore):
+    pod = make_pod("p").req(cpu="8").obj()
+    await _setup(store, pod)
+    result = await store.bindings.reserve(request(pod, bind_at_once=True), NOW)
+    assert result.status is ReserveStatus.CONFLICT
+    assert result.reasons == ("Insufficient cpu",)
+    assert await store.usage("n1") == NodeUsage()
+
+
+async def test_anti_affinity_pods_are_counted_and_stop_binding_at_once(store: ClusterStore):
+    """While a pod with required anti-affinity is reserved or bound anywhere, a pod asking to
+    bind at once gets a plain reservation (its binder must check it against that pod); the
+    count follows reservations, bindings, applies with nodeName and deletions."""
+
+    def anti(name: str) -> PodBuilder:
+        return make_pod(name).label("app", "db").pod_affinity_in("app", ["db"], "zone", anti=True)
+
+    guarded = anti("anti").req(cpu="1").obj()
+    plain = make_pod("plain").req(cpu="1").obj()
+    later = make_pod("later").req(cpu="1").obj()
+    await _setup(store, guarded, plain, later)
+    assert PodCharge.of(guarded).anti_affinity
+    assert not PodCharge.of(plain).anti_affinity
+
+    assert (await store.bindings.reserve(request(guarded), NOW)).status is ReserveStatus.OK
+    assert await _anti_affinity_count(store) == 1
+    asked = await store.bindings.reserve(request(plain, bind_at_once=True), NOW)
+    assert asked.status is ReserveStatus.OK  # reserved only: the binder checks it
+    got = await store.get_pod("default", "plain")
+    assert got is not None
+    assert got.spec.node_name == ""
+
+    # Bound, the anti-affinity pod still counts; deleted, it no longer does.
+    assert (await store.bindings.bind(guarded.key, guarded.metadata.uid, 1, "n1")).status == "ok"
+    assert await _anti_affinity_count(store) == 1
+    assert await store.delete("Pod", "default", "anti") is not None
+    assert await _anti_affinity_count(store) == 0
+    done = await store.bindings.reserve(request(later, bind_at_once=True), NOW)
+    assert done.status is ReserveStatus.BOUND_AT_ONCE
+
+    # Applied already bound (spec.nodeName), then re-applied, then released by unreserve.
+    running = anti("running").node("n1").obj()
+    await store.apply([running])
+    assert await _anti_affinity_count(store) == 1
+    await store.apply([running])
+    assert await _anti_affinity_count(store) == 1
+    assert await store.delete("Pod", "default", "running") is not None
+    waiting = anti("waiting").obj()
+    await store.apply([waiting])
+    assert (await store.bindings.reserve(request(waiting), NOW)).status is ReserveStatus.OK
+    assert await _anti_affinity_count(store) == 1
+    await store.bindings.unreserve(waiting.key, waiting.metadata.uid, 1, "c")
+    assert await _anti_affinity_count(store) == 0

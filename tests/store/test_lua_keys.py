@@ -46,6 +46,7 @@ CONSTANTS = {
     "GANGBOUND": "gang_bound",
     "USAGE_NODES": "usage_nodes",
     "NODE_FACTS": "node_facts",
+    "ANTI_AFFINITY_PODS": "anti_affinity_pods",
 }
 BUILDERS = {
     "meta_key": "meta",

@@ -56,13 +56,14 @@ for i = 0, n - 1 do
         add_usage(charge.node, charge, -1)
         charge.r = facts.c.r
         charge.p = facts.c.p
+        charge.x = facts.c.x
         charge.prio = facts.prio
         add_usage(charge.node, charge, 1)
         redis.call("HSET", CHARGES, key, cmsgpack.pack(charge))
       end
     elseif facts.node ~= "" then
       local charge = {s = "b", node = facts.node, uid = uid, att = 0, g = facts.g, gen = 0,
-                      prio = facts.prio, r = facts.c.r, p = facts.c.p}
+                      prio = facts.prio, r = facts.c.r, p = facts.c.p, x = facts.c.x}
       add_usage(facts.node, charge, 1)
       redis.call("HSET", CHARGES, key, cmsgpack.pack(charge))
       redis.call("HSET", PODNODE, key, facts.node)

@@ -10,20 +10,7 @@ if pod_uid ~= uid then
   release(podkey)
   return {"gone"}
 end
-local nominated = redis.call("HGET", NOMOF, podkey)
-local body = redis.call("HGET", obj_key("Pod"), podkey)
--- "same": the body is the one of the pod's previous entry (followers may reuse their copy).
-local rv = emit(maxlen, "Pod", podkey, "put", body, uid, {node = node, nom = "", same = "1"})
-redis.call("HSET", meta_key("Pod"), podkey, int(rv) .. " " .. uid)
-charge.s = "b"
-redis.call("HSET", CHARGES, podkey, cmsgpack.pack(charge))
-redis.call("ZREM", RESV, podkey)
-redis.call("HSET", PODNODE, podkey, node)
-record_attempt(uid, attempt, "b")
-if nominated then
-  redis.call("HDEL", nom_key(nominated), podkey)
-  redis.call("HDEL", NOMOF, podkey)
-end
+local rv = commit_binding(maxlen, podkey, uid, attempt, charge, node)
 if charge.g ~= "" then
   redis.call("SREM", gang_members_key(charge.g), podkey)
   redis.call("HINCRBY", GANGBOUND, charge.g, 1)

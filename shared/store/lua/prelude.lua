@@ -13,6 +13,7 @@ local NOMOF = BASE .. "nomof"
 local GANGBOUND = BASE .. "gangbound"
 local USAGE_NODES = BASE .. "usage-nodes"
 local NODE_FACTS = BASE .. "nf"
+local ANTI_AFFINITY_PODS = BASE .. "antiaff"
 
 local function meta_key(kind) return BASE .. "meta:" .. kind end
 local function obj_key(kind) return BASE .. "obj:" .. kind end
@@ -51,11 +52,15 @@ local function emit(maxlen, kind, key, op, body, uid, extra)
   return rv
 end
 
--- Add (sign 1) or remove (sign -1) a charge {r = {resource = amount}, p = {{proto, port, ip}}}
--- and one pod slot to a node's usage; fields that drop to zero are removed.
+-- Add (sign 1) or remove (sign -1) a charge {r = {resource = amount}, p = {{proto, port, ip}},
+-- x = true when the pod has required pod anti-affinity} and one pod slot to a node's usage;
+-- fields that drop to zero are removed. Pods with anti-affinity are also counted cluster-wide
+-- (ANTI_AFFINITY_PODS): while none is reserved or bound, a pod without cross-node
+-- constraints of its own may bind without a cross-node check (reserve.lua, "bind at once").
 local function add_usage(node, charge, sign)
   local key = usage_key(node)
   redis.call("HINCRBY", key, "pods", sign)
+  if charge.x then redis.call("INCRBY", ANTI_AFFINITY_PODS, sign) end
   for resource, amount in pairs(charge.r) do
     local field = "r:" .. resource
     if redis.call("HINCRBY", key, field, sign * amount) == 0 then
@@ -122,4 +127,25 @@ end
 
 local function record_attempt(uid, attempt, state)
   redis.call("HSET", ATT, uid, int(attempt) .. " " .. state)
+end
+
+-- Turn the pod's charge (held as a reservation, or about to be) into its binding: the pod's
+-- resourceVersion moves with a change-stream entry carrying the node ("same": the body is the
+-- one of the pod's previous entry, so followers may reuse their copy), its nomination ends.
+-- Returns the binding's resourceVersion.
+local function commit_binding(maxlen, podkey, uid, attempt, charge, node)
+  local nominated = redis.call("HGET", NOMOF, podkey)
+  local body = redis.call("HGET", obj_key("Pod"), podkey)
+  local rv = emit(maxlen, "Pod", podkey, "put", body, uid, {node = node, nom = "", same = "1"})
+  redis.call("HSET", meta_key("Pod"), podkey, int(rv) .. " " .. uid)
+  charge.s = "b"
+  redis.call("HSET", CHARGES, podkey, cmsgpack.pack(charge))
+  redis.call("ZREM", RESV, podkey)
+  redis.call("HSET", PODNODE, podkey, node)
+  record_attempt(uid, attempt, "b")
+  if nominated then
+    redis.call("HDEL", nom_key(nominated), podkey)
+    redis.call("HDEL", NOMOF, podkey)
+  end
+  return rv
 end

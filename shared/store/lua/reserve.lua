@@ -5,10 +5,12 @@
 --       12 gang ("ns/group" or ""), 13 minMember, 14 reservation ttl (seconds),
 --       15 stream maxlen, 16 holder (the reserving binder), 17 node checks the pod's profile
 --       runs ("utpf": NodeUnschedulable, TaintToleration, NodePorts, NodeResourcesFit's pod
---       count; the resources to fit are ARGV 10)
+--       count; the resources to fit are ARGV 10), 18 "1": bind at once when nothing else
+--       needs checking (see "Bind at once" below)
 -- Returns one of
 --   {"ok", store rv, gang ("none" | "permit" | "wait"), gang generation}
 --       store rv: the reservation's own change-stream entry (kind "Reservation")
+--   {"bound_at_once", store rv}     bound, no reservation (store rv: the binding's entry)
 --   {"conflict", store rv, usage (msgpack [field, count, ...]), reason...}
 --                                    final for this attempt (recorded)
 --   {"stale", seen attempt, state}   an older attempt: nothing changes
@@ -26,6 +28,7 @@ local tolerations = cmsgpack.unpack(ARGV[11])
 local group, min_member, ttl = ARGV[12], tonumber(ARGV[13]), tonumber(ARGV[14])
 local maxlen, holder = ARGV[15], ARGV[16]
 local checks = ARGV[17] or "utpf"
+local bind_asked = ARGV[18] == "1"
 local function runs(letter) return string.find(checks, letter, 1, true) ~= nil end
 
 local seen, seen_state = split_pair(redis.call("HGET", ATT, uid))
@@ -145,10 +148,21 @@ if #reasons > 0 then return reject(unpack(reasons)) end
 -- Reserve.
 local gen = 0
 if group ~= "" then gen = tonumber(redis.call("HGET", gang_key(group), "gen") or "0") end
-add_usage(node, charge, 1)
-redis.call("HSET", CHARGES, podkey, cmsgpack.pack({
-  s = "r", node = node, uid = uid, att = attempt, g = group, gen = gen, prio = prio,
-  r = charge.r, p = charge.p, h = holder}))
+local record = {s = "r", node = node, uid = uid, att = attempt, g = group, gen = gen, prio = prio,
+                r = charge.r, p = charge.p, x = charge.x, h = holder}
+add_usage(node, record, 1)
+
+-- Bind at once. The binder asks for it only for a pod with no cross-node constraint of its
+-- own (no required pod affinity or anti-affinity, no DoNotSchedule spread) that waits at no
+-- Permit: such a pod fits this node whatever the other nodes hold, unless some reserved or
+-- bound pod has required anti-affinity (its terms may exclude this pod from the node's
+-- domain). With none, the reservation and its cross-node check would change nothing: the
+-- pod is bound here, with one change-stream entry instead of two.
+if bind_asked and group == "" and not charge.x
+    and tonumber(redis.call("GET", ANTI_AFFINITY_PODS) or "0") <= 0 then
+  return {"bound_at_once", commit_binding(maxlen, podkey, uid, attempt, record, node)}
+end
+redis.call("HSET", CHARGES, podkey, cmsgpack.pack(record))
 redis.call("ZADD", RESV, now + ttl, podkey)
 record_attempt(uid, attempt, "r")
 local store_rv = emit(maxlen, "Reservation", podkey, "put", nil, uid, {node = node, h = holder})
