@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +158,9 @@ class ClusterCache:
         self._orphans: dict[str, dict[str, Pod]] = {}
         """node -> uid -> bound pods whose node the view does not have (yet)."""
         self._advanced = asyncio.Event()
+        self.on_wait: Callable[[], None] = lambda: None
+        """Called when `wait_for` has to wait: the follower (CacheSync) reads at once
+        instead of lingering."""
 
     # ---------------------------------------------------------------- loading
     @property
@@ -550,6 +553,8 @@ class ClusterCache:
         """Until the view has applied every change up to `rv` (False after `seconds`)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
+        if self.resource_version < rv:
+            self.on_wait()
         while self.resource_version < rv:
             remaining = deadline - loop.time()
             if remaining <= 0:

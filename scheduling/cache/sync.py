@@ -9,11 +9,19 @@ cache is, or from a new snapshot when the store came back behind the cache (it l
 
 `lock` (optional) is held while a batch is applied, for owners that run cycles in a thread
 while the event loop goes on; `on_advance` is called after every batch and reload.
+
+`linger_seconds`: after a batch smaller than `count`, wait that long (or until someone waits
+for the view: `hurry()`, which the cache's own `wait_for` calls) before reading the stream
+again. A follower that reads as soon as anything is there reads one or two changes per XREAD
+while the cluster changes a thousand times a second: each read costs the follower and Redis
+about as much as the changes it brings, paid again by every follower. Lingering, it reads
+them by the dozen; nobody who needs the view fresher waits longer for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -38,6 +46,7 @@ class CacheSync:
         lock: asyncio.Lock | None = None,
         on_advance: Callable[[], None] | None = None,
         name: str = "cache-sync",
+        linger_seconds: float = 0.0,
     ) -> None:
         self.store = store
         self.cache = cache
@@ -46,6 +55,9 @@ class CacheSync:
         self._lock = lock if lock is not None else asyncio.Lock()
         self._on_advance = on_advance or (lambda: None)
         self._name = name
+        self._linger = linger_seconds
+        self._hurry = asyncio.Event()
+        cache.on_wait = self.hurry
         self._stopping = asyncio.Event()
         self._interrupt = asyncio.Event()
         """Ends the follower's current pass: on stop, and to reload."""
@@ -66,6 +78,10 @@ class CacheSync:
     def task(self) -> asyncio.Task[None] | None:
         return self._task
 
+    def hurry(self) -> None:
+        """Someone waits for the view: read the stream now, not after the linger."""
+        self._hurry.set()
+
     def reload(self, reason: str) -> bool:
         """Ask for a new snapshot (False when one is already asked for)."""
         if self._reload_reason:
@@ -78,6 +94,7 @@ class CacheSync:
         """Stop following (within about one XREAD block)."""
         self._stopping.set()
         self._interrupt.set()
+        self._hurry.set()
         if self._task is not None:
             await finish(self._task, self._block_ms / 1000 + 2.0)
             self._task = None
@@ -113,6 +130,8 @@ class CacheSync:
                         self.cache.apply(changes)
                     self._on_advance()
                     retry.succeeded()
+                    if len(changes) < self._count and self._linger > 0:
+                        await self._linger_a_while()
                 if self._reload_reason and not self._stopping.is_set():
                     reload_reason = self._reload_reason
                 retry.succeeded()
@@ -121,6 +140,14 @@ class CacheSync:
             except Exception as exc:  # noqa: BLE001 (Retry logs it)
                 # Redis went away for a moment: retry from where the cache is.
                 await retry.pause(exc, self._stopping)
+
+    async def _linger_a_while(self) -> None:
+        if self._hurry.is_set() or self._interrupt.is_set():
+            self._hurry.clear()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._hurry.wait(), self._linger)
+        self._hurry.clear()
 
     async def _reload(self) -> None:
         # In place: the frameworks keep their handle, and the pods this scheduler assumed

@@ -45,6 +45,10 @@ from shared.wire import MessageError
 log = logging.getLogger(__name__)
 
 FETCH_RECORDS = 10_000
+VIEW_LINGER_SECONDS = 0.02
+"""How long the view's follower lets changes gather after a short batch. A cross-node check
+waiting for its reservation's version hurries it (scheduling/cache/sync.py); the view's copy
+of a pod just created may be missing meanwhile, and is then read from the store."""
 
 
 @dataclass(slots=True)
@@ -186,7 +190,9 @@ class BinderService:
         self.clock = clock
         self.store = ClusterStore(redis, cluster=self.config.cluster, prefix=self.config.key_prefix)
         self.view = ClusterCache(holder=f"{self.config.service_name}-{uuid.uuid4().hex[:12]}")
-        self.sync = CacheSync(self.store, self.view, name="binder-view-sync")
+        self.sync = CacheSync(
+            self.store, self.view, name="binder-view-sync", linger_seconds=VIEW_LINGER_SECONDS
+        )
         self.tracker = OffsetTracker()
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None

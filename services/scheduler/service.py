@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 
 FOLLOW_BLOCK_MS = 500
 """XREAD block of the stream follower: how long stop() may wait for it."""
+FOLLOW_LINGER_SECONDS = 0.05
+"""How long the follower lets changes gather after a short batch (scheduling/cache/sync.py).
+The view barrier before each batch of pods hurries it, so no pod waits for the linger."""
 YIELD_EVERY = 32
 """Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
 FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
@@ -168,6 +171,7 @@ class SchedulerWorker:
             lock=self._view_lock,
             on_advance=self._signal_advanced,
             name="worker-follow",
+            linger_seconds=FOLLOW_LINGER_SECONDS,
         )
         """Keeps the view fresh from the change stream (and reloads it when a conflict's
         facts show it counting short)."""
@@ -314,6 +318,7 @@ class SchedulerWorker:
         if target is None or self.view.resource_version >= target:
             return
         self.stats.barrier_waits += 1
+        self.sync.hurry()
         deadline = asyncio.get_running_loop().time() + self.config.view_barrier_seconds
         while self.view.resource_version < target:
             remaining = deadline - asyncio.get_running_loop().time()
@@ -393,6 +398,7 @@ class SchedulerWorker:
                 if remaining <= 0:
                     log.warning("victims of %s still in the view", proposal.pod_key)
                     return
+                self.sync.hurry()
                 advanced = asyncio.ensure_future(self._advanced.wait())
                 answered = asyncio.ensure_future(done.wait())
                 _, pending = await asyncio.wait(

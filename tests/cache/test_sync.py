@@ -83,3 +83,43 @@ async def test_a_view_ahead_of_a_store_that_lost_writes_is_reloaded(
     finally:
         await redis.aclose()
         servers.stop()
+
+
+async def test_a_lingering_follower_reads_changes_by_the_dozen_and_hurries_when_waited_for(
+    redis_client, redis_prefix: str
+) -> None:
+    """Forty changes a few ms apart reach a follower that lingers in a few reads, not forty;
+    one waited for (the worker's barrier, the binder's cross-node check) comes at once."""
+    store = ClusterStore(redis_client, cluster="c", prefix=redis_prefix)
+    view = ClusterCache(holder="test")
+    batches: list[int] = []
+    sync = CacheSync(
+        store,
+        view,
+        block_ms=50,
+        linger_seconds=0.2,
+        on_advance=lambda: batches.append(view.resource_version),
+    )
+    await sync.start()
+    try:
+        for i in range(40):
+            await store.apply([make_node(f"n{i}").obj()])
+            await asyncio.sleep(0.005)
+        await _until(lambda: len(view.nodes) == 40, 10, "every node in the view")
+        assert len(batches) - 1 <= 10  # the snapshot, then a few reads
+
+        slow = CacheSync(store, view, block_ms=50, linger_seconds=30.0)
+        await sync.stop()
+        await slow.start()
+        try:
+            await store.apply([make_node("first").obj()])
+            await _until(lambda: "first" in view.nodes.index, 10, "the first change")
+            # The follower now lingers for 30 s; a wait for the next change hurries it.
+            applied = await store.apply([make_node("second").obj()])
+            started = time.monotonic()
+            assert await view.wait_for(applied[0].resource_version, 5.0)
+            assert time.monotonic() - started < 2.0
+        finally:
+            await slow.stop()
+    finally:
+        await sync.stop()
