@@ -227,63 +227,6 @@ _SCHEDULE_HEAD = b"\x83" + b"".join(
 
 
 @dataclass(frozen=True, slots=True)
-class NodeFacts:
-    """A node's usage as the store counted it when a proposal conflicted: what the worker's
-    view disagreed with (reserved and bound pods; nominations are not included)."""
-
-    node: str
-    resource_version: int
-    """The store's resourceVersion when the usage was read."""
-    pods: int
-    requested: Mapping[str, int]
-    host_ports: tuple[tuple[str, int, str, int], ...]
-    """(protocol, port, host IP, pods using it)."""
-
-    def wire(self) -> dict[str, Any]:
-        return {
-            "node": self.node,
-            "rv": self.resource_version,
-            "pods": self.pods,
-            "r": dict(self.requested),
-            "hp": [list(port) for port in self.host_ports],
-        }
-
-    @classmethod
-    def from_wire(cls, body: Mapping[str, Any]) -> NodeFacts:
-        requested = opt_field(body, "r", dict, {})
-        if not all(isinstance(k, str) and _is_int(v) for k, v in requested.items()):
-            raise MessageError("field 'facts.r': expected a map of integers")
-        ports = []
-        for item in opt_field(body, "hp", list, []):
-            if not (
-                isinstance(item, list)
-                and len(item) == 4
-                and isinstance(item[0], str)
-                and _is_int(item[1])
-                and isinstance(item[2], str)
-                and _is_int(item[3])
-            ):
-                raise MessageError("field 'facts.hp': expected [protocol, port, ip, count] items")
-            ports.append((item[0], item[1], item[2], item[3]))
-        return cls(
-            node=need_field(body, "node", str),
-            resource_version=need_field(body, "rv", int),
-            pods=need_field(body, "pods", int),
-            requested=requested,
-            host_ports=tuple(ports),
-        )
-
-
-def _facts(body: Mapping[str, Any]) -> NodeFacts | None:
-    raw = opt_field(body, "facts", dict, None)
-    return None if raw is None else NodeFacts.from_wire(raw)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-@dataclass(frozen=True, slots=True)
 class Outcome:
     """The end (or a heartbeat) of one scheduling attempt of one pod."""
 
@@ -306,9 +249,6 @@ class Outcome:
     """Pod keys of the same tenant to Activate (the PodsToActivate cycle-state entry)."""
     lease_seconds: float | None = None
     """For extend: the new lease duration (None: the queue's default)."""
-    facts: NodeFacts | None = None
-    """For a conflict found by check-and-reserve: the node's usage in the store then (every
-    worker corrects its view from it)."""
 
     TYPE = "outcome"
 
@@ -336,8 +276,6 @@ class Outcome:
             body["activate"] = list(self.pods_to_activate)
         if self.lease_seconds is not None:
             body["lease_s"] = self.lease_seconds
-        if self.facts is not None:
-            body["facts"] = self.facts.wire()
         return pack_message(body)
 
     @classmethod
@@ -356,7 +294,6 @@ class Outcome:
             nominated_node_name=opt_field(body, "nnn", str, None),
             pods_to_activate=strings_field(body, "activate"),
             lease_seconds=None if lease is None else number_field(body, "lease_s"),
-            facts=_facts(body),
         )
 
     @classmethod

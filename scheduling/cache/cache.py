@@ -90,6 +90,9 @@ class ViewClusterObjects:
         return ss.spec.selector if isinstance(ss, StatefulSet) else None
 
 
+ENDED_ATTEMPTS_KEPT = 10_000
+"""Attempts ended without a binding the cache remembers (oldest forgotten first)."""
+
 WORKER_HOLDER = ""
 """The holder of a scheduler worker's cache: no binder's id, so every reservation counts."""
 
@@ -145,12 +148,6 @@ class ClusterCache:
         self._reserved: dict[str, int] = {}
         """uid -> resourceVersion of the reservation entry, for pods counted because another
         binder reserved them (0: held at the snapshot)."""
-        self.touched_at: dict[str, int] = {}
-        """node -> resourceVersion at which what the view counts there last changed."""
-        self._applying = 0
-        """The resourceVersion of the change `apply` is applying."""
-        self._loaded_at = 0
-        """The snapshot's resourceVersion: the view cannot tell what changed before it."""
         self._live: dict[str, tuple[str, str, int]] = {}
         """uid -> (pod key, node, resourceVersion) of every reservation of another holder the
         stream reported and did not end yet, counted or not: a pod counted as an assumption
@@ -158,6 +155,13 @@ class ClusterCache:
         self._orphans: dict[str, dict[str, Pod]] = {}
         """node -> uid -> bound pods whose node the view does not have (yet)."""
         self._advanced = asyncio.Event()
+        self.ended_attempts: dict[str, int] = {}
+        """uid -> the latest attempt the store streamed as ended without a binding (the
+        ENDED_ATTEMPTS_KEPT latest pods): a worker waiting on its preemption proposal."""
+        self.on_undercount: Callable[[str], None] = lambda reason: None
+        """Called with the reason when a conflict's usage shows this view counting short of
+        the store: a view that counts wrong (a bug, an object it could not apply) must not
+        keep offering room that is not there (the worker reloads its snapshot)."""
         self.on_wait: Callable[[], None] = lambda: None
         """Called when `wait_for` has to wait: the follower (CacheSync) reads at once
         instead of lingering."""
@@ -248,8 +252,6 @@ class ClusterCache:
         self.columns = NodeColumns(nodes, [*placed, *keep])
         self._reserved = {}
         self._live = {}
-        self.touched_at = {}
-        self._loaded_at = snapshot.resource_version
         for held in snapshot.reservations:
             self._reserve(held.pod_key, held.uid, held.node, held.holder, 0)
         self._set_version(snapshot.resource_version)
@@ -270,7 +272,6 @@ class ClusterCache:
             if new_nodes:
                 self._add_nodes(new_nodes)
                 new_nodes = []
-            self._applying = change.resource_version
             self._apply_one(change)
         if new_nodes:
             self._add_nodes(new_nodes)
@@ -286,6 +287,8 @@ class ClusterCache:
                 self._live.pop(change.uid, None)
                 if change.uid in self._reserved:
                     self._uncount(change.uid)
+                if change.attempt:
+                    self._attempt_ended(change)
             else:
                 node, holder = change.node_name, change.holder
                 self._reserve(change.key, change.uid, node, holder, change.resource_version)
@@ -317,6 +320,26 @@ class ClusterCache:
                 table[change.key] = obj
             # Namespaces, services and workload selectors reach every node's results.
             self.columns.touch_all()
+
+    def _attempt_ended(self, change: Change) -> None:
+        """An attempt ended without a binding (the store streamed it): an assumption of it,
+        or of an older attempt, is dropped; a node usage that came with it (a conflict found
+        by check-and-reserve) is compared with what this view counts there now, at the very
+        version the store read it."""
+        uid, attempt = change.uid, change.attempt
+        held = self.assumed.get(uid)
+        if held is not None and held.attempt <= attempt:
+            self.forget(uid)
+        if self.ended_attempts.get(uid, 0) < attempt:
+            self.ended_attempts[uid] = attempt
+            while len(self.ended_attempts) > ENDED_ATTEMPTS_KEPT:
+                del self.ended_attempts[next(iter(self.ended_attempts))]
+        if change.usage is not None:
+            row = self.columns.index.get(change.node_name)
+            short = "" if row is None else self._shortfall(row, change.usage)
+            if short:
+                where = f"node {change.node_name} at resourceVersion {change.resource_version}"
+                self.on_undercount(f"{where}: {short}")
 
     def _pod_put(self, pod: Pod, same_body: bool = False) -> None:
         uid = pod.metadata.uid
@@ -358,7 +381,6 @@ class ClusterCache:
             return
         self.columns.add_pod(pod)
         self._counted[pod.metadata.uid] = pod
-        self._touch(node)
 
     def _reserve(self, key: str, uid: str, node: str, holder: str, rv: int) -> None:
         """Count a pod another binder reserved on `node` (nothing for this binder's own
@@ -379,7 +401,6 @@ class ClusterCache:
         self.columns.add_pod(reserved)
         self._counted[pod.metadata.uid] = reserved
         self._reserved[pod.metadata.uid] = rv
-        self._touch(node)
 
     def _uncount(self, uid: str) -> None:
         pod = self._counted.pop(uid, None)
@@ -387,25 +408,9 @@ class ClusterCache:
         self._reserved.pop(uid, None)
         if pod is not None:
             self.columns.remove_pod(pod)
-            self._touch(pod.spec.node_name)
 
-    def _touch(self, node: str) -> None:
-        """Note that what the view counts on `node` changed at the change being applied (or,
-        outside `apply`, after everything applied so far)."""
-        self.touched_at[node] = max(self._applying, self.resource_version + 1)
-
-    def undercounts(self, node: str, resource_version: int, usage: NodeUsage) -> str:
-        """What the view counts short on `node` against the store's `usage` read at
-        `resource_version` ("" when nothing, or when the two cannot be compared: the view
-        has not applied that version yet, or its count on the node changed since). Own
-        assumptions only add to the view, so any shortfall is a view that counts wrong."""
-        row = self.columns.index.get(node)
-        if (
-            row is None
-            or self.resource_version < resource_version
-            or max(self.touched_at.get(node, 0), self._loaded_at) > resource_version
-        ):
-            return ""
+    def _shortfall(self, row: int, usage: NodeUsage) -> str:
+        """What the view counts short of `usage` on the node of `row` ("" when nothing)."""
         columns = self.columns
         short = []
         have_pods = int(columns.requested[row, columns.resource_index["pods"]])
@@ -457,7 +462,6 @@ class ClusterCache:
         if node not in self.columns.index or uid in self._counted:
             return assumed
         self.columns.add_pod(assumed)
-        self._touch(node)
         self._counted[uid] = assumed
         self.assumed[uid] = Assumption(attempt, node, now)
         self._by_node = None

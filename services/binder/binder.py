@@ -21,6 +21,10 @@ preempt proposal: claim the attempt, evict the victims through `shared.eviction.
   (PodDisruptionBudget bookkeeping), delete them, nominate the pod, report it unschedulable
   with the nomination.
 
+An attempt that ends without a binding is streamed by the store (scripts unreserve, claim,
+ended; reserve's conflicts with the node's usage): workers forget their assumptions and stop
+waiting on a preemption from their views, not from outcomes.
+
 Every outcome carries the pod uid and attempt. A duplicate or stale proposal (same pod and
 attempt, or an older attempt) changes nothing; a pod is bound at most once.
 """
@@ -54,7 +58,6 @@ from services.binder.refusals import LeaseReader, victims_refusal
 from shared.eviction import evict
 from shared.kafka import Headers
 from shared.messages import (
-    NodeFacts,
     Outcome,
     OutcomeResult,
     pod_fingerprint,
@@ -426,21 +429,10 @@ class Binder:
             self.stats["bound_at_once"] += 1
             await self._outcome(p, "scheduled", node=p.node_name)
         elif status is ReserveStatus.CONFLICT:
+            # The store streamed the refusal with the node's usage: the worker's view checks
+            # itself against it there (scheduling/cache).
             self.stats["conflict"] += 1
-            facts = None
-            if result.usage is not None:
-                usage = result.usage
-                facts = NodeFacts(
-                    node=p.node_name,
-                    resource_version=result.store_resource_version,
-                    pods=usage.pods,
-                    requested=dict(usage.requested),
-                    host_ports=tuple(
-                        (port.protocol, port.port, port.host_ip, count)
-                        for port, count in sorted(usage.host_ports.items())
-                    ),
-                )
-            await self._outcome(p, "conflict", message=", ".join(result.reasons), facts=facts)
+            await self._outcome(p, "conflict", message=", ".join(result.reasons))
         elif status is ReserveStatus.STALE:
             self.stats["stale"] += 1
         elif status is ReserveStatus.DUPLICATE:
@@ -603,7 +595,10 @@ class Binder:
             self.stats["refused"] += 1
             log.warning("refused preemption for %s: %s", p.pod_key, refusal)
             await self.emitter.refused(p, refusal)
-            await self._outcome(p, "error", message=f"preemption refused: {refusal}")
+            # Forged or a duplicate of one that ended: no worker waits on it, nothing is
+            # written.
+            message = f"preemption refused: {refusal}"
+            await self._outcome(p, "error", message=message, stream_end=False)
             return
         status, _, seen = await self.bindings.claim(p.uid, p.attempt, "p")
         if status == "stale":
@@ -722,7 +717,7 @@ class Binder:
         self, p: Proposal, state: AttemptState, result: OutcomeResult, message: str, plugin: str
     ) -> None:
         """Record the attempt's end (so duplicates are dropped) and report it."""
-        claimed, _, seen = await self.bindings.claim(p.uid, p.attempt, state)
+        claimed, _, seen = await self.bindings.claim(p.uid, p.attempt, state, p.pod_key)
         if claimed == "stale":
             return
         if claimed == "dup" and seen == "r":
@@ -795,8 +790,12 @@ class Binder:
         plugins: Sequence[str] = (),
         nominated: str | None = None,
         lease: float | None = None,
-        facts: NodeFacts | None = None,
+        stream_end: bool = True,
     ) -> None:
+        if p.kind == "preempt" and result != "extend" and stream_end:
+            # Streamed first: the worker that proposed it waits for its victims' deletion
+            # or for this (refused, stopped, or done with victims the API server deletes).
+            await self.bindings.ended(p.pod_key, p.uid, p.attempt)
         cycle = _CYCLE.get()
         if cycle is not None and result != "extend":
             cycle.result = result
@@ -816,7 +815,6 @@ class Binder:
                 nominated_node_name=nominated,
                 pods_to_activate=p.pods_to_activate if result != "extend" else (),
                 lease_seconds=lease,
-                facts=facts,
             ),
             inject_headers(),
         )

@@ -14,9 +14,12 @@
   were committed but whose proposals never landed come back when the queue's lease expires.
 - Before each batch the view catches up with the store's current resourceVersion (bounded
   wait), so a pod never meets a cluster older than the one it was queued in.
-- Assumptions end when the binding arrives on the stream, or when an outcome of the same
-  attempt (conflict, unschedulable, error) arrives on `berth.outcomes`, which every worker
-  reads from its end without a group, or after `assume_ttl_seconds`.
+- Assumptions end when the binding arrives on the stream, or when the store streams that the
+  attempt ended without one (a conflict, a Permit rejection, an error: scheduling/cache), or
+  after `assume_ttl_seconds`. Workers read no outcomes: `berth.outcomes` is the queue's (and
+  the adapter's), and every fact a worker needs reaches it once, on the change stream.
+- A conflict found by check-and-reserve is streamed with the node's usage then; a view that
+  counts less there, at that very version, counts wrong and reloads its snapshot.
 - A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...},
   read by shared.objects.read_heartbeats) tells `berth run` and `berth get` how far each
   worker's view is.
@@ -53,17 +56,15 @@ from shared.health import HealthServer
 from shared.kafka import (
     FETCH_MAX_WAIT_MS,
     Headers,
-    assign_all,
     ensure_topics,
     make_consumer,
     make_producer,
-    make_reader,
 )
-from shared.messages import DeadLetter, NodeFacts, Outcome, ScheduleBatch, ScheduleRequest
+from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
 from shared.retry import OUTAGE_ERRORS, Retry, until_answered
-from shared.store import ClusterStore, HostPort, NodeUsage, StoreKeys
+from shared.store import ClusterStore, StoreKeys
 from shared.tasks import finish
 from shared.tracing import inject_headers, scheduling_cycle_span, set_result
 from shared.wire import MessageError
@@ -77,12 +78,6 @@ FOLLOW_LINGER_SECONDS = 0.05
 The view barrier before each batch of pods hurries it, so no pod waits for the linger."""
 YIELD_EVERY = 32
 """Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
-FORGET_RESULTS = frozenset({"conflict", "unschedulable", "error"})
-OUTCOMES_FETCH_MAX_WAIT_MS = 200
-"""The outcome listener's fetch wait. It forgets failed assumptions (which meanwhile only
-make the view count a pod too many) and hears refused preemptors (the view's own advance
-answers the others), so it polls the broker 10x less often than the work consumer: every
-idle fetch costs the broker CPU, per worker."""
 
 
 class WorkerFailedError(RuntimeError):
@@ -158,7 +153,6 @@ class SchedulerWorker:
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
-        self._outcomes: AIOKafkaConsumer | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
@@ -175,8 +169,7 @@ class SchedulerWorker:
         )
         """Keeps the view fresh from the change stream (and reloads it when a conflict's
         facts show it counting short)."""
-        self._preempting: dict[str, tuple[int, asyncio.Event]] = {}
-        """Preemptor uid -> (attempt, set when the binder's outcome for it arrives)."""
+        self.view.on_undercount = self._undercounts
         self.failed = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
@@ -189,7 +182,6 @@ class SchedulerWorker:
             self.bootstrap, security=security, **dict(self.config.producer_options)
         )
         await self._producer.start()
-        await self._start_outcome_listener()
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
         self._consumer = make_consumer(
             self.bootstrap, [topics.schedule], self.config.group_id, security=security, **options
@@ -197,7 +189,6 @@ class SchedulerWorker:
         await self._consumer.start()
         self._tasks = [
             asyncio.create_task(self._consume(), name="worker-consume"),
-            asyncio.create_task(self._listen_outcomes(), name="worker-outcomes"),
             asyncio.create_task(self._housekeeping(), name="worker-housekeeping"),
             asyncio.create_task(
                 report_consumer_lag(self._consumer, self.metrics), name="worker-lag"
@@ -214,19 +205,6 @@ class SchedulerWorker:
             return
         log.error("%s ended: %r", task.get_name(), task.exception())
         self.failed.set()
-
-    async def _start_outcome_listener(self) -> None:
-        topic = self.config.topics.outcomes
-        consumer = make_reader(
-            self.bootstrap,
-            security=self.config.kafka_security,
-            auto_offset_reset="latest",
-            fetch_max_wait_ms=OUTCOMES_FETCH_MAX_WAIT_MS,
-        )
-        await consumer.start()
-        assigned = await assign_all(consumer, [topic])
-        await consumer.seek_to_end(*assigned)
-        self._outcomes = consumer
 
     async def stop(self) -> None:
         """Stop taking work; the batch in progress finishes and is committed. Loops that
@@ -252,10 +230,9 @@ class SchedulerWorker:
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
             self._tasks = []
-        for consumer in (self._consumer, self._outcomes):
-            if consumer is not None:
-                await consumer.stop()
-        self._consumer = self._outcomes = None
+        if self._consumer is not None:
+            await self._consumer.stop()
+        self._consumer = None
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
@@ -384,32 +361,23 @@ class SchedulerWorker:
     async def _await_victims(self, proposal: Proposal) -> None:
         """After proposing a preemption, the next cycles see its victims gone (as the dry run
         and upstream's synchronous preemption do): wait until the view has applied their
-        deletion, or the binder answered the preemptor (it refused, or the victims went away
-        some other way), for `view_barrier_seconds` at most. Without this, the pods right
-        after a preemptor would be scored against nodes still holding the victims, and the
-        placements would depend on how fast the binder evicts."""
-        done = asyncio.Event()
-        self._preempting[proposal.uid] = (proposal.attempt, done)
+        deletion, or the store streamed that the preemptor's attempt ended without it (the
+        binder refused, or a budget stopped it), for `view_barrier_seconds` at most. Without
+        this, the pods right after a preemptor would be scored against nodes still holding
+        the victims, and the placements would depend on how fast the binder evicts."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.view_barrier_seconds
-        try:
-            while not self._victims_gone(proposal) and not done.is_set():
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    log.warning("victims of %s still in the view", proposal.pod_key)
-                    return
-                self.sync.hurry()
-                advanced = asyncio.ensure_future(self._advanced.wait())
-                answered = asyncio.ensure_future(done.wait())
-                _, pending = await asyncio.wait(
-                    [advanced, answered], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-                )
-                for waiting in pending:
-                    waiting.cancel()
-            if done.is_set():
-                await self._catch_up()
-        finally:
-            self._preempting.pop(proposal.uid, None)
+        while not self._victims_gone(proposal) and not self._attempt_ended(proposal):
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                log.warning("victims of %s still in the view", proposal.pod_key)
+                return
+            self.sync.hurry()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._advanced.wait(), remaining)
+
+    def _attempt_ended(self, proposal: Proposal) -> bool:
+        return self.view.ended_attempts.get(proposal.uid, 0) >= proposal.attempt
 
     def _victims_gone(self, proposal: Proposal) -> bool:
         pods = self.view.pods
@@ -466,61 +434,10 @@ class SchedulerWorker:
         self._advanced.set()
         self._advanced = asyncio.Event()
 
-    async def _listen_outcomes(self) -> None:
-        assert self._outcomes is not None
-        consumer = self._outcomes
-        retry = Retry(f"worker {self.config.worker_id}: reading outcomes", log)
-        while True:
-            try:
-                batches = await consumer.getmany(timeout_ms=500, max_records=5000)
-                retry.succeeded()
-            except KafkaError as exc:
-                await retry.pause(exc)
-                continue
-            async with self._view_lock:
-                for records in batches.values():
-                    for record in records:
-                        self._outcome_seen(record.value)
-
-    def _outcome_seen(self, value: bytes | None) -> None:
-        if not value:
-            return
-        try:
-            body = Outcome.body_of(value)
-            result, uid = body.get("result"), body.get("uid")
-            if (
-                isinstance(result, str)
-                and isinstance(uid, str)
-                and result not in FORGET_RESULTS
-                and uid not in self._preempting
-            ):
-                return  # a pod bound (the view learns it from the stream): nothing to do here
-            outcome = Outcome.from_body(body)  # checks every field (MessageError)
-        except MessageError:
-            return
-        if outcome.result == "conflict" and outcome.facts is not None:
-            self._check_facts(outcome.facts)
-        preempting = self._preempting.get(outcome.uid)
-        if preempting is not None and preempting[0] == outcome.attempt:
-            preempting[1].set()
-        if outcome.result in FORGET_RESULTS:
-            self.view.forget(outcome.uid, outcome.attempt)
-
-    def _check_facts(self, facts: NodeFacts) -> None:
-        """A conflict's facts against the view: a view that has applied the store's version
-        of then and still counts less on the node than the store did counts wrong (a bug,
-        or an object it could not apply). It must not keep proposing room that is not
-        there, so it is corrected from the truth: the follower reloads the snapshot."""
-        usage = NodeUsage(
-            pods=facts.pods,
-            requested=dict(facts.requested),
-            host_ports={HostPort(p, port, ip): count for p, port, ip, count in facts.host_ports},
-        )
-        short = self.view.undercounts(facts.node, facts.resource_version, usage)
-        if short:
-            reason = f"node {facts.node} at resourceVersion {facts.resource_version}: {short}"
-            if self.sync.reload(f"the view counts short of the store: {reason}"):
-                self.stats.corrections += 1
+    def _undercounts(self, reason: str) -> None:
+        """The view counts short of the store (a conflict's usage showed it): reload."""
+        if self.sync.reload(f"the view counts short of the store: {reason}"):
+            self.stats.corrections += 1
 
     async def _housekeeping(self) -> None:
         while not self._stopping.is_set():

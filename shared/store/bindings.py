@@ -129,8 +129,7 @@ class ReserveResult:
                 gang_generation=int(reply[3]),
             )
         if status is ReserveStatus.CONFLICT:
-            flat = unpack(reply[2])
-            usage = NodeUsage.from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
+            usage = NodeUsage.from_packed(reply[2])
             return cls(
                 status,
                 reasons=tuple(_text(r) for r in reply[3:]),
@@ -268,6 +267,15 @@ class Bindings:
         )
         return bool(int(reply))
 
+    async def ended(self, pod_key: str, uid: str, attempt: int) -> int:
+        """Stream that this attempt of the pod ended without a binding (a Reservation "del"
+        entry with its attempt: views forget their assumption of it, and a scheduler waiting
+        on a preemption stops waiting). Returns the entry's resourceVersion."""
+        reply = await self.batcher.call(
+            self.scripts.ended, [self.keys.rv], [self.stream_maxlen, pod_key, uid, attempt]
+        )
+        return int(reply)
+
     async def gang_reject(self, gang: str, generation: int) -> GangRejectResult:
         """Unreserve every reserved member of `gang` in `generation` unless it was permitted."""
         reply = await self.scripts.gang_reject(
@@ -296,10 +304,15 @@ class Bindings:
         return [(int(gen or 0), _text(state) if state else "") for gen, state in replies]
 
     async def claim(
-        self, uid: str, attempt: int, state: AttemptState = "p"
+        self, uid: str, attempt: int, state: AttemptState = "p", pod_key: str = ""
     ) -> tuple[str, int, str]:
-        """Record an attempt that reserves nothing. ("ok" | "stale" | "dup", seen, state)."""
-        reply = await self.batcher.call(self.scripts.claim, [self.keys.rv], [uid, attempt, state])
+        """Record an attempt that reserves nothing. ("ok" | "stale" | "dup", seen, state).
+        With `pod_key`, an attempt ended (any state but "p") is also streamed: the scheduler
+        that assumed the pod forgets it (see `ended`)."""
+        args: list[Any] = [uid, attempt, state]
+        if pod_key:
+            args += [pod_key, self.stream_maxlen]
+        reply = await self.batcher.call(self.scripts.claim, [self.keys.rv], args)
         status = _text(reply[0])
         if status == "stale":
             return status, int(reply[1]), _text(reply[2])

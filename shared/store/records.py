@@ -106,6 +106,12 @@ class NodeUsage:
     host_ports: Mapping[HostPort, int] = field(default_factory=dict)
 
     @classmethod
+    def from_packed(cls, data: bytes) -> NodeUsage:
+        """From the usage hash as check-and-reserve packs it (flat [field, count, ...])."""
+        flat = unpack(data)
+        return cls.from_hash(dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    @classmethod
     def from_hash(cls, raw: Mapping[Any, Any]) -> NodeUsage:
         pods = 0
         requested: dict[str, int] = {}

@@ -16,6 +16,7 @@ SCRIPT_NAMES = (
     "reserve",
     "bind",
     "unreserve",
+    "ended",
     "gang_reject",
     "claim",
     "nominate",
@@ -37,6 +38,7 @@ class StoreScripts:
     reserve: AsyncScript
     bind: AsyncScript
     unreserve: AsyncScript
+    ended: AsyncScript
     gang_reject: AsyncScript
     claim: AsyncScript
     nominate: AsyncScript

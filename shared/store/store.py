@@ -85,6 +85,12 @@ class Change:
     """The stored bytes, undecoded (`object` None), for kinds the follower asked to read
     raw (`follow_batches(raw_kinds=...)`): resourceVersion, uid, binding and nomination
     are the fields above, not in the bytes."""
+    attempt: int = 0
+    """Reservations ending ("delete"): the attempt that ended without a binding (0: not
+    told). Schedulers forget their assumption of that attempt."""
+    usage: NodeUsage | None = None
+    """An attempt refused by check-and-reserve: the node's usage in the store at this very
+    change (views check what they count there against it)."""
 
 
 @dataclass(slots=True)
@@ -435,6 +441,13 @@ class ClusterStore:
                 else:
                     decorate(obj, rv, uid)
         holder = _text(fields.get(b"h"))
+        if kind == RESERVATION and op == "delete":
+            attempt = int(fields.get(b"att") or 0)
+            packed = fields.get(b"usage")
+            usage = NodeUsage.from_packed(packed) if packed else None
+            return Change(
+                rv, op, kind, key, uid, None, node, nominated, same, holder, b"", attempt, usage
+            )
         return Change(rv, op, kind, key, uid, obj, node, nominated, same, holder)
 
 

@@ -224,22 +224,55 @@ def _usage(pods: int, cpu: int, ports: int = 0) -> NodeUsage:
     return NodeUsage(pods, {"cpu": cpu} if cpu else {}, port)
 
 
-def test_undercounts_compares_only_what_the_view_can_compare():
+def ended(rv: int, pod: Pod, attempt: int, node: str = "", usage: NodeUsage | None = None):
+    """The store's entry for an attempt that ended without a binding."""
+    return Change(
+        rv,
+        "delete",
+        RESERVATION,
+        pod.key,
+        pod.metadata.uid,
+        None,
+        node,
+        attempt=attempt,
+        usage=usage,
+    )
+
+
+def test_a_conflicts_usage_is_checked_at_its_version():
+    """The usage check-and-reserve streamed with a conflict, against what the view counts
+    there at that very change: agreeing says nothing, counting short is reported."""
     view = ClusterCache(WORKER_HOLDER)
+    reports: list[str] = []
+    view.on_undercount = reports.append
     n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
     a = make_pod("a").req(cpu="1").host_port(9100).node("n1").obj()
-    view.load(snapshot(5, n1, a))
-    assert view.undercounts("n1", 5, _usage(1, 1000, 1)) == ""  # agrees
-    assert view.undercounts("n1", 5, _usage(2, 1500, 2)) == (
-        "pods 2 > 1, cpu 1500 > 1000, host port hp:TCP:9100:0.0.0.0 2 > 1"
-    )
-    assert view.undercounts("n1", 7, _usage(2, 1500, 2)) == ""  # the view is behind: wait
-    assert view.undercounts("n1", 4, _usage(2, 1500, 2)) == ""  # before the snapshot
-    assert view.undercounts("nx", 5, _usage(2, 1500, 2)) == ""  # a node it does not have
-    b = make_pod("b").req(cpu="1").node("n1").obj()
-    view.apply([put(8, b)])
-    assert view.undercounts("n1", 7, _usage(3, 3000)) == ""  # the node changed since 7
-    assert view.undercounts("n1", 8, _usage(3, 3000)) == "pods 3 > 2, cpu 3000 > 2000"
+    p = make_pod("p").req(cpu="1").obj()
+    view.load(snapshot(5, n1, a, p))
+    view.apply([ended(6, p, 1, "n1", _usage(1, 1000, 1))])
+    assert reports == []
+    view.apply([ended(7, p, 2, "n1", _usage(2, 1500, 2))])
+    assert reports == [
+        "node n1 at resourceVersion 7: pods 2 > 1, cpu 1500 > 1000, "
+        "host port hp:TCP:9100:0.0.0.0 2 > 1"
+    ]
+    view.apply([ended(8, p, 3, "nx", _usage(2, 1500, 2))])  # a node it does not have
+    assert len(reports) == 1
+
+
+def test_an_ended_attempt_drops_its_assumption_not_a_newer_one():
+    view = ClusterCache(WORKER_HOLDER)
+    n1 = make_node("n1").capacity(cpu="4", pods=10).obj()
+    p = make_pod("p").req(cpu="1").obj()
+    view.load(snapshot(5, n1, p))
+    view.assume(p, "n1", attempt=3)
+    view.apply([ended(6, p, 2)])  # an older attempt's end, read late
+    assert counted(view) == {"n1": ["p"]}
+    assert view.ended_attempts == {p.metadata.uid: 2}
+    view.apply([ended(7, p, 3)])
+    assert counted(view) == {"n1": []}
+    assert p.metadata.uid not in view.assumed
+    assert view.ended_attempts == {p.metadata.uid: 3}
 
 
 # ------------------------------------------------------------------ nominations (PodNominator)

@@ -115,13 +115,21 @@ async def test_the_worker_never_conflicts_with_itself(rig: Rig) -> None:
     assert [p.pod_key for p in rig.proposals.items] == ["default/a"]
 
 
-async def test_a_conflict_outcome_drops_the_assumption(rig: Rig) -> None:
+async def test_an_attempt_the_store_streams_as_ended_drops_the_assumption(rig: Rig) -> None:
+    """The binder refused the proposal (the store recorded and streamed the attempt's end):
+    the worker forgets its assumption from its view of the stream; an outcome message alone
+    (the queue's, which workers do not read) changes nothing."""
     first, second = make_pod("a").req(cpu="3").obj(), make_pod("b").req(cpu="3").obj()
+    await rig.store.apply([first, second])
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(first))
     await rig.proposals.until(lambda items: len(items) >= 1)
     conflict = Outcome("default", first.key, first.metadata.uid, 1, "conflict", message="x")
     await publish(rig.bootstrap, rig.topics.outcomes, [(b"k", conflict.encode())])
     await rig.outcomes.until(lambda items: len(items) >= 1)
+    await asyncio.sleep(0.5)
+    assert list(rig.worker.view.assumed) == [first.metadata.uid]
+    claimed = await rig.store.bindings.claim(first.metadata.uid, 1, "c", first.key)
+    assert claimed[0] == "ok"
     for _ in range(100):
         if not rig.worker.view.assumed:
             break

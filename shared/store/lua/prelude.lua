@@ -120,9 +120,21 @@ end
 -- Reservations are streamed too (kind "Reservation", no body; fields node and h = the
 -- binder holding it), so that a binder's cross-node checks count the reservations other
 -- binders took before its own. A reservation ends in a binding (the pod's own entry), with
--- the pod's deletion, or with this entry.
+-- the pod's deletion, or with a "del" entry, which carries the attempt (att) that held it.
+--
+-- An attempt that ends without a binding is streamed the same way, reservation or not
+-- (`emit_ended`): the scheduler that assumed the pod forgets its assumption when its view
+-- reaches the entry, as it reaches every other fact; no outcome message is needed for it.
+-- `usage` (a conflict found by check-and-reserve): the node's usage hash then, flat, packed;
+-- every view compares what it counts there at that very version.
+local function emit_ended(maxlen, podkey, uid, attempt, node, holder, usage)
+  local extra = {node = node or "", h = holder or "", att = int(attempt)}
+  if usage then extra.usage = usage end
+  return emit(maxlen, "Reservation", podkey, "del", nil, uid, extra)
+end
+
 local function emit_unreserved(maxlen, podkey, charge)
-  emit(maxlen, "Reservation", podkey, "del", nil, charge.uid, {node = charge.node, h = charge.h or ""})
+  emit_ended(maxlen, podkey, charge.uid, charge.att, charge.node, charge.h)
 end
 
 local function record_attempt(uid, attempt, state)

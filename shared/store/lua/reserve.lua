@@ -12,7 +12,8 @@
 --       store rv: the reservation's own change-stream entry (kind "Reservation")
 --   {"bound_at_once", store rv}     bound, no reservation (store rv: the binding's entry)
 --   {"conflict", store rv, usage (msgpack [field, count, ...]), reason...}
---                                    final for this attempt (recorded)
+--                                    final for this attempt (recorded, and streamed with the
+--                                    usage: store rv is that entry's)
 --   {"stale", seen attempt, state}   an older attempt: nothing changes
 --   {"dup", state, node held, gen}   this attempt was seen already: nothing changes
 --   {"gone"}                         no pod with this uid
@@ -56,9 +57,10 @@ end
 -- resourceVersion and the node's usage (reserved and bound pods), so the worker can tell a
 -- view that is merely behind from one that counts wrong (see worker ConflictFacts).
 local function reject(...)
+  local usage = cmsgpack.pack(redis.call("HGETALL", usage_key(node)))
+  local rv = emit_ended(maxlen, podkey, uid, attempt, node, holder, usage)
   record_attempt(uid, attempt, "c")
-  local usage = redis.call("HGETALL", usage_key(node))
-  return {"conflict", tonumber(redis.call("GET", RV_KEY) or "0"), cmsgpack.pack(usage), ...}
+  return {"conflict", rv, usage, ...}
 end
 
 -- upstream v1 Toleration.ToleratesTaint
