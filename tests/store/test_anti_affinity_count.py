@@ -35,7 +35,8 @@ async def _count(store: ClusterStore) -> int:
 
 async def _truth(store: ClusterStore) -> int:
     """Reserved or bound pods (those with a charge) whose stored spec has anti-affinity."""
-    charged = {k.decode() for k in await store.redis.hkeys(store.keys.charges)}
+    keys = await store.redis.hkeys(store.keys.charges)
+    charged = {k.decode() if isinstance(k, bytes) else k for k in keys}
     pods = [p for p in await store.list("Pod") if isinstance(p, Pod)]
     return sum(1 for p in pods if p.key in charged and has_required_anti_affinity(p))
 
