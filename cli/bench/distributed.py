@@ -65,6 +65,11 @@ def _process_cpu(run: Pipeline) -> dict[str, float]:
     return out
 
 
+IDLE_SECONDS = 2.0
+"""How long the loaded-but-idle stack is watched before the pods arrive: what each process
+spends per second doing nothing (consumers polling, heartbeats, followers waiting), a cost per
+second that the capacity model keeps apart from the cost per pod."""
+
 OFFER_TICK_S = 0.01
 """How often the open-loop offer (--rate) applies the pods that are due."""
 
@@ -96,14 +101,23 @@ async def _run(
         if beats and all(int(b.get("rv", 0)) >= target for b in beats.values()):
             break
         await asyncio.sleep(0.1)
+    idle_before, idle_started = _process_cpu(run), time.monotonic()
+    await asyncio.sleep(IDLE_SECONDS)
     cpu_before = _process_cpu(run)
+    idle_seconds = time.monotonic() - idle_started
+    idle_ms_per_s = {
+        name: round((used - idle_before.get(name, 0.0)) * 1000 / idle_seconds, 2)
+        for name, used in cpu_before.items()
+    }
     started = time.time()
+    window_started = time.monotonic()
     if rate > 0:
         await _offer(run, pending, rate)
     else:
         await run.apply(pending)
     applied = time.time()
     settled = await run.settle(seconds, quiet_seconds=1.0)
+    window = time.monotonic() - window_started
     cpu = {
         name: round(used - cpu_before.get(name, 0.0), 2) for name, used in _process_cpu(run).items()
     }
@@ -152,6 +166,10 @@ async def _run(
             "total": round(sum(cpu.values()) * 1000 / pods_bound, 3),
         },
         "worker_pods": {name: beat.get("pods", 0) for name, beat in sorted(beats.items())},
+        # What each process spends per second while idle, and how long the CPU above was
+        # measured: the capacity model subtracts the one over the other from the per pod cost.
+        "idle_cpu_ms_per_s": idle_ms_per_s,
+        "cpu_window_seconds": round(window, 2),
     }
 
 

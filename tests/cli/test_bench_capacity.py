@@ -5,6 +5,7 @@ against figures worked out by hand."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -39,13 +40,29 @@ TWO_TWO = {
 }
 
 
+def run(
+    cpu: dict[str, float], idle: dict[str, float] | None = None, **extra: Any
+) -> dict[str, Any]:
+    """A bench result with these CPU ms per pod (and idle CPU ms per second)."""
+    return {
+        "cpu_ms_per_pod": {**cpu, "total": sum(cpu.values())},
+        "idle_cpu_ms_per_s": idle or {},
+        "cpu_window_seconds": 4.0,
+        "bound": 10_000,
+        **extra,
+    }
+
+
+RUNS = [run(ONE_ONE), run(TWO_ONE), run(TWO_TWO)]
+
+
 def test_the_model_recovers_the_costs_it_was_built_from() -> None:
-    model = fit([ONE_ONE, TWO_ONE, TWO_TWO])
+    model = fit(RUNS)
     assert model.worker.scaled == pytest.approx(0.4)
     assert model.worker.per_replica == pytest.approx(0.1)
     assert model.binder.scaled == pytest.approx(0.6)
     assert model.binder.per_replica == pytest.approx(0.05)
-    assert model.queue == pytest.approx(0.2)
+    assert model.queue.scaled == pytest.approx(0.2)
     assert model.redis.base == pytest.approx(0.1)
     assert model.redis.per_reader == pytest.approx(0.02)
     assert model.broker.base == pytest.approx(0.05)
@@ -69,7 +86,7 @@ def test_the_model_recovers_the_costs_it_was_built_from() -> None:
 def test_the_projection_names_the_part_that_saturates_first(
     workers: int, binders: int, rate: float, bottleneck: str
 ) -> None:
-    got_rate, got_bottleneck = fit([ONE_ONE, TWO_ONE, TWO_TWO]).project(workers, binders)
+    got_rate, got_bottleneck = fit(RUNS).project(workers, binders)
     assert got_rate == pytest.approx(rate)
     assert got_bottleneck == bottleneck
 
@@ -77,7 +94,7 @@ def test_the_projection_names_the_part_that_saturates_first(
 def test_noise_that_makes_a_difference_negative_is_clamped() -> None:
     """A second worker measured cheaper in total than one (noisy cores): no negative cost."""
     cheaper = {**TWO_ONE, "worker-0": 0.2, "worker-1": 0.2}
-    model = fit([ONE_ONE, cheaper, TWO_TWO])
+    model = fit([run(ONE_ONE), run(cheaper), run(TWO_TWO)])
     assert model.worker.per_replica == 0.0
     assert model.worker.scaled == pytest.approx(0.5)
     assert math.isfinite(model.project(8, 4)[0])
@@ -85,13 +102,7 @@ def test_noise_that_makes_a_difference_negative_is_clamped() -> None:
 
 def test_the_report_keeps_the_measured_runs_beside_the_model() -> None:
     runs = [
-        {
-            "workers": w,
-            "binders": b,
-            "pods_per_second": 1000.0,
-            "conflicts": 0,
-            "cpu_ms_per_pod": {**cpu, "total": round(sum(cpu.values()), 3)},
-        }
+        run(cpu, workers=w, binders=b, pods_per_second=1000.0, conflicts=0)
         for (w, b), cpu in zip(MODEL_RUNS, [ONE_ONE, TWO_ONE, TWO_TWO], strict=True)
     ]
     report = model_report(runs, floor=2000.0)
@@ -109,4 +120,35 @@ def test_the_report_keeps_the_measured_runs_beside_the_model() -> None:
 
 def test_the_model_needs_its_three_runs() -> None:
     with pytest.raises(ValueError, match="3 runs"):
-        fit([ONE_ONE, TWO_ONE])
+        fit(RUNS[:2])
+
+
+def test_idle_cost_is_a_cost_per_second_not_per_pod() -> None:
+    """Each broker reader polls for 25 ms of CPU a second while idle. Measured over a 4 s
+    window of 10,000 pods that is 0.01 ms per pod per reader, which the model takes out of the
+    per pod figures and charges per second instead."""
+
+    def polling(cpu: dict[str, float], readers: int) -> dict[str, Any]:
+        idle = {"kafka": 25.0 * readers, "worker-0": 10.0}
+        per_pod = {
+            **cpu,
+            "kafka": cpu["kafka"] + 25.0 * readers * 4.0 / 10_000,
+            "worker-0": cpu["worker-0"] + 10.0 * 4.0 / 10_000,
+        }
+        return run(per_pod, idle)
+
+    model = fit([polling(ONE_ONE, 2), polling(TWO_ONE, 3), polling(TWO_TWO, 4)])
+    assert model.broker.base == pytest.approx(0.05)
+    assert model.broker.per_reader == pytest.approx(0.01)
+    assert model.broker.idle_base == pytest.approx(0.0)
+    assert model.broker.idle_per_reader == pytest.approx(25.0)
+    assert model.worker.idle == pytest.approx(10.0)
+    # 16 + 16: the broker's core holds 32 * 25 = 800 ms/s of polling; 200 ms/s are left for
+    # 0.05 + 32 * 0.01 = 0.37 ms per pod. Redis: 1,000 / 0.74.
+    limits = model.limits(16, 16)
+    assert limits["broker"] == pytest.approx(200 / 0.37)
+    rate, bottleneck = model.project(16, 16)
+    assert rate == pytest.approx(200 / 0.37)
+    assert bottleneck == "broker"
+    # The worker's idle cost leaves 990 ms/s for its pods: 0.4 / 16 + 0.1 ms each.
+    assert limits["workers"] == pytest.approx(990 / 0.125)
