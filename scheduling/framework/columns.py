@@ -20,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from shared.models import Node, Pod, Taint
-from shared.models.affinity import has_required_anti_affinity
+from shared.models.affinity import ANY_NAMESPACE, anti_affinity_scopes
 from shared.models.quantity import bounded_amount
 from shared.models.resources import (
     BIND_ALL_HOST_IP,
@@ -218,10 +218,11 @@ class NodeColumns:
         self._taint_set_ids: dict[tuple[tuple[str, str, str], ...], int] = {}
         self.taint_set_of: NDArray[np.int32] = np.zeros(n, dtype=np.int32)
         self.pods_by_node: list[list[Pod]] = [[] for _ in range(n)]
-        self.anti_affinity_pods = 0
-        """Counted pods with required pod anti-affinity terms: while there are none, a pod
-        without cross-node constraints of its own fits a node whatever the other nodes hold
-        (the binder binds such pods without a cross-node check)."""
+        self.anti_affinity: Counter[str] = Counter()
+        """Counted pods with required pod anti-affinity terms, per namespace those can match
+        ("*": any). While none can match a pod without cross-node constraints of its own, it
+        fits a node whatever the other nodes hold (the binder binds it without a cross-node
+        check)."""
         self.used_ports: UsedPorts = {}
         """(protocol, hostPort) -> row -> host IP -> how many pods there use it."""
         self._images: dict[str, tuple[NDArray[np.intp], NDArray[np.int64]]] | None = None
@@ -285,8 +286,8 @@ class NodeColumns:
         self.non_zero_requested[row, 0] += sign * bounded_amount(nz.get("cpu", 0))
         self.non_zero_requested[row, 1] += sign * bounded_amount(nz.get("memory", 0))
         count_host_ports(self.used_ports, row, pod, sign)
-        if has_required_anti_affinity(pod):
-            self.anti_affinity_pods += sign
+        for scope in anti_affinity_scopes(pod):
+            self.anti_affinity[scope] += sign
         if sign > 0:
             self.pods_by_node[row].append(pod)
         else:
@@ -362,6 +363,11 @@ class NodeColumns:
         if affinity is not None and (affinity.pod_affinity or affinity.pod_anti_affinity):
             # Its terms reach other nodes (anti-affinity of existing pods, preferred terms).
             self.inter_pod_epoch += 1
+
+    def repelled(self, namespace: str) -> bool:
+        """Whether a counted pod's required anti-affinity terms can match pods of
+        `namespace`."""
+        return self.anti_affinity[ANY_NAMESPACE] > 0 or self.anti_affinity[namespace] > 0
 
     def touch_all(self) -> None:
         """Something every row may depend on changed (namespaces, services, workload

@@ -150,12 +150,14 @@ class ProfileChecks:
         """What `check_cross_node` would answer for `pod` on `node`, when it can be told
         without the other nodes' pods: the pod has no cross-node constraint of its own (no
         required pod affinity or anti-affinity, no DoNotSchedule spread, after the profile's
-        defaults) and the view counts no pod with required anti-affinity. Then only
-        NodeAffinity remains, checked on the view's copy of the node, which must be the
-        version the worker saw (`node_resource_version`). None: the full check is needed.
+        defaults) and the view counts no pod whose required anti-affinity can match pods of
+        its namespace. Then only NodeAffinity remains, checked on the view's copy of the
+        node, which must be the version the worker saw (`node_resource_version`). None: the
+        full check is needed.
 
         The view may lag the store: pods with anti-affinity reserved since are counted by the
-        store itself, which binds at once only while it counts none (reserve.lua)."""
+        store itself, which binds at once only while it counts none that can match the pod
+        (reserve.lua)."""
         if self._inter_pod and (required_terms(pod) or required_terms(pod, anti=True)):
             return None
         if self._spread is not None:
@@ -165,7 +167,7 @@ class ProfileChecks:
             except SelectorError:
                 return None  # the full check reports it
         columns = self._view.columns
-        if columns.anti_affinity_pods > 0:
+        if columns.repelled(pod.metadata.namespace):
             return None
         row = columns.index.get(node)
         if row is None or columns.nodes[row].metadata.resource_version != node_resource_version:

@@ -37,12 +37,20 @@ def required_terms(pod: Pod, *, anti: bool = False) -> list[PodAffinityTerm]:
     return list(part.required_during_scheduling_ignored_during_execution)
 
 
-def has_required_anti_affinity(pod: Pod) -> bool:
-    """Whether the pod has required anti-affinity terms: while it is reserved or bound, other
-    pods' placements depend on where it is (upstream's existing-pods anti-affinity check)."""
-    affinity = pod.spec.affinity
-    anti = affinity.pod_anti_affinity if affinity is not None else None
-    return anti is not None and bool(anti.required_during_scheduling_ignored_during_execution)
+ANY_NAMESPACE = "*"
+
+
+def anti_affinity_scopes(pod: Pod) -> tuple[str, ...]:
+    """The namespaces whose pods the pod's required anti-affinity terms can match, sorted
+    (ANY_NAMESPACE for a term with a namespaceSelector: it may match any); () without such
+    terms. While the pod is reserved or bound, placements of pods in these namespaces depend
+    on where it is (upstream's existing-pods anti-affinity check); other pods' do not."""
+    scopes: set[str] = set()
+    for term in required_terms(pod, anti=True):
+        if term.namespace_selector is not None:
+            return (ANY_NAMESPACE,)
+        scopes |= term_namespaces(term, pod.metadata.namespace)
+    return tuple(sorted(scopes))
 
 
 def term_namespaces(term: PodAffinityTerm, owner_namespace: str) -> frozenset[str]:

@@ -22,7 +22,8 @@ on data only the script reads (the node a pod is bound to, the nodes with usage)
     <base>gang:<ns/group>      hash  gen, state ("w" waiting / "p" permitted), since
     <base>gangm:<ns/group>     set   pod keys holding a reservation in the current generation
     <base>gangbound            hash  ns/group -> bound members
-    <base>antiaff              counter: reserved or bound pods with required pod anti-affinity
+    <base>antiaff:<namespace>  counter: reserved or bound pods whose required anti-affinity
+                                     terms can match pods of that namespace ("*": any)
     <base>workers              hash  worker id -> heartbeat (written by the scheduler workers;
                                      no script touches it)
 
@@ -139,9 +140,8 @@ class StoreKeys:
     def gang_bound(self) -> str:
         return self.base + "gangbound"
 
-    @property
-    def anti_affinity_pods(self) -> str:
-        return self.base + "antiaff"
+    def anti_affinity(self, scope: str) -> str:
+        return f"{self.base}antiaff:{scope}"
 
     @property
     def workers(self) -> str:

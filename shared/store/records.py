@@ -24,7 +24,7 @@ from shared.models import (
     pod_requests,
     priority_of,
 )
-from shared.models.affinity import has_required_anti_affinity
+from shared.models.affinity import anti_affinity_scopes
 from shared.models.quantity import bounded_amount
 
 # TaintToleration's Filter only looks at these effects (PreferNoSchedule only scores).
@@ -46,10 +46,11 @@ class PodCharge:
     requests: Mapping[str, int] = field(default_factory=dict)
     """Effective requests (upstream PodRequests), positive values only."""
     ports: tuple[HostPort, ...] = ()
-    anti_affinity: bool = False
-    """The pod has required pod anti-affinity terms: the store counts such pods reserved or
-    bound (the cluster-wide count decides whether a pod may bind without a cross-node check;
-    see reserve.lua)."""
+    anti_affinity: tuple[str, ...] = ()
+    """The namespaces the pod's required anti-affinity terms can match ("*": any;
+    shared.models.affinity.anti_affinity_scopes). The store counts reserved or bound such pods per
+    namespace: a pod may bind without a cross-node check only while none can match it (see
+    reserve.lua)."""
 
     @classmethod
     def of(cls, pod: Pod) -> PodCharge:
@@ -58,7 +59,7 @@ class PodCharge:
         requests = {
             name: bounded_amount(value) for name, value in pod_requests(pod).items() if value > 0
         }
-        return cls(requests, host_ports(pod), has_required_anti_affinity(pod))
+        return cls(requests, host_ports(pod), anti_affinity_scopes(pod))
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -66,7 +67,7 @@ class PodCharge:
             "p": [[p.protocol, p.port, p.host_ip] for p in self.ports],
         }
         if self.anti_affinity:
-            out["x"] = True
+            out["x"] = list(self.anti_affinity)
         return out
 
 

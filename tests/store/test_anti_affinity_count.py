@@ -1,44 +1,61 @@
-"""The store's count of reserved or bound pods with required anti-affinity (`antiaff`, kept by
-add_usage) against the truth, under random histories on a real Redis: pods created pending or
+"""The store's counts of reserved or bound pods with required anti-affinity, per namespace
+their terms can match (`antiaff:<namespace>`, "*" for any; kept by add_usage), against the
+truth, under random histories on a real Redis: pods in two namespaces created pending or
 already bound, reserved (asking to bind at once or not), bound, unreserved, expired, updated
-while bound (their anti-affinity added or dropped) and deleted. After every step the count
-equals the reserved or bound pods whose stored spec has required anti-affinity, and a pod is
-bound at once only while it is zero."""
+while bound (their anti-affinity added, dropped or widened to any namespace) and deleted.
+After every step the counts equal what the reserved or bound pods' stored specs say, and a
+pod is bound at once only while none counted can match it."""
 
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 
 from shared.models import Pod
-from shared.models.affinity import has_required_anti_affinity
+from shared.models.affinity import ANY_NAMESPACE, anti_affinity_scopes
 from shared.store import ClusterStore, PodCharge, ReserveRequest, ReserveStatus
-from tests.builders import make_node, make_pod
+from tests.builders import label_selector, make_node, make_pod
 
 NODES = ("n1", "n2", "n3")
 
 
+NAMESPACES = ("a", "b")
+
+
 def _pod(rng: random.Random, name: str, *, anti: bool, node: str = "") -> Pod:
-    builder = make_pod(name).uid(f"{name}-{rng.randrange(10**9)}").label("app", "db")
-    builder.req(cpu="100m")
-    if anti:
+    namespace, _, short = name.partition("/")
+    builder = make_pod(short).namespace(namespace).label("app", "db").req(cpu="100m")
+    builder.uid(f"{short}-{rng.randrange(10**9)}")
+    if anti and rng.random() < 0.2:  # a namespaceSelector: any namespace
+        wide = label_selector({})
+        builder.pod_affinity(
+            "zone", label_selector({"app": "db"}), anti=True, namespace_selector=wide
+        )
+    elif anti:
         builder.pod_affinity_in("app", ["db"], "zone", anti=True)
     if node:
         builder.node(node)
     return builder.obj()
 
 
-async def _count(store: ClusterStore) -> int:
-    return int(await store.redis.get(store.keys.anti_affinity_pods) or 0)
+async def _counts(store: ClusterStore) -> dict[str, int]:
+    out = {}
+    for scope in (*NAMESPACES, ANY_NAMESPACE):
+        value = int(await store.redis.get(store.keys.anti_affinity(scope)) or 0)
+        if value:
+            out[scope] = value
+    return out
 
 
-async def _truth(store: ClusterStore) -> int:
-    """Reserved or bound pods (those with a charge) whose stored spec has anti-affinity."""
+async def _truth(store: ClusterStore) -> dict[str, int]:
+    """Per namespace, the reserved or bound pods (those with a charge) whose stored spec has
+    anti-affinity terms that can match its pods."""
     keys = await store.redis.hkeys(store.keys.charges)
     charged = {k.decode() if isinstance(k, bytes) else k for k in keys}
-    pods = [p for p in await store.list("Pod") if isinstance(p, Pod)]
-    return sum(1 for p in pods if p.key in charged and has_required_anti_affinity(p))
+    pods = [p for p in await store.list("Pod") if isinstance(p, Pod) and p.key in charged]
+    return dict(Counter(scope for p in pods for scope in anti_affinity_scopes(p)))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -50,13 +67,13 @@ async def test_the_count_follows_every_path_that_charges_a_node(store: ClusterSt
     at_once = 0
     for step in range(120):
         op = rng.random()
-        name = f"p{rng.randrange(12)}"
+        name = f"{rng.choice(NAMESPACES)}/p{rng.randrange(6)}"
         pod = pods.get(name)
         if pod is None or op < 0.15:
             bound = rng.choice(NODES) if rng.random() < 0.25 else ""
             pod = _pod(rng, name, anti=rng.random() < 0.12, node=bound)
             if name in pods:
-                await store.delete("Pod", "default", name)
+                await store.delete("Pod", *name.split("/"))
             await store.apply([pod])
             pods[name], attempts[name] = pod, 0
         elif op < 0.55:
@@ -72,11 +89,12 @@ async def test_the_count_follows_every_path_that_charges_a_node(store: ClusterSt
                 tuple(sorted(charge.requests.items())),
                 bind_at_once=rng.random() < 0.7,
             )
-            before = await _count(store)
+            before = await _counts(store)
             result = await store.bindings.reserve(request, 1_000.0 + step)
             if result.status is ReserveStatus.BOUND_AT_ONCE:
                 at_once += 1
-                assert before == 0, f"step {step}: bound at once with {before} counted"
+                repelling = {s: before.get(s) for s in (ANY_NAMESPACE, pod.metadata.namespace)}
+                assert not any(repelling.values()), f"step {step}: bound at once, {repelling}"
                 assert not charge.anti_affinity
         elif op < 0.7:
             for node in NODES:  # the node it was reserved on, whichever that was
@@ -87,22 +105,22 @@ async def test_the_count_follows_every_path_that_charges_a_node(store: ClusterSt
             await store.bindings.expire(1_000.0 + step + 10_000)
         elif op < 0.93:
             # Re-applied while bound or not: its anti-affinity may come or go.
-            stored = await store.get_pod("default", name)
+            stored = await store.get_pod(*name.split("/"))
             assert stored is not None
             changed = _pod(rng, name, anti=rng.random() < 0.3, node=stored.spec.node_name)
             changed.metadata.uid = stored.metadata.uid
             await store.apply([changed])
             pods[name] = changed
         else:
-            await store.delete("Pod", "default", name)
+            await store.delete("Pod", *name.split("/"))
             del pods[name]
         if step % 40 == 39:  # now and then the cluster empties of anti-affinity pods
             for other, held in list(pods.items()):
                 if held.spec.affinity is not None:
-                    await store.delete("Pod", "default", other)
+                    await store.delete("Pod", *other.split("/"))
                     del pods[other]
-        assert await _count(store) == await _truth(store), f"step {step}"
+        assert await _counts(store) == await _truth(store), f"step {step}"
     assert at_once > 0  # the history did exercise binding at once
     for name in list(pods):
-        await store.delete("Pod", "default", name)
-    assert await _count(store) == 0
+        await store.delete("Pod", *name.split("/"))
+    assert await _counts(store) == {}

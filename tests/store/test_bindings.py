@@ -16,7 +16,7 @@ from shared.store import (
     ReserveRequest,
     ReserveStatus,
 )
-from tests.builders import PodBuilder, make_node, make_pod
+from tests.builders import PodBuilder, label_selector, make_node, make_pod
 
 NOW = 1_000.0
 
@@ -384,7 +384,7 @@ async def test_only_the_profiles_node_filters_are_checked(
 
 
 async def _anti_affinity_count(store: ClusterStore) -> int:
-    return int(await store.redis.get(store.keys.anti_affinity_pods) or 0)
+    return int(await store.redis.get(store.keys.anti_affinity("default")) or 0)
 
 
 async def test_bind_at_once_binds_with_one_change_and_no_reservation(store: ClusterStore):
@@ -462,3 +462,32 @@ async def test_anti_affinity_pods_are_counted_and_stop_binding_at_once(store: Cl
     assert await _anti_affinity_count(store) == 1
     await store.bindings.unreserve(waiting.key, waiting.metadata.uid, 1, "c")
     assert await _anti_affinity_count(store) == 0
+
+
+async def test_anti_affinity_repels_binding_at_once_only_in_the_namespaces_it_can_match(
+    store: ClusterStore,
+):
+    """Tenant a's pods repel each other: tenant b's pods still bind at once beside them; a
+    term with a namespaceSelector (any namespace) stops binding at once everywhere."""
+    guard = make_pod("guard").namespace("a").label("app", "db")
+    guard.pod_affinity_in("app", ["db"], "zone", anti=True).req(cpu="1")
+    a_plain = make_pod("plain").namespace("a").req(cpu="1").obj()
+    b_plain = make_pod("plain").namespace("b").req(cpu="1").obj()
+    await _setup(store, guard.obj(), a_plain, b_plain)
+    assert PodCharge.of(guard.obj()).anti_affinity == ("a",)
+    assert (await store.bindings.reserve(request(guard.obj()), NOW)).status is ReserveStatus.OK
+    a_result = await store.bindings.reserve(request(a_plain, bind_at_once=True), NOW)
+    b_result = await store.bindings.reserve(request(b_plain, bind_at_once=True), NOW)
+    assert a_result.status is ReserveStatus.OK  # reserved: its binder checks it
+    assert b_result.status is ReserveStatus.BOUND_AT_ONCE
+
+    wide = make_pod("wide").namespace("c").label("app", "db")
+    wide.pod_affinity(
+        "zone", label_selector({"app": "db"}), anti=True, namespace_selector=(label_selector({}))
+    )
+    late = make_pod("late").namespace("b").req(cpu="1").obj()
+    await store.apply([wide.obj(), late])
+    assert PodCharge.of(wide.obj()).anti_affinity == ("*",)
+    assert (await store.bindings.reserve(request(wide.obj()), NOW)).status is ReserveStatus.OK
+    late_result = await store.bindings.reserve(request(late, bind_at_once=True), NOW)
+    assert late_result.status is ReserveStatus.OK

@@ -46,7 +46,6 @@ CONSTANTS = {
     "GANGBOUND": "gang_bound",
     "USAGE_NODES": "usage_nodes",
     "NODE_FACTS": "node_facts",
-    "ANTI_AFFINITY_PODS": "anti_affinity_pods",
 }
 BUILDERS = {
     "meta_key": "meta",
@@ -55,6 +54,7 @@ BUILDERS = {
     "nom_key": "nominated",
     "gang_key": "gang",
     "gang_members_key": "gang_members",
+    "anti_affinity_key": "anti_affinity",
 }
 PYTHON_ONLY = {"workers"}
 """Keys no script touches (the scheduler workers' heartbeats)."""

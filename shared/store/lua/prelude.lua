@@ -13,7 +13,6 @@ local NOMOF = BASE .. "nomof"
 local GANGBOUND = BASE .. "gangbound"
 local USAGE_NODES = BASE .. "usage-nodes"
 local NODE_FACTS = BASE .. "nf"
-local ANTI_AFFINITY_PODS = BASE .. "antiaff"
 
 local function meta_key(kind) return BASE .. "meta:" .. kind end
 local function obj_key(kind) return BASE .. "obj:" .. kind end
@@ -21,6 +20,7 @@ local function usage_key(node) return BASE .. "usage:" .. node end
 local function nom_key(node) return BASE .. "nom:" .. node end
 local function gang_key(group) return BASE .. "gang:" .. group end
 local function gang_members_key(group) return BASE .. "gangm:" .. group end
+local function anti_affinity_key(scope) return BASE .. "antiaff:" .. scope end
 
 -- Lua numbers are doubles; "%d" prints integers without an exponent.
 local function int(n) return string.format("%d", n) end
@@ -53,14 +53,19 @@ local function emit(maxlen, kind, key, op, body, uid, extra)
 end
 
 -- Add (sign 1) or remove (sign -1) a charge {r = {resource = amount}, p = {{proto, port, ip}},
--- x = true when the pod has required pod anti-affinity} and one pod slot to a node's usage;
--- fields that drop to zero are removed. Pods with anti-affinity are also counted cluster-wide
--- (ANTI_AFFINITY_PODS): while none is reserved or bound, a pod without cross-node
--- constraints of its own may bind without a cross-node check (reserve.lua, "bind at once").
+-- x = the namespaces the pod's required anti-affinity terms can match, "*" for any} and one
+-- pod slot to a node's usage; fields that drop to zero are removed. Pods with anti-affinity
+-- are also counted per namespace they can repel (anti_affinity_key): while none can repel a
+-- pod without cross-node constraints of its own, it may bind without a cross-node check
+-- (reserve.lua, "bind at once").
 local function add_usage(node, charge, sign)
   local key = usage_key(node)
   redis.call("HINCRBY", key, "pods", sign)
-  if charge.x then redis.call("INCRBY", ANTI_AFFINITY_PODS, sign) end
+  for _, scope in ipairs(charge.x or {}) do
+    if redis.call("INCRBY", anti_affinity_key(scope), sign) == 0 then
+      redis.call("DEL", anti_affinity_key(scope))
+    end
+  end
   for resource, amount in pairs(charge.r) do
     local field = "r:" .. resource
     if redis.call("HINCRBY", key, field, sign * amount) == 0 then

@@ -157,11 +157,15 @@ add_usage(node, record, 1)
 -- Bind at once. The binder asks for it only for a pod with no cross-node constraint of its
 -- own (no required pod affinity or anti-affinity, no DoNotSchedule spread) that waits at no
 -- Permit: such a pod fits this node whatever the other nodes hold, unless some reserved or
--- bound pod has required anti-affinity (its terms may exclude this pod from the node's
--- domain). With none, the reservation and its cross-node check would change nothing: the
+-- bound pod has required anti-affinity terms that can match pods of its namespace (they may
+-- exclude it from the node's domain). With none, the reservation and its cross-node check would change nothing: the
 -- pod is bound here, with one change-stream entry instead of two.
-if bind_asked and group == "" and not charge.x
-    and tonumber(redis.call("GET", ANTI_AFFINITY_PODS) or "0") <= 0 then
+local function repelled()
+  local namespace = string.match(podkey, "^([^/]*)/") or ""
+  return tonumber(redis.call("GET", anti_affinity_key("*")) or "0") > 0
+      or tonumber(redis.call("GET", anti_affinity_key(namespace)) or "0") > 0
+end
+if bind_asked and group == "" and not charge.x and not repelled() then
   return {"bound_at_once", commit_binding(maxlen, podkey, uid, attempt, record, node)}
 end
 redis.call("HSET", CHARGES, podkey, cmsgpack.pack(record))
