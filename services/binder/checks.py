@@ -1,13 +1,17 @@
-"""The binder's re-checks, reusing the scheduler plugins' PreFilter + Filter on one row.
+"""The binder's re-checks: the pod's profile's own Filter plugins, built through the registry
+by the profile's Framework (the same expansion of the profile as the worker's), run on the one
+proposed node.
 
-- Cross-node (InterPodAffinity, PodTopologySpread DoNotSchedule): PreFilter over the binder's
-  whole view (every node and bound or assumed pod), Filter on the chosen node's row only.
-- NodeAffinity, when the node changed since the worker saw it: PreFilter + Filter on a one-node
-  NodeColumns of the current node.
+- Check-and-reserve (Lua, authoritative) runs the node-local Filters whose state is the node's
+  usage: NodeUnschedulable, TaintToleration, NodePorts, NodeResourcesFit (`node_checks`).
+- The other node-local Filters (NodeAffinity, NodeName, any NODE_LOCAL plugin) run here on the
+  node's row: on the binder's view, or on the node as it is now when it changed since the
+  worker saw it.
+- Filters that read other nodes' pods (WHEN_SKIPPED, or plugins that do not say: InterPodAffinity,
+  PodTopologySpread) run here with their PreFilter over the binder's whole view, as of the
+  reservation. A pod for which every one of them Skips at PreFilter, while no pod in the view
+  has anti-affinity that can reach it, needs none of that (`check_alone`).
 - Coscheduling at Permit: whether gang pods wait for their PodGroup, with the profile's args.
-
-Which plugins run, and with which args, follows the pod's profile (schedulerName) in the
-KubeSchedulerConfiguration, as in the worker.
 """
 
 from __future__ import annotations
@@ -21,66 +25,68 @@ from scheduling.cache.cache import ClusterCache
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
+from scheduling.framework.registry import Registry
+from scheduling.framework.runtime import Framework
+from scheduling.framework.signature import NODE_LOCAL
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
-from scheduling.plugins.interpodaffinity.plugin import InterPodAffinity
-from scheduling.plugins.nodeaffinity.node_affinity import NodeAffinity
 from scheduling.plugins.noderesources.fit import compute_pod_resource_request
-from scheduling.plugins.podindex import SelectorError
-from scheduling.plugins.podtopologyspread.common import DO_NOT_SCHEDULE
-from scheduling.plugins.podtopologyspread.plugin import PodTopologySpread
+from scheduling.plugins.registry import in_tree_registry
 from shared.config import (
     CoschedulingArgs,
-    ExtensionPoint,
-    InterPodAffinityArgs,
-    NodeAffinityArgs,
     NodeResourcesFitArgs,
-    Plugins,
-    PodTopologySpreadArgs,
     Profile,
     SchedulerConfiguration,
     default_config,
 )
-from shared.models import Node, Pod, required_terms
+from shared.models import Node, Pod
 
-
-def enabled_at(plugins: Plugins, point: ExtensionPoint, name: str) -> bool:
-    """Whether `name` runs at `point`: enabled there, or by MultiPoint and not disabled there."""
-    at = plugins.at(point)
-    if any(p.name == name for p in at.enabled):
-        return True
-    if any(p.name in (name, "*") for p in at.disabled):
-        return False
-    return any(p.name == name for p in plugins.multi_point.enabled)
-
-
-def filter_enabled(plugins: Plugins, name: str) -> bool:
-    """Whether `name` runs at Filter."""
-    return enabled_at(plugins, ExtensionPoint.FILTER, name)
+CHECKED_IN_STORE = (
+    ("u", names.NODE_UNSCHEDULABLE),
+    ("t", names.TAINT_TOLERATION),
+    ("p", names.NODE_PORTS),
+    ("f", names.NODE_RESOURCES_FIT),
+)
+"""The Filters check-and-reserve runs (ReserveRequest.node_checks letters): their state is the
+node's usage, which only the store counts exactly."""
 
 
 class FilteringPlugin(PreFilterPlugin, FilterPlugin, Protocol):
-    """A plugin with both PreFilter and Filter (every plugin the binder re-runs)."""
+    """A plugin with both PreFilter and Filter."""
 
 
 def run_filter(plugin: FilteringPlugin, pod: Pod, columns: NodeColumns, row: int) -> Status:
     """PreFilter over `columns`, then Filter on `row`: the plugin's verdict for that node."""
+    return _verdict(plugin.name, plugin, plugin, pod, columns, row)
+
+
+def _verdict(
+    name: str,
+    pre: PreFilterPlugin | None,
+    plugin: FilterPlugin,
+    pod: Pod,
+    columns: NodeColumns,
+    row: int,
+) -> Status:
+    """The profile's PreFilter of the plugin (when it runs one) over `columns`, then its
+    Filter on `row`."""
     state = CycleState()
-    pre_result, status = plugin.pre_filter(state, pod, columns)
-    if status.is_skip():
-        return SUCCESS
-    if not status.is_success():
-        return status.with_plugin(plugin.name)
-    narrowed = pre_result.node_names if pre_result is not None else None
-    if narrowed is not None and columns.names[row] not in narrowed:
-        reason = "node(s) didn't satisfy plugin(s) [" + plugin.name + "]"
-        return Status.unresolvable(reason, plugin=plugin.name)
+    if pre is not None:
+        pre_result, status = pre.pre_filter(state, pod, columns)
+        if status.is_skip():
+            return SUCCESS
+        if not status.is_success():
+            return status.with_plugin(name)
+        narrowed = pre_result.node_names if pre_result is not None else None
+        if narrowed is not None and columns.names[row] not in narrowed:
+            reason = "node(s) didn't satisfy plugin(s) [" + name + "]"
+            return Status.unresolvable(reason, plugin=name)
     result = plugin.filter(state, pod, columns, np.array([row], dtype=np.intp))
     if result is None:
         return SUCCESS
     if isinstance(result, Status):
-        return result.with_plugin(plugin.name)
-    return _row_status(result, plugin.name)
+        return result if result.is_success() else result.with_plugin(name)
+    return _row_status(result, name)
 
 
 def _row_status(result: FilterResult, plugin: str) -> Status:
@@ -92,47 +98,42 @@ def _row_status(result: FilterResult, plugin: str) -> Status:
     return Status.unschedulable("rejected", plugin=plugin)
 
 
+_Filter = tuple[str, PreFilterPlugin | None, FilterPlugin]
+
+
 class ProfileChecks:
     """The checks of one profile."""
 
-    def __init__(self, profile: Profile, view: ClusterCache) -> None:
-        plugins = profile.plugins
+    def __init__(
+        self, profile: Profile, view: ClusterCache, registry: Registry | None = None
+    ) -> None:
         self.scheduler_name = profile.scheduler_name
         self._view = view
-        fit = profile.plugin_args(NodeResourcesFitArgs)
-        self._fit_enabled = filter_enabled(plugins, names.NODE_RESOURCES_FIT)
-        self.node_checks = "".join(
-            letter
-            for letter, plugin in (
-                ("u", names.NODE_UNSCHEDULABLE),
-                ("t", names.TAINT_TOLERATION),
-                ("p", names.NODE_PORTS),
-                ("f", names.NODE_RESOURCES_FIT),
-            )
-            if filter_enabled(plugins, plugin)
+        framework = Framework(
+            profile, registry if registry is not None else in_tree_registry(), view, reuse=False
         )
+        filters = [name for name, _ in framework.filter_plugins]
+        self.node_checks = "".join(letter for letter, name in CHECKED_IN_STORE if name in filters)
         """The node-local Filters check-and-reserve runs for this profile (ReserveRequest)."""
+        fit = profile.plugin_args(NodeResourcesFitArgs)
+        self._fit_enabled = names.NODE_RESOURCES_FIT in filters
         self._ignored = frozenset(fit.ignored_resources)
         self._ignored_groups = frozenset(fit.ignored_resource_groups)
-        self.node_affinity: NodeAffinity | None = None
-        if filter_enabled(plugins, names.NODE_AFFINITY):
-            args = profile.plugin_args(NodeAffinityArgs)
-            self.node_affinity = NodeAffinity(args.added_affinity)
+        pre_filters = dict(framework.pre_filter_plugins)
+        in_store = {name for _, name in CHECKED_IN_STORE}
+        self.filters: list[_Filter] = [
+            (name, pre_filters.get(name), plugin)
+            for name, plugin in framework.filter_plugins
+            if name not in in_store
+        ]
+        """The Filters this binder runs, in the profile's order."""
+        self._node_local = [f for f in self.filters if _node_local(f[2])]
+        self._cross_node = [f for f in self.filters if not _node_local(f[2])]
         self.coscheduling: CoschedulingArgs | None = None
         """The profile's Coscheduling args when it runs Coscheduling at Permit (gangs wait on
         the store's counters); None: gang pods bind as ordinary pods."""
-        if enabled_at(plugins, ExtensionPoint.PERMIT, names.COSCHEDULING):
+        if any(name == names.COSCHEDULING for name, _ in framework.permit_plugins):
             self.coscheduling = profile.plugin_args(CoschedulingArgs)
-        self.cross_node: list[FilteringPlugin] = []
-        objects = view.cluster_objects
-        self._spread: PodTopologySpread | None = None
-        if filter_enabled(plugins, names.POD_TOPOLOGY_SPREAD):
-            self._spread = PodTopologySpread(profile.plugin_args(PodTopologySpreadArgs), objects)
-            self.cross_node.append(self._spread)
-        self._inter_pod = filter_enabled(plugins, names.INTER_POD_AFFINITY)
-        if self._inter_pod:
-            affinity = InterPodAffinity(profile.plugin_args(InterPodAffinityArgs), objects)
-            self.cross_node.append(affinity)
 
     def fit_check(self, pod: Pod) -> tuple[tuple[str, int], ...]:
         if not self._fit_enabled:
@@ -141,56 +142,58 @@ class ProfileChecks:
         return tuple(zip(request.checked, request.amounts, strict=True))
 
     def check_node_static(self, pod: Pod, node: Node) -> Status:
-        """NodeAffinity (incl. nodeSelector) against `node` as it is now."""
-        if self.node_affinity is None:
-            return SUCCESS
-        return run_filter(self.node_affinity, pod, NodeColumns([node]), 0)
+        """The node-local Filters that check-and-reserve does not run (NodeAffinity with the
+        nodeSelector, NodeName, ...) against `node` as it is now."""
+        return _first_failure(self._node_local, pod, NodeColumns([node]), 0)
 
     def check_alone(self, pod: Pod, node: str, node_resource_version: int) -> Status | None:
         """What `check_cross_node` would answer for `pod` on `node`, when it can be told
-        without the other nodes' pods: the pod has no cross-node constraint of its own (no
-        required pod affinity or anti-affinity, no DoNotSchedule spread, after the profile's
-        defaults) and the view counts no pod whose required anti-affinity can match pods of
-        its namespace. Then only NodeAffinity remains, checked on the view's copy of the
-        node, which must be the version the worker saw (`node_resource_version`). None: the
-        full check is needed.
+        without the other nodes' pods: every Filter that reads other nodes Skips at PreFilter
+        for the pod (no required pod affinity or anti-affinity, no DoNotSchedule spread after
+        the profile's defaults, ...) and the view counts no pod whose required anti-affinity
+        can match pods of its namespace. Then only the node-local Filters remain, run on the
+        view's copy of the node, which must be the version the worker saw
+        (`node_resource_version`). None: the full check is needed.
 
         The view may lag the store: pods with anti-affinity reserved since are counted by the
         store itself, which binds at once only while it counts none that can match the pod
         (reserve.lua)."""
-        if self._inter_pod and (required_terms(pod) or required_terms(pod, anti=True)):
-            return None
-        if self._spread is not None:
-            try:
-                if self._spread.constraints(pod, DO_NOT_SCHEDULE):
-                    return None
-            except SelectorError:
-                return None  # the full check reports it
         columns = self._view.columns
         if columns.repelled(pod.metadata.namespace):
             return None
+        for _, pre, _ in self._cross_node:
+            if pre is None or not pre.pre_filter(CycleState(), pod, columns)[1].is_skip():
+                return None
         row = columns.index.get(node)
         if row is None or columns.nodes[row].metadata.resource_version != node_resource_version:
             return None
-        if self.node_affinity is None:
-            return SUCCESS
-        return run_filter(self.node_affinity, pod, columns, row)
+        return _first_failure(self._node_local, pod, columns, row)
 
     def check_cross_node(self, pod: Pod, node: str) -> Status:
-        """NodeAffinity (the node's labels: a proposal is not taken on trust), then
-        InterPodAffinity and PodTopologySpread on `node`, over the binder's view."""
-        if not self.cross_node and self.node_affinity is None:
+        """The Filters check-and-reserve does not run, on `node` over the binder's view: the
+        node-local ones on the node's labels (a proposal is not taken on trust), then
+        InterPodAffinity, PodTopologySpread and the like, in the profile's order."""
+        if not self.filters:
             return SUCCESS
         columns = self._view.columns
         row = columns.index.get(node)
         if row is None:
             return Status.error(f"node {node!r} is not in the binder's view yet")
-        plugins: list[FilteringPlugin] = [self.node_affinity] if self.node_affinity else []
-        for plugin in [*plugins, *self.cross_node]:
-            status = run_filter(plugin, pod, columns, row)
-            if not status.is_success():
-                return status
-        return SUCCESS
+        return _first_failure(self.filters, pod, columns, row)
+
+
+def _node_local(plugin: object) -> bool:
+    """Whether the plugin says its verdict on a node reads that node alone (a plugin that
+    does not say is taken to read other nodes)."""
+    return getattr(plugin, "signature_reuse", None) == NODE_LOCAL
+
+
+def _first_failure(filters: Sequence[_Filter], pod: Pod, columns: NodeColumns, row: int) -> Status:
+    for name, pre, plugin in filters:
+        status = _verdict(name, pre, plugin, pod, columns, row)
+        if not status.is_success():
+            return status
+    return SUCCESS
 
 
 class Checks:

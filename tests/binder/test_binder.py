@@ -9,6 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
+from shared.config import load_config
 from shared.metrics import BerthMetrics
 from shared.models import Pod, PodDisruptionBudget
 from shared.store import NodeUsage, PodCharge, ReserveRequest, ReserveStatus
@@ -571,6 +572,7 @@ async def test_a_pod_without_cross_node_constraints_binds_at_once(harness: Harne
     pod = make_pod("p").req(cpu="1").node_affinity_in(ZONE, ["a"]).obj()
     await harness.store.apply([pod])
     before = await harness.store.resource_version()
+    assert await harness.view.wait_for(before, 5.0)  # the view has the node's version
     await harness.run(proposal(pod, "n1", node_resource_version=versions["n1"]))
     assert [(o.result, o.node_name) for o in harness.recorder.outcomes] == [("scheduled", "n1")]
     assert harness.binder.stats["bound_at_once"] == 1
@@ -592,6 +594,7 @@ async def test_binding_at_once_still_refuses_a_node_the_pod_does_not_select(harn
     versions = await _node_versions(harness, node("n1"), node("n2", "b"))
     pod = make_pod("p").node_affinity_in(ZONE, ["a"]).obj()
     await harness.store.apply([pod])
+    assert await harness.view.wait_for(await harness.store.resource_version(), 5.0)
     await harness.run(proposal(pod, "n2", node_resource_version=versions["n2"]))
     (outcome,) = harness.recorder.outcomes
     assert (outcome.result, outcome.unschedulable_plugins) == ("conflict", ("NodeAffinity",))
@@ -616,3 +619,49 @@ async def test_existing_anti_affinity_sends_plain_pods_through_the_cross_node_ch
         ("scheduled", ()),
     ]
     assert harness.binder.stats["bound_at_once"] == 0
+
+
+@pytest.mark.parametrize(
+    ("disabled", "want"),
+    [
+        pytest.param("", ("conflict", ("NodeAffinity",)), id="default-profile"),
+        pytest.param("NodeAffinity", ("scheduled", ()), id="node-affinity-disabled"),
+    ],
+)
+async def test_the_binder_runs_the_profiles_own_filters(
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    disabled: str,
+    want: tuple[str, tuple[str, ...]],
+):
+    """The binder's re-checks are the profile's Filter plugins (built through the registry,
+    expanded as the worker's framework expands them): a Filter the profile disables is not
+    run, on the path that binds at once as on the full one."""
+    plugins = (
+        f"    plugins:\n      filter: {{disabled: [{{name: {disabled}}}]}}\n" if disabled else ""
+    )
+    config = load_config(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "profiles:\n  - schedulerName: default-scheduler\n" + plugins
+    )
+    h = await make_harness(redis_client, redis_prefix, scheduler_config=config)
+    try:
+        versions = await _node_versions(h, node("n1"), node("n2", "b"))
+        pod = make_pod("p").node_affinity_in(ZONE, ["a"]).obj()
+        spread = (
+            make_pod("s")
+            .label("app", "web")
+            .node_affinity_in(ZONE, ["a"])
+            .spread_constraint(1, ZONE, "DoNotSchedule", label_selector({"app": "web"}))
+            .obj()
+        )
+        await h.store.apply([pod, spread])
+        assert await h.view.wait_for(await h.store.resource_version(), 5.0)
+        await h.run(proposal(pod, "n2", node_resource_version=versions["n2"]))
+        await h.run(proposal(spread, "n2", node_resource_version=versions["n2"]))
+        got = [(o.result, o.unschedulable_plugins) for o in h.recorder.outcomes]
+        assert got == [want, want]
+        assert h.binder.stats["bound_at_once"] == (1 if want[0] == "scheduled" else 0)
+    finally:
+        await h.binder.close()
+        await h.sync.stop()
