@@ -4,10 +4,12 @@ bind proposal:
   1. check-and-reserve in one Lua script (node exists, schedulable, taints tolerated, resources
      fit counting nominated pods of higher priority, host ports free); proposals for one node
      reserve in arrival order. A pod with no cross-node constraint of its own and no Permit
-     wait is bound by that same script while the store counts no pod with required
-     anti-affinity (steps 2-4 would have nothing to do: ProfileChecks.check_alone);
-  2. re-check InterPodAffinity and PodTopologySpread against the binder's view (which has
-     reached the reservation's resourceVersion), then assume the pod in the view;
+     wait is bound by that same script while the store counts no pod whose required
+     anti-affinity can match its namespace (steps 2-4 would have nothing to do:
+     ProfileChecks.check_alone);
+  2. re-check the profile's other Filters (NodeAffinity, InterPodAffinity, PodTopologySpread,
+     ...: services/binder/checks.py) against the binder's view (which has reached the
+     reservation's resourceVersion), then assume the pod in the view;
   3. WaitOnPermit: gangs (pods of a PodGroup, where the pod's profile runs Coscheduling at
      Permit; timeout and minMember from the plugin's `gang_of` and the profile's args) wait
      until minMember are reserved or bound (the store counts them across binders), or time
@@ -345,8 +347,9 @@ class Binder:
             gang, min_member, wait_seconds = member.key, member.min_member, member.wait_seconds
         # A pod whose cross-node check would have nothing to check (and that waits at no
         # Permit, outside Kubernetes mode where the API server binds first) may be bound by
-        # check-and-reserve itself, which grants it while the store counts no pod with
-        # required anti-affinity: one script and one change instead of two of each.
+        # check-and-reserve itself, which grants it while the store counts no pod whose
+        # required anti-affinity can match its namespace: one script and one change instead
+        # of two of each.
         alone = None
         if self.kube is None and not gang and p.permit != "wait":
             alone = profile.check_alone(pod, p.node_name, p.node_resource_version)
