@@ -17,7 +17,6 @@ proposed node.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
 
@@ -51,16 +50,7 @@ CHECKED_IN_STORE = (
 node's usage, which only the store counts exactly."""
 
 
-class FilteringPlugin(PreFilterPlugin, FilterPlugin, Protocol):
-    """A plugin with both PreFilter and Filter."""
-
-
-def run_filter(plugin: FilteringPlugin, pod: Pod, columns: NodeColumns, row: int) -> Status:
-    """PreFilter over `columns`, then Filter on `row`: the plugin's verdict for that node."""
-    return _verdict(plugin.name, plugin, plugin, pod, columns, row)
-
-
-def _verdict(
+def run_filter(
     name: str,
     pre: PreFilterPlugin | None,
     plugin: FilterPlugin,
@@ -68,8 +58,8 @@ def _verdict(
     columns: NodeColumns,
     row: int,
 ) -> Status:
-    """The profile's PreFilter of the plugin (when it runs one) over `columns`, then its
-    Filter on `row`."""
+    """The plugin's verdict for the node of `row`: its PreFilter (`pre`: the profile runs one)
+    over `columns`, then its Filter on `row`."""
     state = CycleState()
     if pre is not None:
         pre_result, status = pre.pre_filter(state, pod, columns)
@@ -190,7 +180,7 @@ def _node_local(plugin: object) -> bool:
 
 def _first_failure(filters: Sequence[_Filter], pod: Pod, columns: NodeColumns, row: int) -> Status:
     for name, pre, plugin in filters:
-        status = _verdict(name, pre, plugin, pod, columns, row)
+        status = run_filter(name, pre, plugin, pod, columns, row)
         if not status.is_success():
             return status
     return SUCCESS

@@ -88,8 +88,9 @@ class ReserveRequest:
     The script checks only these, as the worker's framework does."""
     bind_at_once: bool = False
     """Bind instead of reserving when no reserved or bound pod has required anti-affinity
-    (ReserveStatus.BOUND_AT_ONCE). Only for a pod with no cross-node constraint of its own
-    and no Permit wait: the caller's cross-node check would have nothing to check."""
+    that can match the pod's namespace (ReserveStatus.BOUND_AT_ONCE). Only for a pod with no
+    cross-node constraint of its own and no Permit wait: the caller's cross-node check would
+    have nothing to check."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from scheduling.cache.cache import ClusterCache
 from scheduling.framework.columns import NodeColumns
 from scheduling.plugins.nodeports import NodePorts
 from scheduling.plugins.noderesources.fit import Fit
-from services.binder.checks import FilteringPlugin, ProfileChecks, run_filter
+from services.binder.checks import ProfileChecks, run_filter
 from shared.config import NodeResourcesFitArgs, load_config
 from shared.models import Pod
 from shared.store import ClusterStore, PodCharge, ReserveRequest, ReserveStatus
@@ -62,13 +62,13 @@ def _worker_reasons(columns: NodeColumns, pod: Pod, profile: ProfileChecks) -> s
     """The node's verdict in the worker's framework: Filter plugins run in the default
     order (NodePorts before NodeResourcesFit) and the first that fails decides (upstream
     RunFilterPlugins), with all of its reasons."""
-    plugins: list[tuple[str, FilteringPlugin]] = [
+    plugins: list[tuple[str, NodePorts | Fit]] = [
         ("p", NodePorts()),
         ("f", Fit(NodeResourcesFitArgs())),
     ]
     for letter, plugin in plugins:
         if letter in profile.node_checks:
-            status = run_filter(plugin, pod, columns, 0)
+            status = run_filter(plugin.name, plugin, plugin, pod, columns, 0)
             if not status.is_success():
                 return set(status.reasons)
     return set()
