@@ -24,7 +24,8 @@ from cli.servers import (
 )
 from cli.supervisor import RunningStack, Stack, start_stack
 from shared.env import StackError
-from shared.kafka import Topics, assign_all, make_reader
+from shared.kafka import Topics, assign_all, make_reader, message_verifier, refusal
+from shared.message_auth import Verifier
 from shared.models import ManifestError, Manifests, Pod, load_manifests
 from shared.retry import Retry
 from shared.security import KafkaSecurity, SecurityError
@@ -55,8 +56,10 @@ class RunObserver:
     proposed_at: dict[str, float] = field(default_factory=dict)
     _consumer: AIOKafkaConsumer | None = None
     _task: asyncio.Task[None] | None = None
+    _verifier: Verifier | None = None
 
     async def start(self) -> None:
+        self._verifier = message_verifier(self.security, self.topics)
         consumer = make_reader(
             self.bootstrap, security=self.security, max_partition_fetch_bytes=16 * 1024 * 1024
         )
@@ -81,8 +84,11 @@ class RunObserver:
             except KafkaError as exc:  # the broker is away (it is restarted): wait for it
                 await retry.pause(exc)
                 continue
+            verifier = self._verifier
             for tp, records in batches.items():
                 for record in records:
+                    if refusal(verifier, record):
+                        continue  # forged: not part of the run
                     at = record.timestamp / 1000
                     try:
                         if tp.topic == self.topics.schedule:

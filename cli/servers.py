@@ -47,7 +47,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
@@ -64,6 +64,7 @@ from shared.env import (
     ENV_TESTCONTAINERS,
     StackSettings,
 )
+from shared.message_auth import MessageKeys
 from shared.security import KafkaSecurity, RedisSecurity, SecurityConfigError
 
 log = logging.getLogger(__name__)
@@ -493,6 +494,12 @@ def start_dev_servers(
     except BaseException:
         servers.stop()
         raise
+    if not kafka_security.message_keys:
+        # Messages are authenticated on every stack berth starts (shared.message_auth): keys
+        # of its own, readable by this user only, gone with the servers.
+        keys_file = workdir / "message-keys.json"
+        MessageKeys.generate().write(keys_file)
+        kafka_security = replace(kafka_security, message_keys=str(keys_file))
     servers.endpoints = Endpoints(redis_url, kafka_bootstrap, redis_security, kafka_security)
     servers.startup_seconds = time.perf_counter() - started
     return servers

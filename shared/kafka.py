@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
+from shared.message_auth import Signer, Verifier, topic_roles
 from shared.security import ENV_KAFKA_CA, ENV_KAFKA_CERT, ConnectError, KafkaSecurity
 
 # aiokafka headers: a list of (name, value) pairs.
@@ -148,10 +149,62 @@ def make_admin(bootstrap: str, *, security: KafkaSecurity | None = None) -> AIOK
     return AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000, **options)
 
 
+class SigningProducer(AIOKafkaProducer):  # type: ignore[misc]
+    """A producer whose every message carries its sender's authenticator
+    (shared.message_auth); send_and_wait goes through send."""
+
+    def __init__(self, signer: Signer, **options: Any) -> None:
+        super().__init__(**options)
+        self._signer = signer
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None = None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers | None = None,
+    ) -> Any:
+        signed = [*(headers or ()), self._signer.header(topic, key, value or b"")]
+        return await super().send(
+            topic,
+            value=value,
+            key=key,
+            partition=partition,
+            timestamp_ms=timestamp_ms,
+            headers=signed,
+        )
+
+
+def message_signer(security: KafkaSecurity | None, sender: str, topics: Topics) -> Signer | None:
+    """The authenticator of `sender`'s messages, when message keys are configured."""
+    keys = security.keys() if security is not None else None
+    return None if keys is None else Signer(keys, sender, topic_roles(topics))
+
+
+def message_verifier(security: KafkaSecurity | None, topics: Topics) -> Verifier | None:
+    """The check of received messages' authenticators, when message keys are configured."""
+    keys = security.keys() if security is not None else None
+    return None if keys is None else Verifier(keys, topic_roles(topics))
+
+
+def refusal(verifier: Verifier | None, record: Any) -> str:
+    """Why a consumed record is not accepted ("" when it is, or when nothing is checked)."""
+    if verifier is None:
+        return ""
+    return verifier.refusal(record.topic, record.key, record.value, record.headers)
+
+
 def make_producer(
-    bootstrap: str, *, security: KafkaSecurity | None = None, **overrides: Any
+    bootstrap: str,
+    *,
+    security: KafkaSecurity | None = None,
+    signer: Signer | None = None,
+    **overrides: Any,
 ) -> AIOKafkaProducer:
-    """A producer tuned for batched publishing (call `await producer.start()`)."""
+    """A producer tuned for batched publishing (call `await producer.start()`); with a
+    `signer`, every message it sends carries the sender's authenticator."""
     options: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
         "acks": "all",
@@ -162,6 +215,8 @@ def make_producer(
         **(security or KafkaSecurity()).client_options(),
     }
     options.update(overrides)
+    if signer is not None:
+        return SigningProducer(signer, **options)
     return AIOKafkaProducer(**options)
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from shared.message_auth import ENV_MESSAGE_KEYS, MessageKeys, MessageKeysError
+
 log = logging.getLogger(__name__)
 
 ENV_REDIS_PASSWORD = "BERTH_REDIS_PASSWORD"
@@ -202,10 +204,16 @@ class KafkaSecurity:
     ca: str = ""
     cert: str = ""
     key: str = ""
+    message_keys: str = ""
+    """The message keys file (BERTH_MESSAGE_KEYS, shared.message_auth): "" signs nothing."""
 
     @property
     def tls(self) -> bool:
         return self.protocol in ("SSL", "SASL_SSL")
+
+    def keys(self) -> MessageKeys | None:
+        """The message keys (None when no file is named); MessageKeysError if unreadable."""
+        return MessageKeys.load(self.message_keys) if self.message_keys else None
 
     @property
     def sasl(self) -> bool:
@@ -222,6 +230,7 @@ class KafkaSecurity:
             ca=env.get(ENV_KAFKA_CA, ""),
             cert=env.get(ENV_KAFKA_CERT, ""),
             key=env.get(ENV_KAFKA_KEY, ""),
+            message_keys=env.get(ENV_MESSAGE_KEYS, ""),
         )
         security.validate()
         return security
@@ -235,12 +244,17 @@ class KafkaSecurity:
             ENV_KAFKA_CA: self.ca,
             ENV_KAFKA_CERT: self.cert,
             ENV_KAFKA_KEY: self.key,
+            ENV_MESSAGE_KEYS: self.message_keys,
         }
         return {name: value for name, value in named.items() if value}
 
     def validate(self) -> None:
         """Raise SecurityConfigError for a setting or combination that cannot work."""
         protocol = f"{ENV_KAFKA_SECURITY_PROTOCOL}={self.protocol}"
+        try:
+            self.keys()
+        except MessageKeysError as exc:
+            raise SecurityConfigError(str(exc)) from exc
         if self.protocol not in KAFKA_PROTOCOLS:
             raise SecurityConfigError(f"{protocol}: not one of {', '.join(KAFKA_PROTOCOLS)}")
         given = self.env()

@@ -35,7 +35,7 @@ from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.reflector import Reflector
 from services.adapter.sink import StoreSink
 from services.adapter.status import Reporter, StatusWriter, failed_scheduling, stop_consumer
-from shared.kafka import Topics, ensure_topics, make_consumer
+from shared.kafka import Topics, ensure_topics, make_consumer, message_verifier
 from shared.kube.client import WATCHED, KubeApi
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
@@ -145,7 +145,8 @@ class AdapterService:
             # A consumer cancelled half-way through start() leaks its connections: let the
             # start finish, then stop it.
             await asyncio.shield(starting)
-            self.status = StatusWriter(self.reporter, self.store, consumer)
+            verifier = message_verifier(security, topics)
+            self.status = StatusWriter(self.reporter, self.store, consumer, verifier)
             await self.status.run()
         finally:
             with contextlib.suppress(Exception):

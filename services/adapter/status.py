@@ -29,8 +29,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
+from shared.kafka import refusal
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
 from shared.kube.events import event_body, rfc3339
+from shared.message_auth import Verifier
 from shared.messages import Outcome
 from shared.retry import Backoff, Retry
 from shared.store import ClusterStore
@@ -157,7 +159,15 @@ class Reporter:
 class StatusWriter:
     """Follows outcomes and writes their reports; see the module docstring."""
 
-    def __init__(self, reporter: Reporter, store: ClusterStore, consumer: AIOKafkaConsumer) -> None:
+    def __init__(
+        self,
+        reporter: Reporter,
+        store: ClusterStore,
+        consumer: AIOKafkaConsumer,
+        verifier: Verifier | None = None,
+    ) -> None:
+        self.verifier = verifier
+        """Outcomes without a valid authenticator are not acted on (None: none checked)."""
         self.reporter = reporter
         self.store = store
         self.consumer = consumer
@@ -175,6 +185,10 @@ class StatusWriter:
                 by_pod: dict[bytes, list[bytes | None]] = {}
                 for records in batches.values():
                     for record in records:
+                        refused = refusal(self.verifier, record)
+                        if refused:  # the queue dead-letters it; here it is only skipped
+                            log.warning("adapter: skipped an outcome: %s", refused)
+                            continue
                         by_pod.setdefault(record.key or b"", []).append(record.value)
                 await asyncio.gather(*(self._in_order(values) for values in by_pod.values()))
                 if batches:

@@ -603,6 +603,15 @@ class Binder:
             message = f"preemption refused: {refusal}"
             await self._outcome(p, "error", message=message, stream_end=False)
             return
+        unjustified = await self._unjustified(p, pod, victims)
+        if unjustified:
+            self.stats["unjustified"] += 1
+            log.warning("refused preemption for %s: %s", p.pod_key, unjustified)
+            await self.emitter.refused(p, unjustified)
+            # Perhaps only stale (the cluster changed since the worker looked): the pod
+            # tries again after a backoff, and the worker waiting on it stops waiting.
+            await self._outcome(p, "error", message=f"preemption refused: {unjustified}")
+            return
         status, _, seen = await self.bindings.claim(p.uid, p.attempt, "p")
         if status == "stale":
             self.stats["stale"] += 1
@@ -659,6 +668,15 @@ class Binder:
             plugins=p.unschedulable_plugins,
             nominated=p.node_name,
         )
+
+    async def _unjustified(self, p: Proposal, pod: Pod, victims: Sequence[Pod]) -> str:
+        """Why this binder's own view, caught up with the store, does not call for evicting
+        `victims` for `pod` ("" when it does; see checks.ProfileChecks.preemption_refusal)."""
+        target = await self.store.resource_version()
+        if not await self.view.wait_for(target, self.config.view_timeout_seconds):
+            return "the binder's view of the cluster is behind"
+        profile = self.checks.for_pod(pod)
+        return profile.preemption_refusal(pod, p.node_name, victims)
 
     async def _api_evict(self, p: Proposal, pod: Pod, victims: Sequence[Pod]) -> str | None:
         """Kubernetes mode: evict each victim through the API (PodDisruptionBudgets are the

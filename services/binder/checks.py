@@ -24,11 +24,13 @@ from scheduling.cache.cache import ClusterCache
 from scheduling.framework.columns import NodeColumns
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.interfaces import FilterPlugin, FilterResult, PreFilterPlugin
+from scheduling.framework.pod_index import PodIndex
 from scheduling.framework.registry import Registry
 from scheduling.framework.runtime import Framework
 from scheduling.framework.signature import NODE_LOCAL
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
+from scheduling.plugins.defaultpreemption.justify import preemption_refusal
 from scheduling.plugins.noderesources.fit import compute_pod_resource_request
 from scheduling.plugins.registry import in_tree_registry
 from shared.config import (
@@ -117,6 +119,8 @@ class ProfileChecks:
             if name not in in_store
         ]
         """The Filters this binder runs, in the profile's order."""
+        self._framework = framework
+        self._pod_index = PodIndex(listen=False)
         self._node_local = [f for f in self.filters if _node_local(f[2])]
         self._cross_node = [f for f in self.filters if not _node_local(f[2])]
         self.coscheduling: CoschedulingArgs | None = None
@@ -158,6 +162,13 @@ class ProfileChecks:
         if row is None or columns.nodes[row].metadata.resource_version != node_resource_version:
             return None
         return _first_failure(self._node_local, pod, columns, row)
+
+    def preemption_refusal(self, pod: Pod, node: str, victims: Sequence[Pod]) -> str:
+        """Why the binder's view does not justify evicting `victims` on `node` for `pod`
+        ("" when it does: scheduling.plugins.defaultpreemption.justify)."""
+        return preemption_refusal(
+            self._framework, pod, self._view.columns, node, victims, self._pod_index
+        )
 
     def check_cross_node(self, pod: Pod, node: str) -> Status:
         """The Filters check-and-reserve does not run, on `node` over the binder's view: the

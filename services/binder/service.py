@@ -32,7 +32,17 @@ from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from services.binder.kube_api import KubeWriter
-from shared.kafka import FETCH_MAX_WAIT_MS, Headers, ensure_topics, make_consumer, make_producer
+from shared.kafka import (
+    FETCH_MAX_WAIT_MS,
+    Headers,
+    ensure_topics,
+    make_consumer,
+    make_producer,
+    message_signer,
+    message_verifier,
+    refusal,
+)
+from shared.message_auth import Verifier
 from shared.messages import DeadLetter, Outcome
 from shared.metrics import report_consumer_lag
 from shared.proposals import Proposal
@@ -196,6 +206,8 @@ class BinderService:
         self.tracker = OffsetTracker()
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self._verifier: Verifier | None = None
+        """Checks the proposals' authenticators (None: no message keys)."""
         self.binder: Binder | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._lag_task: asyncio.Task[None] | None = None
@@ -210,8 +222,12 @@ class BinderService:
             security=self.kafka_security,
         )
         self._producer = make_producer(
-            self.bootstrap, security=self.kafka_security, **dict(self.config.producer_options)
+            self.bootstrap,
+            security=self.kafka_security,
+            signer=message_signer(self.kafka_security, "binder", topics),
+            **dict(self.config.producer_options),
         )
+        self._verifier = message_verifier(self.kafka_security, topics)
         await self._producer.start()
         await self.sync.start()
         self.binder = Binder(
@@ -314,6 +330,10 @@ class BinderService:
 
     async def _decode(self, tp: TopicPartition, record: Any) -> Proposal | None:
         """The proposal, or None after sending the record to the dead-letter topic."""
+        refused = refusal(self._verifier, record)
+        if refused:
+            await self._dead_letter(record, refused)
+            return None
         if record.value is None:
             await self._dead_letter(record, "empty message")
             return None

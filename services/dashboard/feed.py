@@ -15,7 +15,7 @@ import time
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from shared.kafka import Topics, assign_all, make_reader
+from shared.kafka import Topics, assign_all, make_reader, message_verifier, refusal
 from shared.messages import Outcome, ScheduleBatch
 from shared.security import KafkaSecurity
 from shared.stats import DEFAULT_HORIZON_SECONDS, BindingLog
@@ -37,6 +37,8 @@ class BindingFeed:
         self.bootstrap = bootstrap
         self.topics = topics
         self.security = security
+        self.verifier = message_verifier(security, topics)
+        """Messages without a valid authenticator do not count (None: none checked)."""
         self.lookback = lookback
         self.log = BindingLog(since=time.time())
         self._consumer: AIOKafkaConsumer | None = None
@@ -83,6 +85,8 @@ class BindingFeed:
                 for record in records:
                     if record.timestamp < self._skip_before_ms or record.value is None:
                         continue
+                    if refusal(self.verifier, record):
+                        continue  # forged: the queue dead-letters it, the feed ignores it
                     try:
                         if tp.topic == self.topics.schedule:
                             for request in ScheduleBatch.decode(record.value).requests:

@@ -41,7 +41,15 @@ from services.queue.records import PodRecord
 from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
-from shared.kafka import Headers, ensure_topics, make_consumer, make_producer
+from shared.kafka import (
+    Headers,
+    ensure_topics,
+    make_consumer,
+    make_producer,
+    message_signer,
+    message_verifier,
+    refusal,
+)
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
 from shared.queue_keys import InvalidTenantError, check_tenant
 from shared.redisconn import connect
@@ -108,6 +116,8 @@ class QueueService:
         self._owns_redis = isinstance(redis, str)
         self.bootstrap = kafka_bootstrap
         self.kafka_security = kafka_security or KafkaSecurity()
+        self._verifier = message_verifier(self.kafka_security, self.config.topics)
+        """Checks the outcomes' authenticators (None: no message keys configured)."""
         self.clock = clock or SystemClock()
         self.store = QueueStore(
             self.redis, self.config, self.clock, namespace_labels=namespace_labels
@@ -158,7 +168,10 @@ class QueueService:
             security=self.kafka_security,
         )
         self._producer = make_producer(
-            self.bootstrap, security=self.kafka_security, **self._producer_options
+            self.bootstrap,
+            security=self.kafka_security,
+            signer=message_signer(self.kafka_security, SERVICE_NAME, topics),
+            **self._producer_options,
         )
         await self._producer.start()
         self._consumer = make_consumer(
@@ -255,6 +268,10 @@ class QueueService:
         """
         decoded: list[tuple[ConsumerRecord, str, Any]] = []
         for record in records:
+            refused = refusal(self._verifier, record)
+            if refused:
+                await self._dead_letter(record, refused)
+                continue
             try:
                 steps = self._decode(record)
             except (MessageError, InvalidTenantError) as e:

@@ -9,7 +9,7 @@ are passed into the scripts, so tests drive them.
     store = QueueStore(redis, QueueConfig(...), clock)
     await store.add([PodRecord.from_pod(pod)])
     requests = await store.pop("tenant-a", 100)          # leased ScheduleRequests
-    await store.record_outcomes([Outcome(...)])           # done / backoff / unschedulable
+    await store.record_outcomes([Outcome(...)])           # noted / backoff / unschedulable
     await store.move_all(NODE_ADD)                        # queueing hints decide who wakes
 """
 
@@ -388,7 +388,7 @@ class QueueStore(QueueReads):
     # ------------------------------------------------------------------ outcomes
 
     async def record_outcomes(self, outcomes: Sequence[Outcome]) -> list[str]:
-        """Apply outcomes in order; returns each one's effect (stale, done, backoff, ...)."""
+        """Apply outcomes in order; returns each one's effect (stale, noted, backoff, ...)."""
         results: list[str] = [""] * len(outcomes)
         by_tenant: dict[str, list[int]] = defaultdict(list)
         for index, outcome in enumerate(outcomes):

@@ -59,7 +59,11 @@ from shared.kafka import (
     ensure_topics,
     make_consumer,
     make_producer,
+    message_signer,
+    message_verifier,
+    refusal,
 )
+from shared.message_auth import Verifier
 from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
@@ -153,6 +157,8 @@ class SchedulerWorker:
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self._verifier: Verifier | None = None
+        """Checks the schedule requests' authenticators (None: no message keys)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
@@ -179,8 +185,12 @@ class SchedulerWorker:
         await ensure_topics(self.bootstrap, topics.all(), security=security)
         await self.sync.start()
         self._producer = make_producer(
-            self.bootstrap, security=security, **dict(self.config.producer_options)
+            self.bootstrap,
+            security=security,
+            signer=message_signer(security, "scheduler", topics),
+            **dict(self.config.producer_options),
         )
+        self._verifier = message_verifier(security, topics)
         await self._producer.start()
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
         self._consumer = make_consumer(
@@ -317,6 +327,9 @@ class SchedulerWorker:
         )
 
     async def _process(self, tp: TopicPartition, record: Any) -> list[asyncio.Future[Any]]:
+        refused = refusal(self._verifier, record)
+        if refused:
+            return [await self._dead_letter(record, refused)]
         if record.value is None:
             return [await self._dead_letter(record, "empty message")]
         try:

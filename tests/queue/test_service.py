@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 
 import pytest
@@ -77,6 +77,19 @@ def pods(*names: str, namespace: str = "default", **kwargs: object) -> list[Pod]
     return [make_pod(name, namespace, **kwargs) for name in names]  # type: ignore[arg-type]
 
 
+async def pending(service: QueueService, tenant: str) -> int:
+    return (await service.store.counts())[tenant].pending
+
+
+async def wait_for_async(
+    read: Callable[[], Awaitable[int]], want: int, within: float = 20.0
+) -> None:
+    deadline = time.monotonic() + within
+    while await read() != want:
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
 async def wait_for(condition: Callable[[], bool], within: float = 20.0) -> None:
     deadline = time.monotonic() + within
     while not condition():
@@ -125,8 +138,12 @@ async def test_failure_then_node_add_redispatches(
         assert (second.pod_key, second.attempt) == ("default/p", 2)
         done = outcome(second, "scheduled")
         await produce(kafka_bootstrap, topics.outcomes, [(b"x", done.encode())])
-        await wait_for(lambda: service.metrics["outcome_done"] == 1)
-        assert (await service.store.counts())["default"].pending == 0
+        await wait_for(lambda: service.metrics["outcome_noted"] == 1)
+        # The outcome is evidence only: the pod leaves the queue once the store holds it bound.
+        assert (await service.store.counts())["default"].pending == 1
+        stored = await cluster.get_pod("default", "p")
+        await cluster.apply([replace(stored, spec=replace(stored.spec, node_name="n1"))])
+        await wait_for_async(lambda: pending(service, "default"), 0)
 
 
 async def test_bad_input_goes_to_the_dlq_and_the_service_keeps_going(
@@ -285,9 +302,12 @@ async def test_tenants_weighted_round_robin_and_inflight_cap(
         assert per_tenant == {"big": 4, "small": 4}
         done = [outcome(r, "scheduled") for r in reader.requests() if r.tenant == "big"]
         await produce(kafka_bootstrap, topics.outcomes, [(b"x", o.encode()) for o in done])
+        await wait_for(lambda: service.metrics["outcome_noted"] == 4)
+        for o in done:  # bound, as the binder's binding shows in the store
+            stored = await cluster.get_pod("big", o.pod_key.split("/")[1])
+            await cluster.apply([replace(stored, spec=replace(stored.spec, node_name="n1"))])
         await reader.wait_until(lambda: len(reader.requests()) == 12)
         assert Counter(r.tenant for r in reader.requests()) == {"big": 8, "small": 4}
-        assert service.metrics["outcome_done"] == 4
 
 
 async def test_bound_pod_leaves_the_queue_and_other_schedulers_pods_are_ignored(

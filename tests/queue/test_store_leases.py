@@ -31,10 +31,19 @@ async def pop_one(store: QueueStore) -> ScheduleRequest:
 # ---------------------------------------------------------------------- outcomes
 
 
-async def test_scheduled_outcome_forgets_the_pod(store: QueueStore) -> None:
-    await store.add([record("p")])
+async def test_a_scheduled_outcome_is_evidence_the_binding_removes_the_pod(
+    store: QueueStore,
+) -> None:
+    """Issue 19: a `scheduled` outcome (forged or real) never makes the queue drop a pod; the
+    store's change stream showing the pod bound does (the service's "bound" step deletes it)."""
+    pod = record("p")
+    await store.add([pod])
     request = await pop_one(store)
-    assert await store.record_outcomes([outcome(request, "scheduled", node_name="n1")]) == ["done"]
+    assert await store.record_outcomes([outcome(request, "scheduled", node_name="n1")]) == [
+        "noted"
+    ]
+    assert await store.location(T, KEY) == "inflight"
+    assert await store.delete([pod]) == 1  # the binding, as the informer reports it
     assert await store.location(T, KEY) is None
     assert await store.redis.hlen(store.keys.key(T, "pod")) == 0
 
@@ -128,16 +137,19 @@ async def test_expired_lease_redispatches_and_old_outcome_is_stale(
     second = await pop_one(store)
     assert (second.attempt, second.redispatches) == (2, 1)
     assert await store.record_outcomes([outcome(first, "scheduled")]) == ["stale"]
-    assert await store.record_outcomes([outcome(second, "scheduled")]) == ["done"]
+    assert await store.record_outcomes([outcome(second, "scheduled")]) == ["noted"]
     assert (await store.stats(T))["redispatched"] == 1
 
 
 async def test_inflight_cap_per_tenant(store: QueueStore) -> None:
-    await store.add([record(f"p{i}") for i in range(5)])
+    pods = [record(f"p{i}") for i in range(5)]
+    await store.add(pods)
     first = await store.pop(T, 5, max_inflight=2)
     assert len(first) == 2
     assert await store.pop(T, 5, max_inflight=2) == []
     await store.record_outcomes([outcome(first[0], "scheduled")])
+    assert await store.pop(T, 5, max_inflight=2) == []  # still in flight until seen bound
+    await store.delete([next(p for p in pods if p.key == first[0].pod_key)])
     assert len(await store.pop(T, 5, max_inflight=2)) == 1
 
 
@@ -147,7 +159,8 @@ async def test_inflight_cap_per_tenant(store: QueueStore) -> None:
 async def test_a_pops_lease_expires_only_for_the_pods_it_still_holds(
     store: QueueStore, clock: ManualClock
 ) -> None:
-    await store.add([record(name) for name in ("done", "failed", "renewed", "lost")])
+    records = [record(name) for name in ("done", "failed", "renewed", "lost")]
+    await store.add(records)
     done, failed, renewed, _lost = await store.pop(T, 4)
     clock.advance(10)
     assert await store.record_outcomes(
@@ -156,7 +169,8 @@ async def test_a_pops_lease_expires_only_for_the_pods_it_still_holds(
             outcome(failed),
             outcome(renewed, "extend", lease_seconds=60.0),
         ]
-    ) == ["done", "unschedulable", "extended"]
+    ) == ["noted", "unschedulable", "extended"]
+    assert await store.delete(records[:1]) == 1  # `done` seen bound
     assert (await store.counts([T]))[T].inflight == 2
     clock.advance(20)  # the pop's lease expires: only `lost` was still held by it
     assert await store.expire_leases() == 1

@@ -71,6 +71,7 @@ from scheduling.plugins.defaultpreemption.environment import (
     terminating_by_preemption,
 )
 from scheduling.plugins.defaultpreemption.pdb import pdb_violations
+from scheduling.plugins.defaultpreemption.trial import NodeTrial
 from shared.models import PREEMPT_NEVER, Pod, priority_of
 
 
@@ -486,52 +487,26 @@ class Evaluator:
     ) -> tuple[SlotCandidate | None, Status]:
         """Upstream SelectVictimsOnNode on a state copy; leaves `scratch` as it found it."""
         index = self.index
-        copy = state.clone()
-        removed: list[int] = []
-        one = np.array([row], dtype=np.intp)
-
-        def take(slot: int) -> Status:
-            scratch.remove_slots(np.array([slot], dtype=np.intp))
-            removed.append(slot)
-            for ext in extensions:
-                status = ext.remove_pod(copy, pod, index.pod(slot), scratch.columns, row)
-                if not status.is_success():
-                    return Status.error(
-                        f'running RemovePod on PreFilter plugin "{ext.name}": {status.message()}'
-                    )
-            return SUCCESS
-
-        def give_back(slot: int) -> Status:
-            scratch.restore_slots(np.array([slot], dtype=np.intp))
-            removed.remove(slot)
-            for ext in extensions:
-                status = ext.add_pod(copy, pod, index.pod(slot), scratch.columns, row)
-                if not status.is_success():
-                    return Status.error(
-                        f'running AddPod on PreFilter plugin "{ext.name}": {status.message()}'
-                    )
-            return SUCCESS
-
+        trial = NodeTrial(ctx, state, pod, extensions, scratch, index, row)
         try:
             for slot in row_slots:
-                status = take(slot)
+                status = trial.take(slot)
                 if not status.is_success():
                     return None, status
-            out = run_filters_with_nominated_pods(ctx, copy, pod, scratch, one)
-            if not bool(out.ok[0]):
-                return None, out.status_at(0)
+            status = trial.fits()
+            if not status.is_success():
+                return None, status
             ordered = index.in_order(np.array(row_slots, dtype=np.intp))
             violating = pdb_violations(index, ordered, np.full(len(ordered), row), env.pdbs)
             reprieve = [int(s) for s in ordered[violating]] + [int(s) for s in ordered[~violating]]
             victims: set[int] = set()
             num_violations = 0
             for slot in reprieve:
-                status = give_back(slot)
+                status = trial.give_back(slot)
                 if not status.is_success():
                     return None, status
-                out = run_filters_with_nominated_pods(ctx, copy, pod, scratch, one)
-                if not bool(out.ok[0]):
-                    status = take(slot)
+                if not trial.fits().is_success():
+                    status = trial.take(slot)
                     if not status.is_success():
                         return None, status
                     victims.add(slot)
@@ -540,8 +515,7 @@ class Evaluator:
             chosen = np.array([s for s in ordered.tolist() if s in victims], dtype=np.intp)
             return SlotCandidate(row, chosen, num_violations), SUCCESS
         finally:
-            if removed:
-                scratch.restore_slots(np.array(removed, dtype=np.intp))
+            trial.close()
 
 
 def _no_victim_error(node_name: str) -> Status:

@@ -3,7 +3,7 @@
 -- ARGV: now, initial_backoff, max_backoff, lease_us, count, then per outcome 7 fields:
 --   key, uid, attempt, result, plugins (sorted, comma-separated), nominate ('-' keep,
 --   else '=' followed by the node name; '=' alone clears), lease_us override ('' default)
--- Returns per outcome: stale | done | extended | active | backoff | unschedulable
+-- Returns per outcome: stale | noted | extended | active | backoff | unschedulable
 -- (the caller stores the failure message of every failed attempt: backoff, unschedulable,
 -- and a conflict sent back to active).
 local now, init, max = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -27,8 +27,10 @@ for i = 1, count do
     redis.call('ZADD', K_EXT, now + d, key) -- overrides its pop's lease from now on
     out[i] = 'extended'
   elseif res == 'scheduled' then
-    forget(key, s)
-    out[i] = 'done'
+    -- Evidence, not an order: the pod leaves the queue when the store's change stream shows
+    -- it bound (the informer's "bound" event), never on a message's word; a forged outcome
+    -- cannot make the queue drop a pod. Only its pods to activate are acted on.
+    out[i] = 'noted'
   else
     end_lease(key)
     redis.call('HSET', K_ATT, key, attempt) -- the attempt ended (pop counted it)
