@@ -35,6 +35,10 @@ LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches
 PYTHON_FIELDS = ("tenant", "lease", "cycle", "pod")
 """The request fields appended here, in this order."""
 
+MAX_MESSAGE_BYTES = 1024 * 1024
+"""A schedule message's pods' bytes (one pod alone may be larger: objects are admitted up to
+shared.models.admission.MAX_OBJECT_BYTES, well under the producer's max_request_size)."""
+
 _MAP14 = b"\x8e"  # a fixmap of the 14 ScheduleRequest fields
 _MAP10 = b"\x8a"  # the blob's map of 10
 # "pod" and the header of a bin 32 (any length is valid msgpack; a fixed one keeps it simple).
@@ -157,13 +161,22 @@ class PoppedPods:
             ScheduleRequest.from_wire(msgpack.unpackb(data, raw=False)) for data in self.encoded()
         ]
 
-    def batches(self, size: int) -> list[EncodedBatch]:
-        """The ScheduleBatch messages of at most `size` requests each, in queue order."""
+    def batches(self, size: int, max_bytes: int = MAX_MESSAGE_BYTES) -> list[EncodedBatch]:
+        """The ScheduleBatch messages of at most `size` requests each, in queue order, each
+        under `max_bytes` unless one request alone is larger (it then travels alone: a large
+        pod never holds back the small ones popped with it)."""
         tails = self._tails()
         fragments, bodies = self.fragments, self.bodies
         out: list[EncodedBatch] = []
-        for start in range(0, len(fragments), size):
-            end = min(start + size, len(fragments))
+        start = 0
+        while start < len(fragments):
+            end, total = start, 0
+            while end < len(fragments) and end - start < size:
+                weight = len(fragments[end]) + len(tails[end]) + len(bodies[end])
+                if end > start and total + weight > max_bytes:
+                    break
+                total += weight
+                end += 1
             parts = itertools.chain.from_iterable(
                 zip(
                     itertools.repeat(_MAP14, end - start),
@@ -175,6 +188,7 @@ class PoppedPods:
             )
             payload = ScheduleBatch.encode_raw(end - start, parts)
             out.append(EncodedBatch(self.tenant, payload, end - start, first_uid(fragments[start])))
+            start = end
         return out
 
 

@@ -16,6 +16,7 @@ import msgpack
 
 from cli.run import pipeline
 from cli.servers import DevServers
+from shared.message_auth import Signer, topic_roles
 from shared.messages import Outcome, ScheduleBatch, ScheduleRequest
 from shared.models import Manifests, Pod
 from shared.proposals import Proposal, Victim
@@ -106,11 +107,17 @@ async def test_malformed_and_forged_messages_take_nothing_down(dev_servers: DevS
                 "default", pending.key, uid, 99, "scheduled", node_name="n0"
             ).encode(),
         }
+        # Signed with the keys of the component allowed to send each kind (an insider, or a
+        # bug): the decoders and the checks behind the authenticator get every mutation.
+        keys = run.client.settings.kafka_security.keys()
+        assert keys is not None, "a stack berth starts authenticates its messages"
+        senders = {topics.schedule: "queue", topics.proposals: "scheduler"}
         sent = 0
         for topic, message in valid.items():
+            signer = Signer(keys, senders.get(topic, "binder"), topic_roles(topics))
             batch = [(f"k{i}".encode(), _mutated(rng, message)) for i in range(PER_TOPIC)]
             batch.append((b"forged", message))  # well-formed but forged or stale: not obeyed
-            await produce(run.client.settings.kafka_bootstrap, topic, batch)
+            await produce(run.client.settings.kafka_bootstrap, topic, batch, signer)
             sent += len(batch)
         # The stack still schedules: a new pod binds.
         await run.apply(Manifests(pods=[make_pod("after").req(cpu="1").obj()]))

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from shared.kafka import make_producer
+from shared.message_auth import Signer
 from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest, decode_message
 
 # Fast group failover for tests (~1.5 x session_timeout_ms).
@@ -16,9 +17,13 @@ CONSUMER_OPTIONS = {"session_timeout_ms": 1500, "heartbeat_interval_ms": 300}
 
 
 async def produce(
-    bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes]]
+    bootstrap: str,
+    topic: str,
+    messages: Sequence[tuple[bytes | None, bytes]],
+    signer: Signer | None = None,
 ) -> None:
-    producer = make_producer(bootstrap, linger_ms=5)
+    """Send `messages`, each with `signer`'s authenticator when one is given."""
+    producer = make_producer(bootstrap, linger_ms=5, signer=signer)
     await producer.start()
     try:
         for key, value in messages:

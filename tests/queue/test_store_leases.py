@@ -39,9 +39,7 @@ async def test_a_scheduled_outcome_is_evidence_the_binding_removes_the_pod(
     pod = record("p")
     await store.add([pod])
     request = await pop_one(store)
-    assert await store.record_outcomes([outcome(request, "scheduled", node_name="n1")]) == [
-        "noted"
-    ]
+    assert await store.record_outcomes([outcome(request, "scheduled", node_name="n1")]) == ["noted"]
     assert await store.location(T, KEY) == "inflight"
     assert await store.delete([pod]) == 1  # the binding, as the informer reports it
     assert await store.location(T, KEY) is None

@@ -192,3 +192,22 @@ async def test_a_pod_gone_between_the_pop_and_the_read_is_left_out(store: QueueS
     [popped] = await store.pop_raw([(T, 2)])
     assert [r.pod_key for r in popped.requests()] == ["default/kept"]
     assert [b.count for b in popped.batches(64)] == [1]
+
+
+async def test_a_large_pod_travels_alone_and_never_holds_back_the_small_ones(
+    store: QueueStore,
+) -> None:
+    """Issue 19: one large pod, popped with small ones, gets a message of its own; the small
+    ones are packed together under the byte cap, in queue order."""
+    big = record("big", priority=5, labels={"blob": "x" * 4000})
+    pods = [record(f"small-{i}") for i in range(4)]
+    await store.add([big, *pods])
+    [popped] = await store.pop_raw([(T, 10)])
+    big_bytes, small_bytes = len(popped.bodies[0]), max(len(b) for b in popped.bodies[1:])
+    assert big_bytes > 4000 > 10 * small_bytes
+    batches = popped.batches(64, max_bytes=big_bytes + 50)  # room for no small one beside it
+    assert [b.count for b in batches] == [1, 4]
+    assert [b.count for b in popped.batches(64, max_bytes=1)] == [1] * 5  # each over the cap
+    assert [b.count for b in popped.batches(64)] == [5]  # the default cap: 1 MiB
+    decoded = [r.pod_key for b in batches for r in ScheduleBatch.decode(b.payload).requests]
+    assert decoded == [r.pod_key for r in popped.requests()]
