@@ -116,10 +116,13 @@ class StackClient:
         await self.close()
 
     # ---------------------------------------------------------------------- writes
-    async def apply(self, manifests: Manifests, *, batch: int = APPLY_BATCH) -> list[str]:
-        """Store every object (shared.objects.apply_manifests); returns "kind/name
-        created|configured" lines, keeps the warnings and when each pod was applied."""
-        report = await apply_manifests(self.store, manifests, batch=batch)
+    async def apply(
+        self, manifests: Manifests, *, batch: int = APPLY_BATCH, admission: bool = False
+    ) -> list[str]:
+        """Store every object (shared.objects.apply_manifests; `admission`: a user's write,
+        admitted as the API server would); returns "kind/name created|configured" lines, keeps
+        the warnings and when each pod was applied."""
+        report = await apply_manifests(self.store, manifests, batch=batch, admission=admission)
         self.warnings = report.warnings
         for uid, at in report.pods.items():
             self.published.setdefault(uid, at)

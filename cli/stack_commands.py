@@ -165,7 +165,8 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
         else:
             assert settings is not None
             async with StackClient(settings) as client:
-                lines, warnings = await client.apply(manifests), client.warnings
+                lines = await client.apply(manifests, admission=True)
+                warnings = client.warnings
         for warning in warnings:
             print(f"Warning: {warning}", file=sys.stderr)
         return lines

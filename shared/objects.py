@@ -14,6 +14,7 @@ import msgpack
 from redis.asyncio import Redis
 
 from shared.models import KubeObject, Manifests, Pod, PriorityClass, resolve_priorities
+from shared.models.admission import admit
 from shared.store import ClusterStore, Snapshot, StoreKeys, object_key
 
 APPLY_BATCH = 2000
@@ -31,21 +32,29 @@ class ApplyReport:
 
 
 async def apply_manifests(
-    store: ClusterStore, manifests: Manifests, *, batch: int = APPLY_BATCH
+    store: ClusterStore,
+    manifests: Manifests,
+    *,
+    batch: int = APPLY_BATCH,
+    admission: bool = False,
 ) -> ApplyReport:
     """Store every object (dependencies first; the queue hears of them from the store's change
     stream), all or nothing. Pod priorities are resolved against the stored PriorityClasses and
-    the manifests' own (as admission would)."""
+    the manifests' own. `admission`: a user's write (`berth apply`, the front door), admitted
+    as the API server would (shared.models.admission: computed priorities, default
+    tolerations, size limits, server uids); without it, objects are taken as a cluster's own
+    (drivers of simulated workloads)."""
     stored_classes = cast(list[PriorityClass], await store.list("PriorityClass"))
     new_names = {pc.metadata.name for pc in manifests.priority_classes}
+    classes = [
+        *manifests.priority_classes,
+        *(c for c in stored_classes if c.metadata.name not in new_names),
+    ]
     report = ApplyReport()
-    report.warnings = resolve_priorities(
-        manifests,
-        [
-            *manifests.priority_classes,
-            *(c for c in stored_classes if c.metadata.name not in new_names),
-        ],
-    )
+    if admission:
+        report.warnings = admit(manifests, classes)
+    else:
+        report.warnings = resolve_priorities(manifests, classes)
     objects = list(manifests.objects())
     if len(objects) > batch:
         await store.check_apply(objects)  # all or nothing across the batches

@@ -182,7 +182,7 @@ async def apply(request: web.Request) -> web.Response:
         fail(403, "; ".join(refused) + " (nothing was applied)")
     data = request.app[DATA]
     try:
-        report = await apply_manifests(data.store, manifests)
+        report = await apply_manifests(data.store, manifests, admission=True)
     except (StoreError, ManifestError) as exc:
         fail(422, str(exc))
     data.invalidate()

@@ -421,7 +421,7 @@ def _pod_error(pod: Pod, path: str, reason: str) -> ManifestError:
 
 
 def resolve_priorities(
-    manifests: Manifests, classes: Iterable[PriorityClass] | None = None
+    manifests: Manifests, classes: Iterable[PriorityClass] | None = None, *, strict: bool = False
 ) -> list[str]:
     """Set spec.priority (and preemptionPolicy) of every pod without one from its
     PriorityClass, in place; returns warnings (one line each, naming the pod).
@@ -436,6 +436,10 @@ def resolve_priorities(
     system-cluster-critical classes always exist; an unknown class is an error, and so is an
     explicit preemptionPolicy that disagrees with the class. ``classes`` defaults to the
     manifests' own PriorityClasses.
+
+    `strict` (admission of a user's write, shared.models.admission): every pod is resolved
+    from its class, and one that carries a spec.priority other than the class's is refused,
+    as the Priority admission plugin refuses it.
 
     Known gap: preemptionPolicy has a non-None default in the model, so an explicit
     "PreemptLowerPriority" on a pod whose class says "Never" is taken as unset (upstream
@@ -462,7 +466,8 @@ def resolve_priorities(
 
     for pod in manifests.pods:
         spec = pod.spec
-        if spec.priority is not None:
+        given = spec.priority
+        if given is not None and not strict:
             warning = _existing_priority_warning(pod, by_name)
             if warning:
                 warnings.append(warning)
@@ -488,6 +493,14 @@ def resolve_priorities(
                 f"the string value of PreemptionPolicy ({spec.preemption_policy}) must not be "
                 f"provided in pod spec; priority admission controller computed {policy} from "
                 "the given PriorityClass name",
+            )
+        if given is not None and given != value:
+            raise _pod_error(
+                pod,
+                "spec.priority",
+                f"Forbidden: the integer value of priority ({given}) must not be provided in "
+                f"pod spec; priority admission controller computed {value} from the given "
+                "PriorityClass name",
             )
         spec.priority = value
         spec.preemption_policy = policy

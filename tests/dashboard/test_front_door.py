@@ -191,6 +191,24 @@ async def test_http_answers(door: Door) -> None:
         assert response.status == 200
 
 
+async def test_a_tenant_cannot_give_itself_priority(door: Door) -> None:
+    """Issue 19: the front door admits as the API server does; a pod that sets spec.priority
+    above what its class computes is refused, with the upstream reason, and nothing stored."""
+    api = door.url + "api/"
+    greedy = pod("team-a", "greedy").replace("spec:\n", "spec:\n  priority: 2147483647\n")
+    code, body = await status(api + "apply", "POST", TEAM_A, greedy)
+    assert code == 422
+    assert "Pod team-a/greedy: spec.priority: Forbidden" in body["error"]
+    assert "priority admission controller computed 0" in body["error"]
+    code, body = await status(api + "pods?namespace=team-a", token=TEAM_A)
+    assert code == 200
+    assert "greedy" not in json.dumps(body)
+    # The class's own value is fine, and the pod gets the default tolerations.
+    modest = pod("team-a", "modest").replace("spec:\n", "spec:\n  priority: 0\n")
+    code, body = await status(api + "apply", "POST", TEAM_A, modest)
+    assert code == 200, body
+
+
 async def test_the_page_asks_for_a_token(door: Door, berth: Any) -> None:
     from playwright.async_api import async_playwright
 
