@@ -23,6 +23,7 @@ itself is static and asks for a token when the API answers 401.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -162,7 +163,8 @@ async def apply(request: web.Request) -> web.Response:
     who = writer(request)
     text = await request.text()
     try:
-        manifests = load_manifest_text(text, source="request")
+        # In a thread: a large manifest must not hold up other tenants' requests.
+        manifests = await asyncio.to_thread(load_manifest_text, text, source="request")
     except ManifestError as exc:
         fail(400, str(exc))
     refused = [

@@ -27,6 +27,13 @@ from shared.models.node import Node
 from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
 from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
 from shared.models.schema import KIND_BY_NAME, KindInfo, KubeObject
+from shared.models.strict_text import (
+    StrictLoader,
+    StrictTextError,
+    check_aliases,
+    check_unicode,
+    no_duplicate_keys,
+)
 from shared.models.validation import (
     SYSTEM_PRIORITY_CLASSES,
     VALIDATORS,
@@ -35,8 +42,6 @@ from shared.models.validation import (
 )
 from shared.models.workload_validation import WORKLOAD_DEFAULTERS, WORKLOAD_VALIDATORS
 from shared.models.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
-
-_YamlLoader: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class ManifestError(ValueError):
@@ -318,6 +323,8 @@ def _nesting_depth(text: str, limit: int) -> int:
     flow = 0
     for line in text.splitlines():
         stripped = line.lstrip(" ")
+        if not stripped.strip():
+            continue  # a blank line opens nothing, however many spaces it has
         indent = len(line) - len(stripped)
         dashes = 0
         while stripped.startswith("- "):
@@ -373,9 +380,18 @@ def _parse(text: str, source: str) -> Iterator[Any]:
 
 
 def _parse_text(text: str, source: str) -> Iterator[Any]:
+    try:
+        for doc in _parse_strict(text, source):
+            check_unicode(text, doc)
+            yield doc
+    except StrictTextError as e:
+        raise ManifestError(f"{source}: {e}", source=source) from None
+
+
+def _parse_strict(text: str, source: str) -> Iterator[Any]:
     if text.lstrip()[:1] in ("{", "["):
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=no_duplicate_keys)
         except json.JSONDecodeError as e:
             if source.endswith(".json"):
                 raise ManifestError(
@@ -386,8 +402,9 @@ def _parse_text(text: str, source: str) -> Iterator[Any]:
         else:
             yield doc
             return
+    check_aliases(text)
     try:
-        yield from yaml.load_all(text, Loader=_YamlLoader)
+        yield from yaml.load_all(text, Loader=StrictLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
