@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from scheduling.kubelet import kubelet_refusal
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
     Manifests,
@@ -122,7 +123,9 @@ class StackClient:
         """Store every object (shared.objects.apply_manifests; `admission`: a user's write,
         admitted as the API server would); returns "kind/name created|configured" lines, keeps
         the warnings and when each pod was applied."""
-        report = await apply_manifests(self.store, manifests, batch=batch, admission=admission)
+        report = await apply_manifests(
+            self.store, manifests, batch=batch, admission=admission, node_check=kubelet_refusal
+        )
         self.warnings = report.warnings
         for uid, at in report.pods.items():
             self.published.setdefault(uid, at)

@@ -6,16 +6,27 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import msgpack
 from redis.asyncio import Redis
 
-from shared.models import KubeObject, Manifests, Pod, PriorityClass, resolve_priorities
+from shared.models import (
+    KubeObject,
+    ManifestError,
+    Manifests,
+    Node,
+    Pod,
+    PriorityClass,
+    resolve_priorities,
+)
 from shared.models.admission import admit
 from shared.store import ClusterStore, Snapshot, StoreKeys, object_key
+
+NodeCheck = Callable[[Pod, Node], str]
+"""Why a node's kubelet would refuse a pod bound to it by name ("" when it would run it)."""
 
 APPLY_BATCH = 2000
 """Objects per store call of one apply (a larger apply is checked whole first)."""
@@ -37,13 +48,16 @@ async def apply_manifests(
     *,
     batch: int = APPLY_BATCH,
     admission: bool = False,
+    node_check: NodeCheck | None = None,
 ) -> ApplyReport:
     """Store every object (dependencies first; the queue hears of them from the store's change
     stream), all or nothing. Pod priorities are resolved against the stored PriorityClasses and
     the manifests' own. `admission`: a user's write (`berth apply`, the front door), admitted
     as the API server would (shared.models.admission: computed priorities, default
     tolerations, size limits, server uids); without it, objects are taken as a cluster's own
-    (drivers of simulated workloads)."""
+    (drivers of simulated workloads). With admission, a pod bound by name must be one its
+    node's kubelet would run: `node_check` (scheduling.kubelet.kubelet_refusal: labels,
+    NoExecute taints) here, the room on the node in the store, atomically."""
     stored_classes = cast(list[PriorityClass], await store.list("PriorityClass"))
     new_names = {pc.metadata.name for pc in manifests.priority_classes}
     classes = [
@@ -53,19 +67,45 @@ async def apply_manifests(
     report = ApplyReport()
     if admission:
         report.warnings = admit(manifests, classes)
+        if node_check is not None:
+            await _check_bound_by_name(store, manifests, node_check)
     else:
         report.warnings = resolve_priorities(manifests, classes)
     objects = list(manifests.objects())
     if len(objects) > batch:
-        await store.check_apply(objects)  # all or nothing across the batches
+        await store.check_apply(objects, kubelet=admission)  # all or nothing across batches
     for start in range(0, len(objects), batch):
-        await _apply_batch(store, objects[start : start + batch], report)
+        await _apply_batch(store, objects[start : start + batch], report, admission)
     return report
 
 
-async def _apply_batch(store: ClusterStore, objects: list[KubeObject], report: ApplyReport) -> None:
+async def _check_bound_by_name(
+    store: ClusterStore, manifests: Manifests, node_check: NodeCheck
+) -> None:
+    """ManifestError for the first new pod bound by name that its node's kubelet refuses."""
+    nodes = {node.metadata.name: node for node in manifests.nodes}
+    for pod in manifests.pods:
+        name = pod.spec.node_name
+        if not name or await store.bindings.bound_node(pod.key):
+            continue
+        node = nodes.get(name) or await store.get_node(name)
+        if node is None:
+            continue  # the store names the missing node
+        refusal = node_check(pod, node)
+        if refusal:
+            raise ManifestError(
+                f"Pod {pod.key}: spec.nodeName: {refusal}",
+                kind="Pod",
+                name=pod.key,
+                path="spec.nodeName",
+            )
+
+
+async def _apply_batch(
+    store: ClusterStore, objects: list[KubeObject], report: ApplyReport, kubelet: bool
+) -> None:
     existed = await _present(store, objects)
-    applied = await store.apply(objects)
+    applied = await store.apply(objects, kubelet=kubelet)
     now = time.time()
     for obj, done in zip(objects, applied, strict=True):
         obj.metadata.resource_version = done.resource_version

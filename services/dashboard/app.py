@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from scheduling.kubelet import kubelet_refusal
 from services.dashboard.auth import Identity, Tokens, namespace_refusal, refusal
 from services.dashboard.data import MAX_PODS, DashboardData
 from services.dashboard.feed import BindingFeed
@@ -46,6 +47,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 DATA = web.AppKey("data", DashboardData)
 FEED = web.AppKey("feed", BindingFeed)
 TOKENS = web.AppKey("tokens", Tokens)
+TENANT_NODE_NAME = web.AppKey("tenant_node_name", bool)
 NO_STORE = {"Cache-Control": "no-store"}
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest manifest a POST /api/apply takes."""
@@ -180,11 +182,20 @@ async def apply(request: web.Request) -> web.Response:
             )
         )
     ]
+    if not who.admin and not request.app[TENANT_NODE_NAME]:
+        refused += [
+            f"{who.describe()} may not bind Pod {pod.key} to a node by name (spec.nodeName): "
+            "placement is the scheduler's"
+            for pod in manifests.pods
+            if pod.spec.node_name
+        ]
     if refused:
         fail(403, "; ".join(refused) + " (nothing was applied)")
     data = request.app[DATA]
     try:
-        report = await apply_manifests(data.store, manifests, admission=True)
+        report = await apply_manifests(
+            data.store, manifests, admission=True, node_check=kubelet_refusal
+        )
     except (StoreError, ManifestError) as exc:
         fail(422, str(exc))
     data.invalidate()
@@ -210,10 +221,16 @@ async def delete(request: web.Request) -> web.Response:
 
 
 def make_app(
-    data: DashboardData, feed: BindingFeed, tokens: Tokens | None = None
+    data: DashboardData,
+    feed: BindingFeed,
+    tokens: Tokens | None = None,
+    *,
+    tenant_node_name: bool = False,
 ) -> web.Application:
+    """`tenant_node_name`: tenant tokens may write pods bound by name (else admins only)."""
     app = web.Application(client_max_size=MAX_BODY_BYTES)
     app[DATA] = data
+    app[TENANT_NODE_NAME] = tenant_node_name
     app[FEED] = feed
     if tokens is not None:
         app[TOKENS] = tokens

@@ -36,7 +36,11 @@ async def serve(
     redis = await open_redis(settings.redis_url, settings.redis_security)
     data = DashboardData(redis, settings, refresh_seconds=config.refresh_seconds)
     feed = BindingFeed(settings.kafka_bootstrap, settings.topics, settings.kafka_security)
-    server = DashboardServer(make_app(data, feed, tokens), config.host, config.port)
+    server = DashboardServer(
+        make_app(data, feed, tokens, tenant_node_name=config.tenant_node_name),
+        config.host,
+        config.port,
+    )
 
     async def start() -> None:
         await feed.start()

@@ -88,14 +88,18 @@ def node_facts(node: Node) -> dict[str, Any]:
     }
 
 
-def pod_facts(pod: Pod) -> dict[str, Any]:
-    """What an apply of a pod passes: a pod created with spec.nodeName is bound at once."""
-    return {
+def pod_facts(pod: Pod, *, kubelet: bool = False) -> dict[str, Any]:
+    """What an apply of a pod passes: a pod created with spec.nodeName is bound at once
+    (`kubelet`: only if it fits what its node has left, as the kubelet admits it)."""
+    facts: dict[str, Any] = {
         "node": pod.spec.node_name,
         "c": PodCharge.of(pod).wire(),
         "g": pod_group_key(pod),
         "prio": priority_of(pod),
     }
+    if kubelet:
+        facts["k"] = 1
+    return facts
 
 
 @dataclass(frozen=True, slots=True)

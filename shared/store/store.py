@@ -166,30 +166,38 @@ class ClusterStore:
         self.bindings = Bindings(redis, self.keys, self.scripts, stream_maxlen)
 
     # ------------------------------------------------------------------ writes
-    async def apply(self, objects: Iterable[KubeObject]) -> list[Applied]:
+    async def apply(self, objects: Iterable[KubeObject], *, kubelet: bool = False) -> list[Applied]:
         """Create or update objects; an existing object keeps its uid. All of them are
         written, or (ApplyRejectedError) none: every batch of APPLY_BATCH objects (one
         script each) is checked before the first is written, and each script checks its
         batch again before writing any of it. (A binder starting to bind one of the pods
         between the two checks is the only way an apply of several batches can stop half
-        way.) A pod with spec.nodeName is bound at once (its usage counted)."""
+        way.) A pod with spec.nodeName is bound at once (its usage counted); `kubelet`: a
+        user's write, where such a pod must fit what its node has left (ApplyRejectedError
+        with the kubelet's reason, OutOfcpu and the like, otherwise)."""
         items = list(objects)
         batches = [items[i : i + APPLY_BATCH] for i in range(0, len(items), APPLY_BATCH)]
         if len(batches) > 1:
-            await self.check_apply(items)
+            await self.check_apply(items, kubelet=kubelet)
         out: list[Applied] = []
         for batch in batches:
-            out.extend(await self._apply_batch(batch, len(out)))
+            out.extend(await self._apply_batch(batch, len(out), kubelet=kubelet))
         return out
 
-    async def check_apply(self, objects: Sequence[KubeObject]) -> None:
+    async def check_apply(self, objects: Sequence[KubeObject], *, kubelet: bool = False) -> None:
         """What `apply` checks before writing, alone (ApplyRejectedError, or nothing): for a
         caller that writes several applies as one."""
         for start in range(0, len(objects), APPLY_BATCH):
-            await self._apply_batch(objects[start : start + APPLY_BATCH], start, check_only=True)
+            batch = objects[start : start + APPLY_BATCH]
+            await self._apply_batch(batch, start, check_only=True, kubelet=kubelet)
 
     async def _apply_batch(
-        self, batch: Sequence[KubeObject], offset: int, *, check_only: bool = False
+        self,
+        batch: Sequence[KubeObject],
+        offset: int,
+        *,
+        check_only: bool = False,
+        kubelet: bool = False,
     ) -> list[Applied]:
         args: list[Any] = ["check" if check_only else self.stream_maxlen, len(batch)]
         names: list[tuple[str, str]] = []
@@ -205,7 +213,7 @@ class ClusterStore:
             if isinstance(obj, Node):
                 facts = pack(node_facts(obj))
             elif isinstance(obj, Pod):
-                facts = pack(pod_facts(obj))
+                facts = pack(pod_facts(obj, kubelet=kubelet))
             args.extend((info.kind, key, encode(obj), meta.uid, facts))
             names.append((info.kind, key))
         reply = await self.scripts.apply(keys=[self.keys.rv], args=args)

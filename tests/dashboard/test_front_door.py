@@ -209,6 +209,27 @@ async def test_a_tenant_cannot_give_itself_priority(door: Door) -> None:
     assert code == 200, body
 
 
+async def test_binding_by_name_is_for_admins_and_must_fit(door: Door, berth: Any) -> None:
+    """Issue 19: a tenant may not place pods by name (the default; BERTH_TENANT_NODE_NAME=
+    allow lifts it); an admin may, but only onto room the node has, as its kubelet admits."""
+    api = door.url + "api/"
+    assert (await berth(apply_main, ["-f", str(door.files / "node.yaml")], ADMIN))[0] == 0
+    pinned = pod("team-a", "pinned").replace("spec:\n", "spec:\n  nodeName: node-0\n")
+    code, body = await status(api + "apply", "POST", TEAM_A, pinned)
+    assert code == 403
+    assert "tenant team-a may not bind Pod team-a/pinned to a node by name" in body["error"]
+    huge = pinned.replace("cpu: 100m", "cpu: '500'")
+    code, body = await status(api + "apply", "POST", ADMIN, huge)
+    assert code == 422
+    assert "Pod team-a/pinned: spec.nodeName: OutOfcpu" in body["error"]
+    code, body = await status(api + "apply", "POST", ADMIN, pinned)
+    assert code == 200, body
+    code, body = await status(api + "nodes", token=ADMIN)
+    assert code == 200
+    [row] = [n for n in body["nodes"] if n["name"] == "node-0"]
+    assert row["requested"].get("cpu", 0) <= 8000
+
+
 async def test_the_page_asks_for_a_token(door: Door, berth: Any) -> None:
     from playwright.async_api import async_playwright
 

@@ -9,6 +9,68 @@ local maxlen = ARGV[1]
 local n = tonumber(ARGV[2])
 local check_only = maxlen == "check"
 
+-- The kubelet's admission of a pod bound by name (facts.k: a user's write): it must fit what
+-- its node has left, counting the pods bound by name earlier in this batch, or nothing is
+-- written (the kubelet would fail it: OutOfcpu, OutOfpods, NodePorts...).
+local batch_nodes, batch_used = {}, {}
+for i = 0, n - 1 do
+  local at = 3 + i * 5
+  if ARGV[at] == "Node" then batch_nodes[ARGV[at + 1]] = cmsgpack.unpack(ARGV[at + 4]) end
+end
+local function short(resource, want, used, capacity)
+  return "OutOf" .. resource .. ": Node didn't have enough resource: " .. resource ..
+         ", requested: " .. int(want) .. ", used: " .. int(used) .. ", capacity: " ..
+         int(capacity)
+end
+local function kubelet_refusal(node, charge)
+  local facts = batch_nodes[node]
+  if not facts then
+    local raw = redis.call("HGET", NODE_FACTS, node)
+    if not raw then return 'node "' .. node .. '" not found' end
+    facts = cmsgpack.unpack(raw)
+  end
+  local used = batch_used[node]
+  if not used then
+    used = {}
+    local flat = redis.call("HGETALL", usage_key(node))
+    for j = 1, #flat, 2 do used[flat[j]] = tonumber(flat[j + 1]) end
+    batch_used[node] = used
+  end
+  local alloc = facts.a
+  if (used["pods"] or 0) + 1 > (alloc["pods"] or 0) then
+    return short("pods", 1, used["pods"] or 0, alloc["pods"] or 0)
+  end
+  local names = {}
+  for resource, _ in pairs(charge.r) do table.insert(names, resource) end
+  table.sort(names)
+  for _, resource in ipairs(names) do
+    local want, have = charge.r[resource], used["r:" .. resource] or 0
+    if want > 0 and want > (alloc[resource] or 0) - have then
+      return short(resource, want, have, alloc[resource] or 0)
+    end
+  end
+  for _, p in ipairs(charge.p) do
+    for field, count in pairs(used) do
+      if count > 0 and string.sub(field, 1, 3) == "hp:" then
+        local proto, port, ip = string.match(field, "^hp:([^:]*):(%d+):(.*)$")
+        if proto == p[1] and port == int(p[2])
+            and (p[3] == "0.0.0.0" or ip == "0.0.0.0" or ip == p[3]) then
+          return "NodePorts: node(s) didn't have free ports for the requested pod ports"
+        end
+      end
+    end
+  end
+  used["pods"] = (used["pods"] or 0) + 1
+  for resource, amount in pairs(charge.r) do
+    used["r:" .. resource] = (used["r:" .. resource] or 0) + amount
+  end
+  for _, p in ipairs(charge.p) do
+    local field = "hp:" .. p[1] .. ":" .. int(p[2]) .. ":" .. p[3]
+    used[field] = (used[field] or 0) + 1
+  end
+  return nil
+end
+
 for i = 0, n - 1 do
   local at = 3 + i * 5
   local kind, key = ARGV[at], ARGV[at + 1]
@@ -22,6 +84,12 @@ for i = 0, n - 1 do
       end
       if not bound and redis.call("HEXISTS", CHARGES, key) == 1 then
         return {"err", i, "pod " .. key .. " is being bound by the binder"}
+      end
+      if facts.k and not bound then
+        local refusal = kubelet_refusal(facts.node, facts.c)
+        if refusal then
+          return {"err", i, "Pod " .. key .. ": spec.nodeName: " .. refusal}
+        end
       end
     end
   end
