@@ -65,7 +65,7 @@ CASES = [
     Case(
         "extended-resource-the-node-lacks",
         (),
-        (make_pod("b").req(**{"nvidia.com/gpu": "1"}).node("n1").obj(),),
+        (make_pod("b").req({"nvidia.com/gpu": "1"}).node("n1").obj(),),
         "OutOfnvidia.com/gpu",
     ),
     Case(
