@@ -462,11 +462,6 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         env[ENV_REDIS_URL] = args.redis_url
     if args.kafka_bootstrap:
         env[ENV_KAFKA_BOOTSTRAP] = args.kafka_bootstrap
-    try:
-        servers = start_dev_servers(env)
-    except SecurityError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
     path = state_path()
     data_dir = (args.data_dir or data_dir_of(path)).absolute()
     lock: TextIO | None = None
@@ -480,8 +475,9 @@ def up_main(argv: Sequence[str] | None = None) -> int:
                     elif entry.name != "berth-up.lock":
                         entry.unlink()
         resumed = any(data_dir.glob("appendonly*")) if lock is not None else False
+        # Once: each server berth starts is the one the stack uses.
         servers = start_dev_servers(env, redis_data_dir=data_dir, redis_fsync=args.redis_fsync)
-    except (StackError, LauncherError, ValueError, OSError) as exc:
+    except (StackError, LauncherError, SecurityError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         if lock is not None:
             lock.close()

@@ -58,6 +58,36 @@ class Up:
     def output(self) -> str:
         return self.log.read_text()
 
+    def servers_started(self) -> list[str]:
+        """The command lines of every Redis and broker process under `berth up` (its
+        descendants, whatever ports they use)."""
+        parents: dict[int, int] = {}
+        commands: dict[int, str] = {}
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                stat = (proc / "stat").read_text()
+                commands[int(proc.name)] = (
+                    (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                )
+            except OSError:
+                continue
+            parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+
+        def under_up(pid: int) -> bool:
+            while pid > 1:
+                if pid == self.process.pid:
+                    return True
+                pid = parents.get(pid, 0)
+            return False
+
+        return [
+            command
+            for pid, command in commands.items()
+            if ("redis-server" in command or "tansu" in command) and under_up(pid)
+        ]
+
     def pids(self) -> list[int]:
         """The service processes, and the servers (from the state and their ports)."""
         pids = [int(p) for p in re.findall(r"pid (\d+)", self.output())]
@@ -97,6 +127,9 @@ def test_up_apply_get_delete_and_ctrl_c(state: Path, capsys: pytest.CaptureFixtu
         pids = up.pids()
         # queue, binder, 2 workers, dashboard, Redis, broker
         assert len(pids) == 7, up.output()
+        # Each server once: no spare Redis or broker beside the ones the stack uses (issue 19).
+        started = up.servers_started()
+        assert len(started) == 2, started
         assert (
             apply_main(["-f", str(EXAMPLES / "cluster.yaml"), "-f", str(EXAMPLES / "pods.yaml")])
             == 0
