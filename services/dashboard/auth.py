@@ -11,12 +11,13 @@ The tokens file (`berth up --tokens FILE`, BERTH_TOKENS_FILE) is YAML, a token p
 - Tokens are at least 16 characters; the file is read strictly (unknown keys, a tenant without
   namespaces, `admin: false`... are errors naming the token's position, never the token).
 - Tokens are compared through their SHA-256 digests, so a lookup's timing tells nothing about
-  a token's characters. The file is read again when its modification time changes.
+  a token's characters. The file is read again when it changes (class Tokens).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from typing import Any
 import yaml
 
 from shared.models.schema import KIND_BY_NAME
+
+log = logging.getLogger(__name__)
 
 MIN_TOKEN_LENGTH = 16
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -102,22 +105,47 @@ def load_tokens(path: str | Path) -> dict[str, Identity]:
 
 
 class Tokens:
-    """The tokens of a file, read again when the file changes."""
+    """The tokens of a file, read again when the file changes (its modification time, size or
+    inode). A file that turns unreadable or invalid keeps the last good tokens (and says so
+    in the log, once per version); a file that is gone takes every token with it (deleting the
+    file is how an operator revokes them all)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._mtime = os.stat(self.path).st_mtime_ns
+        self._version = _version(self.path)
         self._identities = load_tokens(self.path)
+        self.problem = ""
+        """Why the file in force is not the one on disk ("" when it is)."""
 
     def identify(self, token: str) -> Identity | None:
-        try:
-            mtime = os.stat(self.path).st_mtime_ns
-        except OSError:
-            mtime = self._mtime  # keep the tokens we have
-        if mtime != self._mtime:
-            self._identities = load_tokens(self.path)
-            self._mtime = mtime
+        version = _version(self.path)
+        if version != self._version:
+            self._version = version
+            self._reload(version)
         return self._identities.get(digest(token))
+
+    def _reload(self, version: tuple[int, int, int] | None) -> None:
+        if version is None:
+            self._identities = {}
+            self.problem = f"{self.path} is gone: every token is refused until it is back"
+            log.warning("front door: %s", self.problem)
+            return
+        try:
+            self._identities = load_tokens(self.path)
+        except TokensError as exc:
+            self.problem = f"{exc}; keeping the tokens read before"
+            log.warning("front door: %s", self.problem)
+            return
+        self.problem = ""
+        log.info("front door: %s read again (%d tokens)", self.path, len(self._identities))
+
+
+def _version(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 def refusal(who: Identity, kind: str, namespace: str, name: str, verb: str) -> str | None:

@@ -107,3 +107,28 @@ def test_tokens_follow_the_file(tmp_path: Path) -> None:
     os.utime(path, ns=(1, 1))  # a different mtime, however fast the machine
     assert tokens.identify(A) is None
     assert tokens.identify(ADMIN) == Identity("admin", admin=True)
+
+
+def test_a_broken_file_keeps_the_last_good_tokens_and_a_gone_one_revokes_them(
+    tmp_path: Path,
+) -> None:
+    """Issue 19: an unparsable tokens file used to give 500s; a deleted one left its tokens
+    valid."""
+    path = tmp_path / "tokens.yaml"
+    path.write_text(GOOD)
+    tokens = Tokens(path)
+    assert tokens.identify(A) == TEAM_A
+    path.write_text("{not: [yaml")
+    os.utime(path, ns=(2, 2))
+    assert tokens.identify(A) == TEAM_A  # no exception: the last good tokens hold
+    assert "not YAML" in tokens.problem
+    assert "keeping the tokens read before" in tokens.problem
+    path.write_text(GOOD)
+    os.utime(path, ns=(3, 3))
+    assert tokens.identify(A) == TEAM_A
+    assert tokens.problem == ""
+    path.unlink()
+    assert tokens.identify(A) is None
+    assert "is gone: every token is refused" in tokens.problem
+    path.write_text(GOOD)
+    assert tokens.identify(A) == TEAM_A
