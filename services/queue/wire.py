@@ -35,6 +35,10 @@ LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches
 PYTHON_FIELDS = ("tenant", "lease", "cycle", "pod")
 """The request fields appended here, in this order."""
 
+MAX_BODY_BYTES = 128 * 1024
+"""A pod body larger than this is not sent: the request refers to the pod (key, uid,
+resourceVersion) and the worker reads it from its view. Messages stay far under any broker's
+limit (Kafka's default message.max.bytes is 1 MB) whatever a pod holds."""
 MAX_MESSAGE_BYTES = 1024 * 1024
 """A schedule message's pods' bytes (one pod alone may be larger: objects are admitted up to
 shared.models.admission.MAX_OBJECT_BYTES, well under the producer's max_request_size)."""
@@ -131,7 +135,7 @@ class PoppedPods:
     def __len__(self) -> int:
         return len(self.fragments)
 
-    def _tails(self) -> list[bytes]:
+    def _tails(self, bodies: Sequence[bytes]) -> list[bytes]:
         prefix = b"".join(
             (
                 _packb("tenant"),
@@ -145,14 +149,14 @@ class PoppedPods:
         pack = _tail_struct(len(prefix)).pack
         return [
             pack(prefix, cycle, _POD_BIN32, len(body))
-            for cycle, body in zip(self.cycles, self.bodies, strict=True)
+            for cycle, body in zip(self.cycles, bodies, strict=True)
         ]
 
     def encoded(self) -> list[bytes]:
         """Every request's bytes (one `ScheduleRequest.to_wire()` map each)."""
         return [
             b"".join((_MAP14, *parts))
-            for parts in zip(self.fragments, self._tails(), self.bodies, strict=True)
+            for parts in zip(self.fragments, self._tails(self.bodies), self.bodies, strict=True)
         ]
 
     def requests(self) -> list[ScheduleRequest]:
@@ -165,8 +169,11 @@ class PoppedPods:
         """The ScheduleBatch messages of at most `size` requests each, in queue order, each
         under `max_bytes` unless one request alone is larger (it then travels alone: a large
         pod never holds back the small ones popped with it)."""
-        tails = self._tails()
-        fragments, bodies = self.fragments, self.bodies
+        # A large pod travels by reference: the worker takes it from its view, which holds
+        # every stored pod (services/scheduler/cycle.request_pod).
+        bodies = [b"" if len(body) > MAX_BODY_BYTES else body for body in self.bodies]
+        tails = self._tails(bodies)
+        fragments = self.fragments
         out: list[EncodedBatch] = []
         start = 0
         while start < len(fragments):

@@ -48,7 +48,8 @@ def failed_decision(request: ScheduleRequest, error: Exception) -> Decision:
 
 def request_pod(request: ScheduleRequest, view: ClusterCache) -> Pod:
     """The pod to schedule: the queue's copy (the view's, when it holds that very version:
-    the view decoded it from the change stream already), with its latest known nomination."""
+    the view decoded it from the change stream already; always, for a pod the queue sent by
+    reference), with its latest known nomination. MessageError when neither has it."""
     held = view.pods.get(request.pod_key)
     if (
         held is not None
@@ -57,6 +58,13 @@ def request_pod(request: ScheduleRequest, view: ClusterCache) -> Pod:
         and held.metadata.uid == request.uid
     ):
         pod = held
+    elif not request.pod:
+        # Sent by reference (a large pod: services/queue/wire.py): the view holds a later
+        # version, or none; this attempt is stale, the queue sends the current one.
+        raise MessageError(
+            f"{request.pod_key} was sent by reference and the view does not hold its "
+            f"resourceVersion {request.resource_version}"
+        )
     else:
         pod = request.decode_pod()
     nominated = request.nominated_node_name or pod.status.nominated_node_name

@@ -12,6 +12,7 @@ from services.queue.clock import ManualClock
 from services.queue.store import QueueStore
 from services.queue.wire import (
     LUA_FIELDS,
+    MAX_BODY_BYTES,
     PYTHON_FIELDS,
     BlobError,
     request_blob,
@@ -211,3 +212,17 @@ async def test_a_large_pod_travels_alone_and_never_holds_back_the_small_ones(
     assert [b.count for b in popped.batches(64)] == [5]  # the default cap: 1 MiB
     decoded = [r.pod_key for b in batches for r in ScheduleBatch.decode(b.payload).requests]
     assert decoded == [r.pod_key for r in popped.requests()]
+
+
+async def test_a_pod_over_the_body_limit_is_sent_by_reference(store: QueueStore) -> None:
+    """Issue 19: whatever a pod holds, its schedule request stays small: a body over
+    MAX_BODY_BYTES is left out and the worker takes the pod from its view."""
+    big = record("big", labels={"blob": "x" * MAX_BODY_BYTES})
+    await store.add([big, record("small")])
+    [popped] = await store.pop_raw([(T, 10)])
+    [batch] = popped.batches(64)
+    assert len(batch.payload) < MAX_BODY_BYTES
+    by_key = {r.pod_key: r for r in ScheduleBatch.decode(batch.payload).requests}
+    assert by_key["default/big"].pod == b""
+    assert by_key["default/big"].resource_version == big.resource_version
+    assert by_key["default/small"].pod != b""
