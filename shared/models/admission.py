@@ -9,6 +9,9 @@ of standalone mode (`berth apply`, the dashboard's front door) goes through befo
   or `unreachable` with effect NoExecute gets the toleration for 300 s.
 - **Sizes**: annotations at most 256 KiB in total (upstream TotalAnnotationSizeLimitB), a whole
   object at most 1.5 MiB encoded (etcd's request limit), so no object can outgrow a message.
+- **Validation** of the fields berth stores without scheduling by them
+  (shared.models.strict_validation: names, images, host ports, resource limits, label syntax,
+  owner references, restart and DNS policies).
 - **uid** is the server's: a user-chosen metadata.uid is replaced (an existing object keeps the
   uid the store gave it).
 """
@@ -23,6 +26,7 @@ from shared.models.meta import new_uid
 from shared.models.pod import Pod
 from shared.models.policy import PriorityClass
 from shared.models.schema import KubeObject
+from shared.models.strict_validation import first_problem
 from shared.models.taints import Toleration
 
 MAX_ANNOTATIONS_BYTES = 256 * 1024
@@ -39,6 +43,10 @@ def admit(manifests: Manifests, classes: Iterable[PriorityClass]) -> list[str]:
     `classes`: the PriorityClasses in force (stored ones and the manifests' own)."""
     for obj in manifests.objects():
         _check_sizes(obj)
+        problem = first_problem(obj)
+        if problem:
+            kind, where = _named(obj)
+            raise ManifestError(f"{kind} {where}: {problem}", kind=kind, name=where)
         obj.metadata.uid = new_uid()
     warnings = resolve_priorities(manifests, classes, strict=True)
     for pod in manifests.pods:
@@ -63,10 +71,14 @@ def add_default_tolerations(pod: Pod) -> None:
             )
 
 
-def _check_sizes(obj: KubeObject) -> None:
-    kind = type(obj).__name__
+def _named(obj: KubeObject) -> tuple[str, str]:
     meta = obj.metadata
-    where = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+    return type(obj).__name__, f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+def _check_sizes(obj: KubeObject) -> None:
+    kind, where = _named(obj)
+    meta = obj.metadata
     annotations = sum(len(k.encode()) + len(v.encode()) for k, v in meta.annotations.items())
     if annotations > MAX_ANNOTATIONS_BYTES:
         raise ManifestError(

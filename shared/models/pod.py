@@ -138,6 +138,8 @@ class PodSpec:
     node_name: str = ""
     # With host networking every container port is also a host port (API defaulting).
     host_network: bool = False
+    restart_policy: str = field(default="", metadata={"emit": "nonempty"})
+    dns_policy: str = field(default="", metadata={"emit": "nonempty"})
     # None means the API default of 30 s (victims of preemption get this grace period).
     termination_grace_period_seconds: int | None = None
 

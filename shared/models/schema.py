@@ -118,9 +118,7 @@ IGNORED: dict[type[Any], frozenset[str]] = {
         {
             "volumes",
             "ephemeralContainers",
-            "restartPolicy",
             "activeDeadlineSeconds",
-            "dnsPolicy",
             "dnsConfig",
             "serviceAccountName",
             "serviceAccount",
