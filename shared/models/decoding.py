@@ -231,11 +231,9 @@ def _dec_resources_manifest(value: Any) -> dict[str, int]:
         if amount < 0 or (amount == 0 and _is_negative(raw)):
             raise FieldError(f"invalid quantity {_quote(raw)}: must be non-negative", f".{name}")
         if amount > MAX_EXACT_AMOUNT:
-            raise FieldError(
-                f"invalid quantity {_quote(raw)}: must be at most {MAX_EXACT_AMOUNT}"
-                f"{' millicores' if name == 'cpu' else ''}",
-                f".{name}",
-            )
+            # A valid quantity to the API server ("1E" cpu, "9Ei" memory): kept as the largest
+            # amount berth carries exactly, which no node can hold or exceed meaningfully.
+            amount = MAX_EXACT_AMOUNT
         if is_extended_resource(name) and parse_quantity(raw).denominator != 1:
             raise FieldError(
                 f"invalid quantity {_quote(raw)}: must be an integer (extended resource)",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,8 +207,21 @@ def decode_object(doc: Any, *, source: str = "", mode: Mode = Mode.MANIFEST) -> 
     return obj  # type: ignore[no-any-return]
 
 
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_MAX_GENERATED_BASE = 63 - 5
+
+
+def generated_name(base: str) -> str:
+    """The API server's name for an object created with only metadata.generateName (upstream
+    SimpleNameGenerator: the base, cut to leave room, and five random characters)."""
+    suffix = "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+    return base[:_MAX_GENERATED_BASE] + suffix
+
+
 def _finish(obj: Any, info: KindInfo) -> None:
     meta = obj.metadata
+    if not meta.name and meta.generate_name:
+        meta.name = generated_name(meta.generate_name)
     if not meta.name:
         raise FieldError("Required value", ".metadata.name")
     if info.namespaced:

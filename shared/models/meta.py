@@ -27,6 +27,8 @@ class OwnerReference:
 @dataclass(slots=True, kw_only=True)
 class ObjectMeta:
     name: str = ""
+    generate_name: str = field(default="", metadata={"emit": "nonempty"})
+    """The prefix of a name the API server generates (only when `name` is empty)."""
     # Namespaced kinds default to "default"; cluster-scoped kinds (Node, Namespace,
     # PriorityClass) use "".
     namespace: str = field(default="default", metadata={"emit": "nonempty"})

@@ -105,7 +105,6 @@ IGNORED: dict[type[Any], frozenset[str]] = {
     ClusterQueueSpec: frozenset({"flavorFungibility", "stopPolicy", "admissionChecks"}),
     ObjectMeta: frozenset(
         {
-            "generateName",
             "selfLink",
             "generation",
             "deletionGracePeriodSeconds",

@@ -92,3 +92,17 @@ def test_blank_padding_is_not_nesting() -> None:
     text = pod_yaml() + "\n" + " " * (4 * 1024 * 1024) + "\n"
     [pod] = load_manifest_text(text).pods
     assert pod.metadata.name == "p"
+
+
+def test_generate_name_gets_a_name_from_the_server() -> None:
+    text = """apiVersion: v1
+kind: Pod
+metadata: {generateName: job-}
+spec: {containers: [{name: c, image: busybox}]}
+"""
+    first = load_manifest_text(text).pods[0].metadata
+    second = load_manifest_text(text).pods[0].metadata
+    assert first.name.startswith("job-")
+    assert len(first.name) == len("job-") + 5
+    assert first.name != second.name
+    assert first.generate_name == "job-"
