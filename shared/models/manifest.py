@@ -416,8 +416,8 @@ def _parse_strict(text: str, source: str) -> Iterator[Any]:
         else:
             yield doc
             return
-    check_aliases(text)
     try:
+        check_aliases(text)
         yield from yaml.load_all(text, Loader=StrictLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
