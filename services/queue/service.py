@@ -23,7 +23,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
@@ -38,6 +38,7 @@ from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.records import PodRecord
+from services.queue.routing import Step, group_steps, route_pod_change
 from services.queue.store import NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
@@ -51,7 +52,7 @@ from shared.kafka import (
     refusal,
 )
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
-from shared.queue_keys import InvalidTenantError, check_tenant
+from shared.queue_keys import InvalidTenantError
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.security import KafkaSecurity
@@ -71,14 +72,6 @@ _TRANSIENT = (RedisConnectionError, RedisTimeoutError, KafkaError, OSError)
 # Publishes not yet acknowledged before the dispatcher waits for some of them (a window, not
 # stop-and-wait: publishing goes on while the broker acknowledges earlier ones).
 _MAX_OUTSTANDING = 64
-
-
-@dataclass(slots=True)
-class _Step:
-    """A run of consecutive messages handled by one store call."""
-
-    kind: str
-    items: list[Any] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -308,19 +301,7 @@ class QueueService:
                     await reject(one[0], f"{type(e).__name__}: {e}")
 
     async def _apply_all(self, decoded: Sequence[tuple[Any, str, Any]]) -> None:
-        steps: list[_Step] = []
-        for _source, kind, item in decoded:
-            if steps and steps[-1].kind == kind and kind != "cluster":
-                steps[-1].items.append(item)
-            elif steps and kind == "cluster" and steps[-1].kind == "cluster":
-                merged = _merge_events(steps[-1].items[-1], item)
-                if merged is None:
-                    steps[-1].items.append(item)
-                else:
-                    steps[-1].items[-1] = merged
-            else:
-                steps.append(_Step(kind, [item]))
-        for step in steps:
+        for step in group_steps(decoded):
             await self._apply(step)
 
     def _decode(self, record: ConsumerRecord) -> list[tuple[str, Any]]:
@@ -344,7 +325,7 @@ class QueueService:
                 decoded.append((None, "cluster", event))
                 continue
             try:
-                steps = self._route_pod_change(event)
+                steps = route_pod_change(event, self.store.tenant_of, self.config.scheduler_names)
             except InvalidTenantError as e:
                 await self._dead_letter_pod(event.pod, str(e))
                 continue
@@ -398,36 +379,7 @@ class QueueService:
             self.metrics["deleted"] += await self.store.delete_in(tenant, gone)
         await self.apply_events([NODE_ADD])
 
-    def _route_pod_change(self, event: PodChange) -> list[tuple[str, Any]]:
-        pod, old = event.pod, event.old
-        tenant = check_tenant(self.store.tenant_of(pod))  # an invalid name is a dead letter
-        if old is not None and not old.node_name and self.store.tenant_of(old) != tenant:
-            # The tenant label changed: the pod leaves its old tenant's queue.
-            return [("delete", old), self._route_one(event)]
-        return [self._route_one(event)]
-
-    def _route_one(self, event: PodChange) -> tuple[str, Any]:
-        """The informer filter and event handlers of upstream's eventhandlers.go (pending
-        pods of our schedulers to the queue), plus the assigned-pod events."""
-        pod, old = event.pod, event.old
-        if pod.node_name:
-            if event.op == "delete":
-                return "assigned_delete", pod
-            if old is not None and old.node_name:
-                return "assigned_update", (old, pod)
-            # Was pending, or unknown to this informer (an "add"): a pod bound after the
-            # informer (re)started from its cursor may still be in flight in the queue, so
-            # it leaves the queue either way (a delete of a pod the queue lacks is a no-op),
-            # and wakes others.
-            return "bound", pod
-        if pod.scheduler_name not in self.config.scheduler_names:
-            # Not ours (or no longer ours): make sure the queue does not hold it.
-            return ("delete", pod) if event.op != "add" else ("skip", None)
-        if event.op == "delete":
-            return "delete", pod
-        return "upsert", (event.op, pod)
-
-    async def _apply(self, step: _Step) -> None:
+    async def _apply(self, step: Step) -> None:
         store = self.store
         if step.kind == "upsert":
             await store.upsert(step.items)
@@ -606,11 +558,3 @@ class QueueService:
         expired = await self.store.expire_leases()
         self.metrics["redispatched"] += expired
         return expired
-
-
-def _merge_events(first: ClusterEvent, second: ClusterEvent) -> ClusterEvent | None:
-    """Consecutive events on one resource become one move: the union of their action bits
-    wakes exactly the pods that one move per event would wake."""
-    if first.resource != second.resource or first.is_wildcard or second.is_wildcard:
-        return None
-    return ClusterEvent(first.resource, first.action | second.action, first.label)
