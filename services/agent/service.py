@@ -1,0 +1,265 @@
+"""The node agent: KWOK's pod stages, node heartbeats, the node lifecycle controller and the
+taint eviction controller, for the nodes this replica owns (services/agent/partition.py).
+
+One loop follows the store's change stream into an `AgentView`; another ticks:
+
+- every tick: stages due (a pod bound with `pod-complete` / `pod-delete` delays completes or is
+  deleted, shared.lifecycle.actions), and taint-based evictions due
+  (shared.lifecycle.taint_eviction over the owned nodes' NoExecute taints);
+- every heartbeat: membership, heartbeats of the owned nodes (not the ones `berth node fail`
+  made unreachable), and the lifecycle pass (shared.lifecycle.node_lifecycle.monitor: Ready
+  from the heartbeat's age, the taints from the conditions), written to the store only when
+  something changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import logging
+import random
+import time
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from services.agent.config import AgentConfig
+from services.agent.partition import live_members, owner
+from services.agent.view import AgentView
+from shared.lifecycle import actions
+from shared.lifecycle.kwok import COMPLETE, StageError, plan
+from shared.lifecycle.node_lifecycle import FALSE, monitor, ready_status, with_ready
+from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState, PodEvent
+from shared.lifecycle.taint_eviction import EVICTION_REASON, TaintEvictionQueue, no_execute_taints
+from shared.models import Node, Pod
+from shared.store import ClusterStore, StreamGapError
+
+log = logging.getLogger(__name__)
+
+NOT_READY_REASON = "KubeletNotReady"
+_FAILED = "node failed (berth node fail)"
+_READY = "kubelet is posting ready status"
+
+
+class AgentService:
+    def __init__(self, redis: Redis, config: AgentConfig) -> None:
+        self.redis = redis
+        self.config = config
+        self.store = ClusterStore(redis, cluster=config.cluster, prefix=config.key_prefix)
+        self.state = LifecycleState(redis, self.store.keys)
+        self.view = AgentView()
+        self.rng = random.Random(config.seed)
+        self.stages: list[tuple[float, str, str, str]] = []
+        """Heap of (due, pod key, uid, action)."""
+        self.evictions = TaintEvictionQueue()
+        self.members: list[str] = [config.name]
+        self.failures: dict[str, str] = {}
+        self.started = 0.0
+        self._next_beat = 0.0
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loaded = asyncio.Event()
+        self.counts: dict[str, int] = {"completed": 0, "deleted": 0, "evicted": 0, "replaced": 0}
+
+    # ------------------------------------------------------------------ life
+    async def start(self) -> None:
+        self.started = time.time()
+        rv = await self._load()
+        self._tasks = [
+            asyncio.create_task(self._follow(rv), name="agent-follow"),
+            asyncio.create_task(self._ticking(), name="agent-tick"),
+        ]
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, timeout=5)
+        with contextlib.suppress(RedisError):
+            await self.redis.hdel(self.state.keys.agents, self.config.name)
+
+    async def _load(self) -> int:
+        snapshot = await self.store.load_snapshot()
+        self.view = AgentView.of(snapshot)
+        now = time.time()
+        for pod in self.view.pods.values():
+            self._plan(pod, now)
+        self._loaded.set()
+        return snapshot.resource_version
+
+    # ---------------------------------------------------------------- follow
+    async def _follow(self, rv: int) -> None:
+        position = rv
+        while not self._stop.is_set():
+            try:
+                async for batch in self.store.follow_batches(
+                    position, stop=self._stop, block_ms=500
+                ):
+                    now = time.time()
+                    for change in batch:
+                        for pod in self.view.apply(change):
+                            self._plan(pod, now)
+                        if change.kind == "Pod" and change.op == "delete":
+                            self.evictions.forget(change.key)
+                        position = change.resource_version
+            except StreamGapError:
+                log.warning("change stream trimmed past %d: reloading", position)
+                position = await self._load()
+            except (RedisError, OSError) as exc:
+                log.warning("following the store: %s; retrying", exc)
+                await asyncio.sleep(1.0)
+
+    def _plan(self, pod: Pod, now: float) -> None:
+        try:
+            stage = plan(pod.metadata.annotations, pod.key, self.rng)
+        except StageError as exc:
+            log.warning("%s (the pod keeps running)", exc)
+            return
+        if stage is not None:
+            due = now + stage.after
+            heapq.heappush(self.stages, (due, pod.key, pod.metadata.uid, stage.action))
+
+    # ------------------------------------------------------------------ tick
+    async def _ticking(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self.tick(time.time())
+            except (RedisError, OSError) as exc:
+                log.warning("agent tick: %s; retrying", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=self.config.tick_seconds)
+
+    def owns(self, node: str) -> bool:
+        return owner(self.members, node) == self.config.name
+
+    async def tick(self, now: float) -> None:
+        if now >= self._next_beat:
+            self._next_beat = now + self.config.heartbeat_seconds
+            await self._beat(now)
+            await self._monitor(now)
+        await self._fire_stages(now)
+        await self._evict(now)
+
+    async def _beat(self, now: float) -> None:
+        agents = self.state.keys.agents
+        await self.redis.hset(agents, self.config.name, now)
+        seen = {
+            (k.decode() if isinstance(k, bytes) else str(k)): float(v)
+            for k, v in (await self.redis.hgetall(agents)).items()
+        }
+        self.members = live_members(seen, now, self.config.member_ttl, self.config.name)
+        self.failures = await self.state.failures()
+        beats = {
+            name: now
+            for name in self.view.nodes
+            if self.owns(name) and self.failures.get(name) != FAIL_UNREACHABLE
+        }
+        await self.state.heartbeat(beats)
+
+    # --------------------------------------------------------- node lifecycle
+    async def _monitor(self, now: float) -> None:
+        heartbeats = await self.state.heartbeats()
+        for name in sorted(self.view.nodes):
+            if not self.owns(name):
+                continue
+            node = self.view.nodes[name]
+            if self._update(node, heartbeats.get(name), now) is None:
+                continue
+            fresh = await self.store.get_node(name)  # write over the latest copy only
+            if fresh is None:
+                continue
+            updated = self._update(fresh, heartbeats.get(name), now)
+            if updated is not None:
+                await self.store.apply([updated[0]])
+                self.view.nodes[name] = updated[0]
+                log.info("node %s: %s", name, updated[1])
+
+    def _update(self, node: Node, heartbeat: float | None, now: float) -> tuple[Node, str] | None:
+        """The kubelet's report (Ready False while `berth node fail --not-ready`, back to True
+        after), then the controller's pass."""
+        name = node.metadata.name
+        current, why = node, []
+        mode = self.failures.get(name)
+        ready = ready_status(node)
+        if mode == FAIL_NOT_READY and ready != FALSE:
+            changed = with_ready(node, FALSE, NOT_READY_REASON, _FAILED, now)
+            if changed is not None:
+                current = changed
+                why.append("Ready=False (kubelet)")
+        elif mode is None and ready == FALSE and _reason(node) == NOT_READY_REASON:
+            changed = with_ready(node, "True", "KubeletReady", _READY, now)
+            if changed is not None:
+                current = changed
+                why.append("Ready=True (kubelet)")
+        result = monitor(
+            current, heartbeat, now, self.config.node_monitor_grace_period, self.started
+        )
+        if result is not None:
+            current = result.node
+            why.append(result.why)
+        return None if current is node else (current, "; ".join(why))
+
+    # ---------------------------------------------------------------- stages
+    async def _fire_stages(self, now: float) -> None:
+        later: list[tuple[float, str, str, str]] = []
+        while self.stages and self.stages[0][0] <= now:
+            _, key, uid, action = heapq.heappop(self.stages)
+            pod = self.view.pods.get(key)
+            if pod is None or pod.metadata.uid != uid:
+                continue
+            node = pod.spec.node_name
+            if not self.owns(node):
+                continue
+            if self.failures.get(node) is not None:
+                # A failed node's kubelet reports nothing: the pod finishes once it is back.
+                later.append((now + self.config.heartbeat_seconds, key, uid, action))
+                continue
+            if action == COMPLETE:
+                done = await actions.complete(self.store, self.state, pod, now=now)
+                self.counts["completed"] += int(done)
+            else:
+                done = await actions.delete(self.store, self.state, pod, now=now)
+                self.counts["deleted"] += int(done)
+            if done:
+                self.view.drop_pod(key)
+        for item in later:
+            heapq.heappush(self.stages, item)
+
+    # --------------------------------------------------------- taint eviction
+    async def _evict(self, now: float) -> None:
+        tainted = {
+            name
+            for name, node in self.view.nodes.items()
+            if no_execute_taints(node.spec.taints) and self.owns(name)
+        }
+        watched = tainted | {s.node for s in self.evictions.scheduled.values()}
+        for name in watched:
+            node = self.view.nodes.get(name)
+            taints = node.spec.taints if node is not None else []
+            for pod in self.view.pods_on(name):
+                self.evictions.update(
+                    pod.key, pod.metadata.uid, name, taints, pod.spec.tolerations, now
+                )
+        for key, due in self.evictions.due(now):
+            victim = self.view.pods.get(key)
+            if victim is None or victim.metadata.uid != due.uid or victim.spec.node_name != due.node:
+                continue
+            message = f"Marking for deletion Pod {key}: node {due.node}: {due.reason}"
+            result = await actions.evict(
+                self.store, self.state, victim, reason=EVICTION_REASON, message=message, now=now
+            )
+            if result is False:
+                continue
+            self.counts["evicted"] += 1
+            self.counts["replaced"] += int(isinstance(result, Pod))
+            self.view.drop_pod(key)
+            log.info("%s", message)
+
+    async def record(self, pod: Pod, event: PodEvent) -> None:
+        await self.state.record(pod.key, event)
+
+
+def _reason(node: Node) -> str:
+    found = next((c for c in node.status.conditions if c.type == "Ready"), None)
+    return "" if found is None else found.reason
