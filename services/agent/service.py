@@ -243,7 +243,8 @@ class AgentService:
                 )
         for key, due in self.evictions.due(now):
             victim = self.view.pods.get(key)
-            if victim is None or victim.metadata.uid != due.uid or victim.spec.node_name != due.node:
+            where = None if victim is None else (victim.metadata.uid, victim.spec.node_name)
+            if victim is None or where != (due.uid, due.node):
                 continue
             message = f"Marking for deletion Pod {key}: node {due.node}: {due.reason}"
             result = await actions.evict(
