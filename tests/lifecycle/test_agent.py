@@ -1,0 +1,200 @@
+"""The node agent in-process on the real Redis: stages complete and delete pods through the
+store (usage given back), a failed node turns Unknown after the grace period and is tainted,
+its pods are evicted by the taint rules, owners bring theirs back pending, replicas split the
+nodes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from services.agent.config import AgentConfig
+from services.agent.partition import owner
+from services.agent.service import AgentService
+from shared.lifecycle.node_lifecycle import UNREACHABLE, ready_status
+from shared.lifecycle.state import LifecycleState
+from shared.store import ClusterStore
+from tests.builders import make_node, make_pod
+
+C = "pod-complete.stage.kwok.x-k8s.io/delay"
+D = "pod-delete.stage.kwok.x-k8s.io/delay"
+
+
+@pytest.fixture
+def config(redis_prefix: str) -> AgentConfig:
+    return AgentConfig(
+        key_prefix=redis_prefix,
+        name="agent-0",
+        node_monitor_grace_period=1.0,
+        heartbeat_seconds=0.2,
+        tick_seconds=0.05,
+        seed=1,
+    )
+
+
+@pytest.fixture
+async def agent(redis_client: Redis, config: AgentConfig) -> AsyncIterator[AgentService]:
+    service = AgentService(redis_client, config)
+    yield service
+    await service.stop()
+
+
+async def until(check: Callable[[], Any], seconds: float = 10.0) -> Any:
+    for _ in range(int(seconds / 0.05)):
+        got = await check()
+        if got:
+            return got
+        await asyncio.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+async def test_stages_complete_and_delete_pods(agent: AgentService) -> None:
+    store, state = agent.store, agent.state
+    await store.apply([make_node("n1").capacity(cpu="4", pods=10).obj()])
+    pods = [
+        make_pod("done").req(cpu="1").node("n1").annotation(C, "300ms").obj(),
+        make_pod("gone").req(cpu="1").node("n1").annotation(D, "300ms").obj(),
+        make_pod("runs").req(cpu="1").node("n1").obj(),
+        make_pod("bad").req(cpu="1").node("n1").annotation(C, "soon").obj(),
+    ]
+    await store.apply(pods)
+    assert (await store.usage("n1")).requested["cpu"] == 4000
+    await agent.start()
+
+    async def two_left() -> bool:
+        return (await store.usage("n1")).pods == 2
+
+    await until(two_left)
+    await asyncio.sleep(0.5)
+    names = {p.metadata.name for p in await store.list("Pod")}
+    assert names == {"runs", "bad"}  # unannotated and unparseable keep running
+    usage = await store.usage("n1")
+    assert (usage.pods, usage.requested["cpu"]) == (2, 2000)
+    finished = await state.finished()
+    assert finished["default/done"]["phase"] == "Succeeded"
+    assert "default/gone" not in finished
+    assert [e.reason for e in await state.events("default/done")] == ["Completed"]
+    assert [e.reason for e in await state.events("default/gone")] == ["Killing"]
+    assert agent.counts["completed"] == agent.counts["deleted"] == 1
+
+
+async def test_a_failed_node_evicts_by_the_taint_rules(agent: AgentService) -> None:
+    store, state = agent.store, agent.state
+    await store.apply([make_node(f"n{i}").capacity(cpu="4", pods=10).obj() for i in (1, 2)])
+    owned = make_pod("owned").req(cpu="1").node("n1").owner("ReplicaSet", "web").obj()
+    bare = make_pod("bare").req(cpu="1").node("n1").obj()
+    patient = (
+        make_pod("patient")
+        .req(cpu="1")
+        .node("n1")
+        .owner("ReplicaSet", "db")
+        .toleration(UNREACHABLE, effect="NoExecute", seconds=2)
+        .obj()
+    )
+    forever = (
+        make_pod("forever")
+        .req(cpu="1")
+        .node("n1")
+        .toleration(UNREACHABLE, effect="NoExecute")
+        .obj()
+    )
+    daemon = make_pod("daemon").node("n1").owner("DaemonSet", "agent").obj()
+    elsewhere = make_pod("elsewhere").node("n2").obj()
+    await store.apply([owned, bare, patient, forever, daemon, elsewhere])
+    owned_uid = owned.metadata.uid
+    await agent.start()
+    await asyncio.sleep(0.5)
+    assert ready_status(await store.get_node("n1")) == "True"  # type: ignore[arg-type]
+    assert (await store.get_node("n1")).spec.taints == []  # type: ignore[union-attr]
+
+    await state.fail("n1", "unreachable")
+
+    async def unreachable() -> bool:
+        node = await store.get_node("n1")
+        return node is not None and ready_status(node) == "Unknown"
+
+    await until(unreachable)
+    node = await store.get_node("n1")
+    assert node is not None
+    assert {(t.key, t.effect) for t in node.spec.taints} == {
+        (UNREACHABLE, "NoSchedule"),
+        (UNREACHABLE, "NoExecute"),
+    }
+
+    async def intolerant_gone() -> bool:
+        on_n1 = {p.metadata.name for p in await store.list("Pod") if p.spec.node_name == "n1"}
+        return on_n1 == {"patient", "forever"}
+
+    await until(intolerant_gone, 5.0)
+    # The ReplicaSet's pod is back, pending, with a new uid; the bare pod and the DaemonSet's
+    # pod are gone.
+    back = await store.get_pod("default", "owned")
+    assert back is not None
+    assert back.spec.node_name == ""
+    assert back.metadata.uid != owned_uid
+    assert await store.get_pod("default", "bare") is None
+    assert await store.get_pod("default", "daemon") is None
+    events = await state.events("default/owned")
+    assert [e.reason for e in events] == ["Recreated", "TaintManagerEviction"]
+    assert events[1].message == (
+        "Marking for deletion Pod default/owned: node n1: "
+        "taint node.kubernetes.io/unreachable:NoExecute not tolerated"
+    )
+
+    # tolerationSeconds 2: evicted about two seconds after the taint, not before.
+    await asyncio.sleep(1.0)
+    assert await store.get_pod("default", "patient") is not None
+
+    async def patient_moved() -> bool:
+        pod = await store.get_pod("default", "patient")
+        return pod is not None and pod.spec.node_name == ""
+
+    await until(patient_moved, 5.0)
+    forever_now = await store.get_pod("default", "forever")
+    assert forever_now is not None
+    assert forever_now.spec.node_name == "n1"  # tolerates it without tolerationSeconds
+    assert (await store.get_pod("default", "elsewhere")) is not None
+    assert (await store.usage("n1")).pods == 1
+
+    # Recovery: heartbeats resume, Ready, the controller's taints lifted.
+    await state.recover("n1")
+
+    async def healthy() -> bool:
+        node = await store.get_node("n1")
+        return node is not None and ready_status(node) == "True" and not node.spec.taints
+
+    await until(healthy)
+
+
+async def test_replicas_split_the_nodes(redis_client: Redis, config: AgentConfig) -> None:
+    names = [f"n{i}" for i in range(12)]
+    store = ClusterStore(redis_client, prefix=config.key_prefix)
+    await store.apply([make_node(n).capacity(cpu="1").obj() for n in names])
+    a = AgentService(redis_client, config)
+    b = AgentService(redis_client, AgentConfig(**{**_fields(config), "name": "agent-1"}))
+    try:
+        await a.start()
+        await b.start()
+        await asyncio.sleep(0.6)
+        mine_a = {n for n in names if a.owns(n)}
+        mine_b = {n for n in names if b.owns(n)}
+        assert mine_a | mine_b == set(names)
+        assert not mine_a & mine_b
+        assert mine_a == {n for n in names if owner(["agent-0", "agent-1"], n) == "agent-0"}
+        assert mine_a and mine_b
+        await b.stop()
+        await asyncio.sleep(0.9)  # b's entry gone at once (clean stop): a takes every node
+        assert all(a.owns(n) for n in names)
+    finally:
+        await a.stop()
+        await b.stop()
+    beats = await LifecycleState(redis_client, store.keys).heartbeats()
+    assert set(beats) == set(names)
+
+
+def _fields(config: AgentConfig) -> dict[str, Any]:
+    return {f: getattr(config, f) for f in config.__dataclass_fields__}
