@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from redis.asyncio import Redis
@@ -17,6 +17,7 @@ from services.agent.partition import owner
 from services.agent.service import AgentService
 from shared.lifecycle.node_lifecycle import UNREACHABLE, ready_status
 from shared.lifecycle.state import LifecycleState
+from shared.models import Pod
 from shared.store import ClusterStore
 from tests.builders import make_node, make_pod
 
@@ -70,7 +71,7 @@ async def test_stages_complete_and_delete_pods(agent: AgentService) -> None:
 
     await until(two_left)
     await asyncio.sleep(0.5)
-    names = {p.metadata.name for p in await store.list("Pod")}
+    names = {p.metadata.name for p in await pods_of(store)}
     assert names == {"runs", "bad"}  # unannotated and unparseable keep running
     usage = await store.usage("n1")
     assert (usage.pods, usage.requested["cpu"]) == (2, 2000)
@@ -126,7 +127,7 @@ async def test_a_failed_node_evicts_by_the_taint_rules(agent: AgentService) -> N
     }
 
     async def intolerant_gone() -> bool:
-        on_n1 = {p.metadata.name for p in await store.list("Pod") if p.spec.node_name == "n1"}
+        on_n1 = {p.metadata.name for p in await pods_of(store) if p.spec.node_name == "n1"}
         return on_n1 == {"patient", "forever"}
 
     await until(intolerant_gone, 5.0)
@@ -185,7 +186,8 @@ async def test_replicas_split_the_nodes(redis_client: Redis, config: AgentConfig
         assert mine_a | mine_b == set(names)
         assert not mine_a & mine_b
         assert mine_a == {n for n in names if owner(["agent-0", "agent-1"], n) == "agent-0"}
-        assert mine_a and mine_b
+        assert mine_a
+        assert mine_b
         await b.stop()
         await asyncio.sleep(0.9)  # b's entry gone at once (clean stop): a takes every node
         assert all(a.owns(n) for n in names)
@@ -194,6 +196,10 @@ async def test_replicas_split_the_nodes(redis_client: Redis, config: AgentConfig
         await b.stop()
     beats = await LifecycleState(redis_client, store.keys).heartbeats()
     assert set(beats) == set(names)
+
+
+async def pods_of(store: ClusterStore) -> list[Pod]:
+    return cast(list[Pod], await store.list("Pod"))
 
 
 def _fields(config: AgentConfig) -> dict[str, Any]:
