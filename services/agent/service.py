@@ -33,6 +33,7 @@ from shared.lifecycle.node_lifecycle import FALSE, monitor, ready_status, with_r
 from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState, PodEvent
 from shared.lifecycle.taint_eviction import EVICTION_REASON, TaintEvictionQueue, no_execute_taints
 from shared.models import Node, Pod
+from shared.retry import Retry
 from shared.store import ClusterStore, StreamGapError
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class AgentService:
     # ---------------------------------------------------------------- follow
     async def _follow(self, rv: int) -> None:
         position = rv
+        retry = Retry("agent: following the change stream", log)
         while not self._stop.is_set():
             try:
                 async for batch in self.store.follow_batches(
@@ -103,12 +105,15 @@ class AgentService:
                         if change.kind == "Pod" and change.op == "delete":
                             self.evictions.forget(change.key)
                         position = change.resource_version
+                    retry.succeeded()
             except StreamGapError:
                 log.warning("change stream trimmed past %d: reloading", position)
-                position = await self._load()
-            except (RedisError, OSError) as exc:
-                log.warning("following the store: %s; retrying", exc)
-                await asyncio.sleep(1.0)
+                try:
+                    position = await self._load()
+                except Exception as exc:  # noqa: BLE001 (an outage or a bug: logged, retried)
+                    await retry.pause(exc, self._stop)
+            except Exception as exc:  # noqa: BLE001
+                await retry.pause(exc, self._stop)
 
     def _plan(self, pod: Pod, now: float) -> None:
         try:
@@ -122,11 +127,13 @@ class AgentService:
 
     # ------------------------------------------------------------------ tick
     async def _ticking(self) -> None:
+        retry = Retry("agent: stages, heartbeats and evictions", log)
         while not self._stop.is_set():
             try:
                 await self.tick(time.time())
-            except (RedisError, OSError) as exc:
-                log.warning("agent tick: %s; retrying", exc)
+                retry.succeeded()
+            except Exception as exc:  # noqa: BLE001 (an outage or a bug: logged, retried)
+                await retry.pause(exc, self._stop)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), timeout=self.config.tick_seconds)
 
