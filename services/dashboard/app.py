@@ -11,6 +11,7 @@ also the stack's API front door when it has a tokens file (services/dashboard/au
                                latency p50/p99 (shared.stats, fed by feed.BindingFeed)
     GET /api/nodes             nodes with their usage (`berth get nodes`)
     GET /api/queues            tenant queue counts and worker heartbeats (`berth get queues`)
+    GET /api/events            recent pod Events of the simulated cluster (services/agent)
     POST /api/apply            manifests (YAML or JSON) into the store, all or nothing
     DELETE /api/objects/{kind}/{name}?namespace=NS
 
@@ -33,6 +34,7 @@ from aiohttp import web
 
 from services.dashboard.auth import Identity, Tokens, namespace_refusal, refusal
 from services.dashboard.data import MAX_PODS, DashboardData
+from services.dashboard.events import recent_events
 from services.dashboard.feed import BindingFeed
 from shared.models import ManifestError, load_manifest_text
 from shared.models.schema import KIND_BY_CLASS, KIND_BY_NAME
@@ -157,6 +159,12 @@ async def queues(request: web.Request) -> web.Response:
     return _json(await request.app[DATA].queues(namespaces, workers=workers))
 
 
+async def events(request: web.Request) -> web.Response:
+    data = request.app[DATA]
+    keys = data.store.keys
+    return _json(await recent_events(data.store.redis, keys, readable_namespaces(request)))
+
+
 # ------------------------------------------------------------------------- writes
 async def apply(request: web.Request) -> web.Response:
     who = writer(request)
@@ -221,6 +229,7 @@ def make_app(
     app.router.add_get("/api/stats", stats)
     app.router.add_get("/api/nodes", nodes)
     app.router.add_get("/api/queues", queues)
+    app.router.add_get("/api/events", events)
     app.router.add_post("/api/apply", apply)
     app.router.add_delete("/api/objects/{kind}/{name}", delete)
     app.router.add_static("/static/", STATIC)
