@@ -33,7 +33,7 @@ async def test_events_per_pod_and_recent(redis_client: Redis, redis_prefix: str)
 def test_describe_events_section() -> None:
     text = format_events(
         [
-            PodEvent(90.0, "Normal", "Recreated", "ReplicaSet/web created a replacement"),
+            PodEvent(90.0, "Normal", "Recreated", "ReplicaSet/web replaced it"),
             PodEvent(80.0, "Warning", "TaintManagerEviction", "Marking for deletion Pod d/w"),
         ],
         now=100.0,
@@ -42,5 +42,5 @@ def test_describe_events_section() -> None:
         "Events:",
         "  Type      Reason                 Age   From          Message",
         "  Warning   TaintManagerEviction   20s   berth-agent   Marking for deletion Pod d/w",
-        "  Normal    Recreated              10s   berth-agent   ReplicaSet/web created a replacement",
+        "  Normal    Recreated              10s   berth-agent   ReplicaSet/web replaced it",
     ]
