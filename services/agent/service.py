@@ -32,13 +32,14 @@ from shared.lifecycle.kwok import COMPLETE, StageError, plan
 from shared.lifecycle.node_lifecycle import FALSE, monitor, ready_status, with_ready
 from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState, PodEvent
 from shared.lifecycle.taint_eviction import EVICTION_REASON, TaintEvictionQueue, no_execute_taints
-from shared.models import Node, Pod
+from shared.models import Node, Pod, pod_group_key
 from shared.retry import Retry
 from shared.store import ClusterStore, StreamGapError
 
 log = logging.getLogger(__name__)
 
 NOT_READY_REASON = "KubeletNotReady"
+GANG_REASON = "GangEviction"
 _FAILED = "node failed (berth node fail)"
 _READY = "kubelet is posting ready status"
 
@@ -254,15 +255,35 @@ class AgentService:
             if victim is None or where != (due.uid, due.node):
                 continue
             message = f"Marking for deletion Pod {key}: node {due.node}: {due.reason}"
-            result = await actions.evict(
-                self.store, self.state, victim, reason=EVICTION_REASON, message=message, now=now
-            )
-            if result is False:
+            gang = pod_group_key(victim)
+            if not await self._evict_one(victim, EVICTION_REASON, message, now, bool(gang)):
                 continue
-            self.counts["evicted"] += 1
-            self.counts["replaced"] += int(isinstance(result, Pod))
-            self.view.drop_pod(key)
             log.info("%s", message)
+            if gang:
+                await self._requeue_gang(gang, key, now)
+
+    async def _evict_one(
+        self, pod: Pod, reason: str, message: str, now: float, requeue: bool
+    ) -> bool:
+        result = await actions.evict(
+            self.store, self.state, pod, reason=reason, message=message, now=now, requeue=requeue
+        )
+        if result is False:
+            return False
+        self.counts["evicted"] += 1
+        self.counts["replaced"] += int(isinstance(result, Pod))
+        self.view.drop_pod(pod.key)
+        self.evictions.forget(pod.key)
+        return True
+
+    async def _requeue_gang(self, gang: str, lost: str, now: float) -> None:
+        """A gang that lost a member is requeued whole (Coscheduling's all-or-nothing, Kueue's
+        waitForPodsReady): its other bound members are evicted too, and every member comes
+        back pending with a new uid, so the gang is placed again as one."""
+        members = [p for p in self.view.pods.values() if pod_group_key(p) == gang]
+        for member in sorted(members, key=lambda p: p.key):
+            message = f"Requeueing Pod {member.key}: gang {gang} lost member {lost} to eviction"
+            await self._evict_one(member, GANG_REASON, message, now, True)
 
     async def record(self, pod: Pod, event: PodEvent) -> None:
         await self.state.record(pod.key, event)

@@ -35,11 +35,13 @@ def controller_of(pod: Pod) -> str:
     return ""
 
 
-def replacement(pod: Pod, now: float) -> Pod | None:
+def replacement(pod: Pod, now: float, *, requeue: bool = False) -> Pod | None:
     """The pod its controller would create for an evicted one (pending, a new uid, no node,
-    a fresh status), or None when nothing would."""
+    a fresh status), or None when nothing would. `requeue`: the pod comes back whatever its
+    owner (a gang's members, requeued whole as Kueue's waitForPodsReady requeues a
+    workload)."""
     owner = controller_of(pod)
-    if not owner or owner.partition("/")[0] in NOT_REPLACED_KINDS:
+    if not requeue and (not owner or owner.partition("/")[0] in NOT_REPLACED_KINDS):
         return None
     meta = replace(
         pod.metadata,
@@ -63,6 +65,7 @@ async def evict(
     reason: str,
     message: str,
     now: float | None = None,
+    requeue: bool = False,
 ) -> Pod | bool:
     """Delete the bound pod (only this uid), record a Warning Event and, when its owner would,
     create its replacement. Returns the replacement, True when deleted without one, False when
@@ -73,7 +76,7 @@ async def evict(
     if await store.delete("Pod", namespace, name, uid=pod.metadata.uid) is None:
         return False
     await state.record(pod.key, PodEvent(at, "Warning", reason, message, pod.metadata.uid, node))
-    new = replacement(pod, at)
+    new = replacement(pod, at, requeue=requeue)
     if new is None:
         return True
     await store.apply([new])
@@ -83,7 +86,7 @@ async def evict(
             at,
             "Normal",
             "Recreated",
-            f"{controller_of(pod)} created a replacement of the pod evicted from {node}",
+            f"{controller_of(pod) or 'its gang'} brought back the pod evicted from {node}",
             new.metadata.uid,
         ),
     )

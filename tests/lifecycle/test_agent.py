@@ -17,7 +17,7 @@ from services.agent.partition import owner
 from services.agent.service import AgentService
 from shared.lifecycle.node_lifecycle import UNREACHABLE, ready_status
 from shared.lifecycle.state import LifecycleState
-from shared.models import Pod
+from shared.models import POD_GROUP_LABEL, Pod, Taint
 from shared.store import ClusterStore
 from tests.builders import make_node, make_pod
 
@@ -204,3 +204,44 @@ async def pods_of(store: ClusterStore) -> list[Pod]:
 
 def _fields(config: AgentConfig) -> dict[str, Any]:
     return {f: getattr(config, f) for f in config.__dataclass_fields__}
+
+
+async def test_a_gang_losing_a_member_is_requeued_whole(agent: AgentService) -> None:
+    """A NoExecute taint applied by hand (kubectl taint) on n1 evicts the gang's members
+    there; the gang's member on n2 is requeued too, and every member comes back pending with
+    a new uid (bare pods: the gang, not an owner, brings them back)."""
+    store, state = agent.store, agent.state
+    await store.apply([make_node(f"n{i}").capacity(cpu="4", pods=10).obj() for i in (1, 2)])
+    members = [
+        make_pod(f"g-{i}").req(cpu="1").label(POD_GROUP_LABEL, "g").node(node).obj()
+        for i, node in enumerate(["n1", "n1", "n2"])
+    ]
+    loner = make_pod("loner").req(cpu="1").node("n2").obj()
+    await store.apply([*members, loner])
+    uids = {p.metadata.name: p.metadata.uid for p in members}
+    await agent.start()
+    node = await store.get_node("n1")
+    assert node is not None
+    node.spec.taints = [Taint(key="maintenance", effect="NoExecute")]
+    await store.apply([node])
+
+    async def requeued() -> bool:
+        pods = {p.metadata.name: p for p in await pods_of(store)}
+        return all(
+            name in pods and not pods[name].spec.node_name and pods[name].metadata.uid != uid
+            for name, uid in uids.items()
+        )
+
+    await until(requeued)
+    assert (await store.get_pod("default", "loner")).spec.node_name == "n2"  # type: ignore[union-attr]
+    reasons = [e.reason for e in await state.events("default/g-2")]
+    assert reasons == ["Recreated", "GangEviction"]
+    assert (await state.events("default/g-2"))[1].message == (
+        "Requeueing Pod default/g-2: gang default/g lost member default/g-0 to eviction"
+    )
+    assert [e.reason for e in await state.events("default/g-0")] == [
+        "Recreated",
+        "TaintManagerEviction",
+    ]
+    assert (await store.usage("n1")).pods == 0
+    assert (await store.usage("n2")).pods == 1
