@@ -20,6 +20,7 @@ import heapq
 import logging
 import random
 import time
+from collections.abc import Mapping
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
@@ -29,7 +30,16 @@ from services.agent.partition import live_members, owner
 from services.agent.view import AgentView
 from shared.lifecycle import actions
 from shared.lifecycle.kwok import COMPLETE, StageError, plan
-from shared.lifecycle.node_lifecycle import FALSE, monitor, ready_status, with_ready
+from shared.lifecycle.node_lifecycle import (
+    FALSE,
+    TRUE,
+    condition,
+    monitor,
+    ready_status,
+    with_condition,
+    with_ready,
+)
+from shared.lifecycle.pressure import NodePressure, decide
 from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState, PodEvent
 from shared.lifecycle.taint_eviction import EVICTION_REASON, TaintEvictionQueue, no_execute_taints
 from shared.models import Node, Pod, pod_group_key
@@ -40,6 +50,7 @@ log = logging.getLogger(__name__)
 
 NOT_READY_REASON = "KubeletNotReady"
 GANG_REASON = "GangEviction"
+PRESSURE_REASON = "Evicted"
 _FAILED = "node failed (berth node fail)"
 _READY = "kubelet is posting ready status"
 
@@ -55,6 +66,7 @@ class AgentService:
         self.stages: list[tuple[float, str, str, str]] = []
         """Heap of (due, pod key, uid, action)."""
         self.evictions = TaintEvictionQueue()
+        self.pressure: dict[str, NodePressure] = {}
         self.members: list[str] = [config.name]
         self.failures: dict[str, str] = {}
         self.started = 0.0
@@ -172,31 +184,45 @@ class AgentService:
             if not self.owns(name):
                 continue
             node = self.view.nodes[name]
-            if self._update(node, heartbeats.get(name), now) is None:
+            pressure = await self._pressure(node, now)
+            if self._update(node, heartbeats.get(name), now, pressure) is None:
                 continue
             fresh = await self.store.get_node(name)  # write over the latest copy only
             if fresh is None:
                 continue
-            updated = self._update(fresh, heartbeats.get(name), now)
+            updated = self._update(fresh, heartbeats.get(name), now, pressure)
             if updated is not None:
                 await self.store.apply([updated[0]])
                 self.view.nodes[name] = updated[0]
                 log.info("node %s: %s", name, updated[1])
 
-    def _update(self, node: Node, heartbeat: float | None, now: float) -> tuple[Node, str] | None:
+    def _update(
+        self,
+        node: Node,
+        heartbeat: float | None,
+        now: float,
+        pressure: Mapping[str, bool] | None = None,
+    ) -> tuple[Node, str] | None:
         """The kubelet's report (Ready False while `berth node fail --not-ready`, back to True
-        after), then the controller's pass."""
+        after; the pressure conditions), then the controller's pass."""
         name = node.metadata.name
         current, why = node, []
+        for kind, on in sorted((pressure or {}).items()):
+            status = TRUE if on else FALSE
+            found = condition(current, kind)
+            if (found.status if found is not None else FALSE) != status:
+                reason = f"KubeletHas{'' if on else 'No'}{kind.replace('Pressure', '')}Pressure"
+                current = with_condition(current, kind, status, reason, "", now)
+                why.append(f"{kind}={status}")
         mode = self.failures.get(name)
         ready = ready_status(node)
         if mode == FAIL_NOT_READY and ready != FALSE:
-            changed = with_ready(node, FALSE, NOT_READY_REASON, _FAILED, now)
+            changed = with_ready(current, FALSE, NOT_READY_REASON, _FAILED, now)
             if changed is not None:
                 current = changed
                 why.append("Ready=False (kubelet)")
         elif mode is None and ready == FALSE and _reason(node) == NOT_READY_REASON:
-            changed = with_ready(node, "True", "KubeletReady", _READY, now)
+            changed = with_ready(current, "True", "KubeletReady", _READY, now)
             if changed is not None:
                 current = changed
                 why.append("Ready=True (kubelet)")
@@ -207,6 +233,24 @@ class AgentService:
             current = result.node
             why.append(result.why)
         return None if current is node else (current, "; ".join(why))
+
+    async def _pressure(self, node: Node, now: float) -> dict[str, bool] | None:
+        """Node-pressure eviction on a node (one pod a pass, as the kubelet's housekeeping);
+        the pressure conditions to report, None when not configured."""
+        config = self.config.pressure
+        name = node.metadata.name
+        if config is None or self.failures.get(name) is not None:
+            return None
+        state = self.pressure.setdefault(name, NodePressure())
+        decision = decide(config, state, node, self.view.pods_on(name), now)
+        if decision.victim is not None:
+            victim = decision.victim
+            gang = pod_group_key(victim)
+            if await self._evict_one(victim, PRESSURE_REASON, decision.message, now, bool(gang)):
+                log.info("%s", decision.message)
+                if gang:
+                    await self._requeue_gang(gang, victim.key, now)
+        return decision.conditions
 
     # ---------------------------------------------------------------- stages
     async def _fire_stages(self, now: float) -> None:

@@ -94,15 +94,22 @@ def with_ready(node: Node, status: str, reason: str, message: str, now: float) -
     found = condition(node, READY)
     if ready_status(node) == status and (found is not None or status == TRUE):
         return None
+    return with_condition(node, READY, status, reason, message, now)
+
+
+def with_condition(
+    node: Node, kind: str, status: str, reason: str, message: str, now: float
+) -> Node:
+    """The node with its `kind` condition set (first in the list), the others kept."""
     new = NodeCondition(
-        type=READY,
+        type=kind,
         status=status,
         reason=reason,
         message=message,
         last_heartbeat_time=now,
         last_transition_time=now,
     )
-    others = [c for c in node.status.conditions if c.type != READY]
+    others = [c for c in node.status.conditions if c.type != kind]
     return replace(node, status=replace(node.status, conditions=[new, *others]))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
@@ -16,6 +17,7 @@ from services.agent.config import AgentConfig
 from services.agent.partition import owner
 from services.agent.service import AgentService
 from shared.lifecycle.node_lifecycle import UNREACHABLE, ready_status
+from shared.lifecycle.pressure import PressureConfig
 from shared.lifecycle.state import LifecycleState
 from shared.models import POD_GROUP_LABEL, Pod, Taint
 from shared.store import ClusterStore
@@ -245,3 +247,58 @@ async def test_a_gang_losing_a_member_is_requeued_whole(agent: AgentService) -> 
     ]
     assert (await store.usage("n1")).pods == 0
     assert (await store.usage("n2")).pods == 1
+
+
+async def test_node_pressure_evicts_by_rank_and_taints(
+    redis_client: Redis, config: AgentConfig
+) -> None:
+    pressure = PressureConfig.from_kubelet_config(
+        {"evictionHard": {"memory.available": "500Mi"}, "evictionPressureTransitionPeriod": "1s"}
+    )
+    agent = AgentService(redis_client, replace(config, pressure=pressure))
+    store, state = agent.store, agent.state
+    try:
+        await store.apply([make_node("n1").capacity(cpu="8", memory="10Gi", pods=10).obj()])
+        hog = (
+            make_pod("hog")
+            .req(memory="1Gi")
+            .owner("ReplicaSet", "hog")
+            .annotation("berth.dev/memory-usage", "6Gi")
+            .node("n1")
+            .obj()
+        )
+        calm = (
+            (make_pod("calm").req(memory="4Gi").annotation("berth.dev/memory-usage", "3900Mi"))
+            .node("n1")
+            .obj()
+        )
+        await store.apply([hog, calm])  # 10Gi - 9.9Gi = 140Mi available (< 500Mi)
+        await agent.start()
+
+        async def hog_evicted() -> bool:
+            pod = await store.get_pod("default", "hog")
+            return pod is not None and pod.spec.node_name == ""
+
+        await until(hog_evicted)
+        node = await store.get_node("n1")
+        assert node is not None
+        assert [(c.type, c.status) for c in node.status.conditions if c.type != "Ready"] == [
+            ("MemoryPressure", "True")
+        ]
+        assert {(t.key, t.effect) for t in node.spec.taints} == {
+            ("node.kubernetes.io/memory-pressure", "NoSchedule")
+        }
+        (event, evicted) = await state.events("default/hog")
+        assert (event.reason, evicted.reason) == ("Recreated", "Evicted")
+        assert evicted.message.startswith(
+            "The node was low on resource: memory. Threshold quantity: 524288000, available: "
+        )
+        assert (await store.get_pod("default", "calm")).spec.node_name == "n1"  # type: ignore[union-attr]
+
+        async def relieved() -> bool:  # after the 1 s transition period
+            n1 = await store.get_node("n1")
+            return n1 is not None and not n1.spec.taints
+
+        await until(relieved)
+    finally:
+        await agent.stop()
