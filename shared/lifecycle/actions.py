@@ -101,9 +101,11 @@ async def complete(
     giving back its node usage and quota. False when it was no longer there."""
     at = time.time() if now is None else now
     namespace, name, node = pod.metadata.namespace, pod.metadata.name, pod.spec.node_name
-    if await store.delete("Pod", namespace, name, uid=pod.metadata.uid) is None:
-        return False
+    # Recorded first: whoever sees the pod gone finds why (a completion, not an eviction).
     await state.finish(pod.key, SUCCEEDED, node, pod.metadata.uid, at)
+    if await store.delete("Pod", namespace, name, uid=pod.metadata.uid) is None:
+        await state.unfinish(pod.key, pod.metadata.uid)
+        return False
     await state.record(
         pod.key,
         PodEvent(at, "Normal", "Completed", f"ran to completion on {node}", pod.metadata.uid, node),

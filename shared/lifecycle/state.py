@@ -110,6 +110,12 @@ class LifecycleState:
         body = json.dumps({"phase": phase, "node": node, "uid": uid, "time": now})
         await self.redis.hset(self.keys.finished, pod_key, body)
 
+    async def unfinish(self, pod_key: str, uid: str) -> None:
+        """Withdraw the end record of `uid` (its pod was gone before it could end)."""
+        raw = await self.redis.hget(self.keys.finished, pod_key)
+        if raw is not None and json.loads(_text(raw)).get("uid") == uid:
+            await self.redis.hdel(self.keys.finished, pod_key)
+
     async def finished(self) -> dict[str, dict[str, Any]]:
         raw = await self.redis.hgetall(self.keys.finished)
         return {_text(k): json.loads(_text(v)) for k, v in raw.items()}
