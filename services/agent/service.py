@@ -34,6 +34,7 @@ from shared.lifecycle.node_lifecycle import (
     FALSE,
     TRUE,
     condition,
+    fully_disrupted,
     monitor,
     ready_status,
     with_condition,
@@ -67,6 +68,8 @@ class AgentService:
         """Heap of (due, pod key, uid, action)."""
         self.evictions = TaintEvictionQueue()
         self.pressure: dict[str, NodePressure] = {}
+        self.disrupted = False
+        """Every node unready (full disruption): no NoExecute lifecycle taints."""
         self.members: list[str] = [config.name]
         self.failures: dict[str, str] = {}
         self.started = 0.0
@@ -180,6 +183,16 @@ class AgentService:
     # --------------------------------------------------------- node lifecycle
     async def _monitor(self, now: float) -> None:
         heartbeats = await self.state.heartbeats()
+        grace = self.config.node_monitor_grace_period
+        nodes = list(self.view.nodes.values())
+        disrupted = fully_disrupted(nodes, heartbeats, now, grace, self.started)
+        if disrupted != self.disrupted:
+            log.warning(
+                "every node is unready: taint-based eviction paused (full disruption)"
+                if disrupted
+                else "a node is ready again: taint-based eviction resumed"
+            )
+        self.disrupted = disrupted
         for name in sorted(self.view.nodes):
             if not self.owns(name):
                 continue
@@ -227,7 +240,12 @@ class AgentService:
                 current = changed
                 why.append("Ready=True (kubelet)")
         result = monitor(
-            current, heartbeat, now, self.config.node_monitor_grace_period, self.started
+            current,
+            heartbeat,
+            now,
+            self.config.node_monitor_grace_period,
+            self.started,
+            evicting=not self.disrupted,
         )
         if result is not None:
             current = result.node

@@ -13,6 +13,10 @@
   NetworkUnavailable True -> network-unavailable NoSchedule, spec.unschedulable ->
   node.kubernetes.io/unschedulable NoSchedule. Taints with these keys are the controller's:
   ones the conditions no longer call for are removed; a NoExecute taint carries timeAdded.
+- Full disruption (upstream handleDisruption): when no node of the cluster is ready, the
+  controller presumes its own view is cut off rather than every node failing at once (berth:
+  the agent itself was away), and takes no node's pods: the not-ready / unreachable NoExecute
+  taints are not added, and removed where present, until some node is ready again.
 """
 
 from __future__ import annotations
@@ -57,14 +61,16 @@ def ready_status(node: Node) -> str:
     return TRUE if found is None or not found.status else found.status
 
 
-def desired_taints(node: Node, now: float) -> list[Taint]:
-    """The controller's taints for the node's conditions (timeAdded `now` on NoExecute)."""
+def desired_taints(node: Node, now: float, evicting: bool = True) -> list[Taint]:
+    """The controller's taints for the node's conditions (timeAdded `now` on NoExecute).
+    `evicting` False (the whole cluster disrupted): no NoExecute taints."""
     out: list[Taint] = []
     ready = ready_status(node)
     if ready in (FALSE, UNKNOWN):
         key = NOT_READY if ready == FALSE else UNREACHABLE
         out.append(Taint(key=key, effect="NoSchedule"))
-        out.append(Taint(key=key, effect="NoExecute", time_added=now))
+        if evicting:
+            out.append(Taint(key=key, effect="NoExecute", time_added=now))
     for kind, key in PRESSURE_TAINTS.items():
         found = condition(node, kind)
         if found is not None and found.status == TRUE:
@@ -74,11 +80,11 @@ def desired_taints(node: Node, now: float) -> list[Taint]:
     return out
 
 
-def reconcile_taints(node: Node, now: float) -> list[Taint] | None:
+def reconcile_taints(node: Node, now: float, evicting: bool = True) -> list[Taint] | None:
     """The node's taints with the controller's replaced by what its conditions call for
     (the user's own taints and order kept; a taint already there keeps its timeAdded), or
     None when nothing changes."""
-    wanted = desired_taints(node, now)
+    wanted = desired_taints(node, now, evicting)
     current = node.spec.taints
     managed = {(t.key, t.effect): t for t in current if t.key in MANAGED_KEYS}
     wanted_ids = {(t.key, t.effect) for t in wanted}
@@ -122,7 +128,12 @@ class NodeUpdate:
 
 
 def monitor(
-    node: Node, heartbeat: float | None, now: float, grace: float, watching_since: float
+    node: Node,
+    heartbeat: float | None,
+    now: float,
+    grace: float,
+    watching_since: float,
+    evicting: bool = True,
 ) -> NodeUpdate | None:
     """One pass of the controller over a node: Ready from the heartbeat's age, then the
     taints. `heartbeat`: the last heartbeat's time (None: never seen); `watching_since`: when
@@ -145,7 +156,7 @@ def monitor(
         if changed is not None:
             current = changed
             why.append("Ready=True (heartbeat)")
-    taints = reconcile_taints(current, now)
+    taints = reconcile_taints(current, now, evicting)
     if taints is not None:
         current = replace(current, spec=replace(current.spec, taints=taints))
         why.append("taints " + (", ".join(_text(t) for t in taints) or "none"))
@@ -160,3 +171,20 @@ def _text(taint: Taint) -> str:
 
 def managed(taints: Sequence[Taint]) -> list[Taint]:
     return [t for t in taints if t.key in MANAGED_KEYS]
+
+
+def fully_disrupted(
+    nodes: Sequence[Node],
+    heartbeats: dict[str, float],
+    now: float,
+    grace: float,
+    watching_since: float,
+) -> bool:
+    """No node ready by its condition and heartbeat (and at least one node)."""
+    if not nodes:
+        return False
+    for node in nodes:
+        beat = heartbeats.get(node.metadata.name, watching_since)
+        if ready_status(node) == TRUE and now - beat <= grace:
+            return False
+    return True

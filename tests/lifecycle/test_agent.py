@@ -302,3 +302,31 @@ async def test_node_pressure_evicts_by_rank_and_taints(
         await until(relieved)
     finally:
         await agent.stop()
+
+
+async def test_full_disruption_evicts_nobody(agent: AgentService) -> None:
+    """Every node silent (the agent itself cut off, say): Unknown and NoSchedule, but no
+    NoExecute taint and no eviction; one node back, the other's pods go."""
+    store, state = agent.store, agent.state
+    await store.apply([make_node(f"n{i}").capacity(cpu="4", pods=10).obj() for i in (1, 2)])
+    await store.apply([make_pod("p").req(cpu="1").node("n1").obj()])
+    await agent.start()
+    await state.fail("n1", "unreachable")
+    await state.fail("n2", "unreachable")
+
+    async def both_unknown() -> bool:
+        nodes = [await store.get_node(n) for n in ("n1", "n2")]
+        return all(n is not None and ready_status(n) == "Unknown" for n in nodes)
+
+    await until(both_unknown)
+    await asyncio.sleep(0.6)
+    n1 = await store.get_node("n1")
+    assert n1 is not None
+    assert {(t.key, t.effect) for t in n1.spec.taints} == {(UNREACHABLE, "NoSchedule")}
+    assert await store.get_pod("default", "p") is not None
+    await state.recover("n2")
+
+    async def evicted() -> bool:
+        return await store.get_pod("default", "p") is None
+
+    await until(evicted)

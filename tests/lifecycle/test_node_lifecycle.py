@@ -8,6 +8,7 @@ from shared.lifecycle.node_lifecycle import (
     NOT_READY,
     UNREACHABLE,
     desired_taints,
+    fully_disrupted,
     monitor,
     ready_status,
     reconcile_taints,
@@ -137,3 +138,31 @@ def test_with_ready_sets_transition_and_keeps_other_conditions() -> None:
     assert changed.status.conditions[0].last_transition_time == 7.0
     assert n.status.conditions[1].status == "True"  # the input is not mutated
     assert with_ready(changed, "False", "KubeletNotReady", "down", 8.0) is None
+
+
+@pytest.mark.parametrize(
+    ("ready", "beats", "disrupted"),
+    [
+        ((), {}, False),  # no node at all
+        (("True", "True"), {"a": 95.0, "b": 95.0}, False),
+        (("True", "True"), {"a": 10.0, "b": 95.0}, False),  # one stale, one fresh
+        (("True", "True"), {"a": 10.0, "b": 10.0}, True),  # every heartbeat stale
+        (("Unknown", "False"), {"a": 95.0, "b": 95.0}, True),  # none ready by condition
+        (("Unknown", "True"), {"a": 10.0, "b": 95.0}, False),
+    ],
+)
+def test_full_disruption(ready: tuple[str, ...], beats: dict[str, float], disrupted: bool) -> None:
+    nodes = []
+    for name, status in zip("ab", ready, strict=False):
+        n = make_node(name).obj()
+        n.status.conditions = [NodeCondition(type="Ready", status=status)]
+        nodes.append(n)
+    assert fully_disrupted(nodes, beats, 100.0, 40.0, 0.0) is disrupted
+
+
+def test_no_no_execute_taints_while_disrupted() -> None:
+    n = node(("Ready", "Unknown"))
+    n.spec.taints = [Taint(key=UNREACHABLE, effect="NoExecute", time_added=1.0)]
+    update = monitor(n, 10.0, 100.0, grace=40.0, watching_since=0.0, evicting=False)
+    assert update is not None
+    assert ids(update.node.spec.taints) == {f"{UNREACHABLE}:NoSchedule"}
