@@ -95,7 +95,11 @@ async def drain(
         )
         if result is False:
             continue
+        # The budgets' next answers count the cluster as it is now: this pod gone, its
+        # replacement (if any) pending, so not healthy.
+        pods = [p for p in pods if p.key != pod.key]
         report.evicted.append(pod.key)
         if isinstance(result, Pod):
+            pods.append(result)
             report.replaced.append(pod.key)
     return report
