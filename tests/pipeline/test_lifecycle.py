@@ -21,7 +21,7 @@ import pytest
 from cli.node_commands import node_main
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
-from cli.stack_commands import describe_main
+from cli.stack_commands import describe_main, get_main
 from services.agent.config import ENV_GRACE, ENV_HEARTBEAT, ENV_TICK
 from shared.lifecycle.node_lifecycle import UNREACHABLE, ready_status
 from shared.lifecycle.state import LifecycleState
@@ -152,6 +152,10 @@ async def test_a_failed_node_reschedules_its_intolerant_pods(
         assert max(Counter(uid for uid, _ in history).values()) == 1
         assert len(history) == 7  # four on n1, three replacements on n2
         assert await usage_matches(run) == []
+
+        assert await asyncio.to_thread(get_main, ["nodes"]) == 0
+        rows = {line.split()[0]: line.split()[1] for line in capsys.readouterr().out.splitlines()}
+        assert (rows["n1"], rows["n2"]) == ("NotReady", "Ready")
 
         assert await asyncio.to_thread(describe_main, ["pod", "web-0"]) == 0
         described = capsys.readouterr().out
