@@ -69,6 +69,8 @@ class AgentService:
         self.evictions = TaintEvictionQueue()
         self.pressure: dict[str, NodePressure] = {}
         self.disrupted = False
+        self._owners: tuple[list[str], dict[str, bool]] | None = None
+        """Ownership by node, for the members it was computed with."""
         """Every node unready (full disruption): no NoExecute lifecycle taints."""
         self.members: list[str] = [config.name]
         self.failures: dict[str, str] = {}
@@ -154,7 +156,13 @@ class AgentService:
                 await asyncio.wait_for(self._stop.wait(), timeout=self.config.tick_seconds)
 
     def owns(self, node: str) -> bool:
-        return owner(self.members, node) == self.config.name
+        owners = self._owners
+        if owners is None or owners[0] != self.members:
+            owners = self._owners = (list(self.members), {})
+        found = owners[1].get(node)
+        if found is None:
+            found = owners[1][node] = owner(self.members, node) == self.config.name
+        return found
 
     async def tick(self, now: float) -> None:
         if now >= self._next_beat:
@@ -279,10 +287,10 @@ class AgentService:
             if pod is None or pod.metadata.uid != uid:
                 continue
             node = pod.spec.node_name
-            if not self.owns(node):
-                continue
-            if self.failures.get(node) is not None:
-                # A failed node's kubelet reports nothing: the pod finishes once it is back.
+            if not self.owns(node) or self.failures.get(node) is not None:
+                # Another replica's node: kept until the pod is gone, in case that replica
+                # goes away first. A failed node's kubelet reports nothing: the pod finishes
+                # once it is back.
                 later.append((now + self.config.heartbeat_seconds, key, uid, action))
                 continue
             if action == COMPLETE:

@@ -330,3 +330,38 @@ async def test_full_disruption_evicts_nobody(agent: AgentService) -> None:
         return await store.get_pod("default", "p") is None
 
     await until(evicted)
+
+
+async def test_a_stage_survives_its_replica(redis_client: Redis, config: AgentConfig) -> None:
+    """A pod on a node of replica b completes through replica a when b dies before its time
+    comes (b's membership outlives it by the member TTL, past the pod's due time: a must keep
+    the timer, not drop it)."""
+    store = ClusterStore(redis_client, prefix=config.key_prefix)
+    names = [f"n{i}" for i in range(8)]
+    b_name = "agent-1"
+    theirs = next(n for n in names if owner(["agent-0", b_name], n) == b_name)
+    await store.apply([make_node(n).capacity(cpu="1").obj() for n in names])
+    await store.apply([make_pod("job").node(theirs).annotation(C, "1s").obj()])
+    # Heartbeats of 0.5 s: b stays a member 1.5 s after its last one, past the pod's 1 s.
+    slow = replace(config, heartbeat_seconds=0.5, node_monitor_grace_period=5.0)
+    a = AgentService(redis_client, slow)
+    b = AgentService(redis_client, replace(slow, name=b_name))
+    try:
+        await a.start()
+        await b.start()
+        await asyncio.sleep(0.7)  # both have heard of each other (a beat each after both start)
+        assert b.owns(theirs)
+        assert not a.owns(theirs)
+        b._stop.set()  # b dies: its loops end, its membership entry stays until the TTL
+        for task in b._tasks:
+            await task
+
+        async def completed() -> bool:
+            return await store.get_pod("default", "job") is None
+
+        await until(completed)
+        assert a.counts["completed"] == 1
+        assert b.counts["completed"] == 0
+    finally:
+        await a.stop()
+        await b.stop()
