@@ -11,7 +11,8 @@ also the stack's API front door when it has a tokens file (services/dashboard/au
                                latency p50/p99 (shared.stats, fed by feed.BindingFeed)
     GET /api/nodes             nodes with their usage (`berth get nodes`)
     GET /api/queues            tenant queue counts and worker heartbeats (`berth get queues`)
-    GET /api/events?limit=     recent pod Events of the simulated cluster (services/agent)
+    GET /api/events?limit=     recent pod Events of the simulated cluster (services/agent);
+                               ?pod=NS/NAME: that pod's Events and its end
     POST /api/apply            manifests (YAML or JSON) into the store, all or nothing
     DELETE /api/objects/{kind}/{name}?namespace=NS
 
@@ -34,7 +35,7 @@ from aiohttp import web
 
 from services.dashboard.auth import Identity, Tokens, namespace_refusal, refusal
 from services.dashboard.data import MAX_PODS, DashboardData
-from services.dashboard.events import MAX_EVENTS, recent_events
+from services.dashboard.events import MAX_EVENTS, pod_events, recent_events
 from services.dashboard.feed import BindingFeed
 from shared.models import ManifestError, load_manifest_text
 from shared.models.schema import KIND_BY_CLASS, KIND_BY_NAME
@@ -167,6 +168,11 @@ async def events(request: web.Request) -> web.Response:
         fail(400, "limit must be a number")
     limit = max(1, min(limit, MAX_EVENTS))
     namespaces = readable_namespaces(request)
+    pod = request.query.get("pod", "")
+    if pod:
+        if namespaces is not None and pod.partition("/")[0] not in namespaces:
+            fail(403, f"pod {pod}: namespace not readable with this token")
+        return _json(await pod_events(data.store.redis, data.store.keys, pod))
     return _json(await recent_events(data.store.redis, data.store.keys, namespaces, limit))
 
 

@@ -1,5 +1,7 @@
 """GET /api/events: the simulated cluster's recent pod Events (the node agent's: completions,
-taint-based and drain evictions, replacements), newest first, only of readable namespaces."""
+taint-based and drain evictions, replacements), newest first, only of readable namespaces;
+with ?pod=NS/NAME, that pod's Events and its end (`berth describe pod` through the front
+door)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from shared.lifecycle.state import LifecycleKeys, PodEvent
+from shared.lifecycle.state import LifecycleKeys, LifecycleState, PodEvent
 from shared.store import StoreKeys
 
 MAX_EVENTS = 200
@@ -38,3 +40,10 @@ async def recent_events(
         if len(batch) < limit:
             break
     return {"events": out[:limit]}
+
+
+async def pod_events(redis: Redis, keys: StoreKeys, pod: str) -> dict[str, Any]:
+    """{"events": [...newest first], "finished": {phase, node, uid, time} or None}"""
+    state = LifecycleState(redis, keys)
+    events = [{"pod": pod, **asdict(e)} for e in await state.events(pod)]
+    return {"events": events, "finished": (await state.finished()).get(pod)}
