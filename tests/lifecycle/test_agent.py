@@ -19,7 +19,7 @@ from services.agent.service import AgentService
 from shared.lifecycle.node_lifecycle import UNREACHABLE, ready_status
 from shared.lifecycle.pressure import PressureConfig
 from shared.lifecycle.state import LifecycleState
-from shared.models import POD_GROUP_LABEL, Pod, Taint
+from shared.models import POD_GROUP_LABEL, NodeCondition, Pod, Taint
 from shared.store import ClusterStore
 from tests.builders import make_node, make_pod
 
@@ -365,3 +365,44 @@ async def test_a_stage_survives_its_replica(redis_client: Redis, config: AgentCo
     finally:
         await a.stop()
         await b.stop()
+
+
+async def test_a_node_applied_with_conditions(agent: AgentService) -> None:
+    """`berth apply` of a Node with Ready False: not-ready taints at once (the condition is
+    the kubelet's word, the agent leaves it), its intolerant pod evicted; applied again
+    without conditions, the taints are lifted. MemoryPressure True adds its NoSchedule taint."""
+    store = agent.store
+    await store.apply([make_node(f"n{i}").capacity(cpu="4", pods=10).obj() for i in (1, 2)])
+    await store.apply([make_pod("p").req(cpu="1").node("n1").obj()])
+    await agent.start()
+    down = make_node("n1").capacity(cpu="4", pods=10).obj()
+    down.status.conditions = [
+        NodeCondition(type="Ready", status="False", reason="ContainerRuntimeDown"),
+        NodeCondition(type="MemoryPressure", status="True"),
+    ]
+    await store.apply([down])
+
+    async def tainted() -> bool:
+        node = await store.get_node("n1")
+        return node is not None and {(t.key, t.effect) for t in node.spec.taints} == {
+            ("node.kubernetes.io/not-ready", "NoSchedule"),
+            ("node.kubernetes.io/not-ready", "NoExecute"),
+            ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        }
+
+    await until(tainted)
+
+    async def evicted() -> bool:
+        return await store.get_pod("default", "p") is None
+
+    await until(evicted)
+    node = await store.get_node("n1")
+    assert node is not None
+    assert ready_status(node) == "False"  # not overwritten by the heartbeat
+    await store.apply([make_node("n1").capacity(cpu="4", pods=10).obj()])
+
+    async def clear() -> bool:
+        node = await store.get_node("n1")
+        return node is not None and not node.spec.taints
+
+    await until(clear)
