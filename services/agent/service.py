@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 NOT_READY_REASON = "KubeletNotReady"
 GANG_REASON = "GangEviction"
 PRESSURE_REASON = "Evicted"
+ORPHAN_REASON = "DeletionByPodGC"
 _FAILED = "node failed (berth node fail)"
 _READY = "kubelet is posting ready status"
 
@@ -69,6 +70,8 @@ class AgentService:
         self.evictions = TaintEvictionQueue()
         self.pressure: dict[str, NodePressure] = {}
         self.disrupted = False
+        self.gone: dict[str, float] = {}
+        """Deleted nodes that still have bound pods -> when first seen so."""
         self._owners: tuple[list[str], dict[str, bool]] | None = None
         """Ownership by node, for the members it was computed with."""
         """Every node unready (full disruption): no NoExecute lifecycle taints."""
@@ -201,6 +204,7 @@ class AgentService:
                 else "a node is ready again: taint-based eviction resumed"
             )
         self.disrupted = disrupted
+        await self._collect_orphans(now)
         for name in sorted(self.view.nodes):
             if not self.owns(name):
                 continue
@@ -259,6 +263,28 @@ class AgentService:
             current = result.node
             why.append(result.why)
         return None if current is node else (current, "; ".join(why))
+
+    async def _collect_orphans(self, now: float) -> None:
+        """Upstream PodGC: a pod bound to a node that no longer exists is deleted once the
+        node has been gone for the quarantine (the grace period here), and its owner brings
+        it back pending."""
+        quarantine = self.config.node_monitor_grace_period
+        for name in sorted(set(self.view.by_node) - set(self.view.nodes)):
+            if not self.owns(name):
+                continue
+            since = self.gone.setdefault(name, now)
+            if now - since < quarantine:
+                continue
+            for pod in self.view.pods_on(name):
+                message = f"Deleting Pod {pod.key}: its node {name} is gone (PodGC)"
+                gang = pod_group_key(pod)
+                if await self._evict_one(pod, ORPHAN_REASON, message, now, bool(gang)):
+                    log.info("%s", message)
+                    if gang:
+                        await self._requeue_gang(gang, pod.key, now)
+        for name in list(self.gone):
+            if name in self.view.nodes or name not in self.view.by_node:
+                del self.gone[name]
 
     async def _pressure(self, node: Node, now: float) -> dict[str, bool] | None:
         """Node-pressure eviction on a node (one pod a pass, as the kubelet's housekeeping);

@@ -406,3 +406,24 @@ async def test_a_node_applied_with_conditions(agent: AgentService) -> None:
         return node is not None and not node.spec.taints
 
     await until(clear)
+
+
+async def test_pods_of_a_deleted_node_are_collected(agent: AgentService) -> None:
+    """PodGC: `berth delete node n1` leaves its pods bound to nothing; after the quarantine
+    (the grace period) they are deleted, the owned one comes back pending."""
+    store, state = agent.store, agent.state
+    await store.apply([make_node(f"n{i}").capacity(cpu="4", pods=10).obj() for i in (1, 2)])
+    owned = make_pod("owned").req(cpu="1").node("n1").owner("ReplicaSet", "web").obj()
+    await store.apply([owned, make_pod("bare").req(cpu="1").node("n1").obj()])
+    await agent.start()
+    assert await store.delete("Node", "", "n1") is not None
+
+    async def collected() -> bool:
+        pod = await store.get_pod("default", "owned")
+        return pod is not None and pod.metadata.uid != owned.metadata.uid
+
+    await until(collected)
+    assert (await store.get_pod("default", "owned")).spec.node_name == ""  # type: ignore[union-attr]
+    assert await store.get_pod("default", "bare") is None
+    assert [e.reason for e in await state.events("default/bare")] == ["DeletionByPodGC"]
+    assert (await store.usage("n1")).pods == 0
