@@ -103,5 +103,9 @@ class ApiClient:
     async def queue_rows(self) -> dict[str, Any]:
         return dict(await self._call("GET", "api/queues"))
 
+    async def pod_events(self, key: str) -> dict[str, Any]:
+        """The pod's Events (newest first) and its end record, if any."""
+        return dict(await self._call("GET", "api/events", params={"pod": key}))
+
     async def cluster_queue_rows(self) -> list[dict[str, Any]]:
         return list((await self._call("GET", "api/clusterqueues"))["clusterQueues"])

@@ -3,8 +3,9 @@
     berth demo --tenants [--job-seconds 6] [--timeout 120] [--plot FILE.png] [-o text|json]
 
 The act (`default_scenario`, sizes in CPUs; every job is a 1-CPU pod that "runs" for
-`--job-seconds` once bound, then completes: the demo deletes it, as a finished Job's pod
-leaves the node):
+`--job-seconds` once bound, then completes: its KWOK `pod-complete.stage.kwok.x-k8s.io/delay`
+annotation says so, and the stack's node agent ends it Succeeded, giving back its node and
+its quota):
 
 - ClusterQueues `batch` (nominal 4, borrowingLimit 12, weight 1), `prod` (nominal 8,
   borrowingLimit 4, weight 2) and `research` (nominal 6, borrowingLimit 4, weight 1) in the
@@ -43,6 +44,8 @@ from typing import Any, TextIO, cast
 import yaml
 
 from cli.run import Pipeline, pipeline
+from shared.lifecycle.kwok import COMPLETE, delay_annotation
+from shared.lifecycle.state import LifecycleState
 from shared.models import (
     Container,
     Manifests,
@@ -168,14 +171,21 @@ def queue_manifests(scenario: Scenario) -> Manifests:
     return manifests
 
 
-def tenant_jobs(tenant: Tenant, created: float) -> list[Pod]:
-    """The tenant's jobs: 1-CPU pods in its LocalQueue, oldest first."""
+COMPLETE_DELAY = delay_annotation(COMPLETE)
+
+
+def tenant_jobs(tenant: Tenant, created: float, job_seconds: float | None = None) -> list[Pod]:
+    """The tenant's jobs: 1-CPU pods in its LocalQueue, oldest first; with `job_seconds`,
+    each completes that long after it is bound (KWOK's pod-complete stage annotation, which
+    the node agent honours)."""
+    annotations = {} if job_seconds is None else {COMPLETE_DELAY: f"{job_seconds:g}s"}
     return [
         Pod(
             metadata=ObjectMeta(
                 name=f"{tenant.name}-{i:03d}",
                 namespace=tenant.name,
                 labels={QUEUE_NAME_LABEL: LOCAL_QUEUE, "team": tenant.name},
+                annotations=dict(annotations),
                 creation_timestamp=created + i / 1000,
             ),
             spec=PodSpec(
@@ -203,10 +213,11 @@ class JobCounts:
 
 
 class Jobs:
-    """The demo's stand-in for the Job controller and the kubelet: a job runs from when it is
-    first seen bound; after `job_seconds` it completes (its pod is deleted). A bound pod that
-    goes back to waiting (unbound, deleted and re-applied, or bound anew) was evicted: its
-    clock starts again when it is bound again."""
+    """The demo's view of its jobs: each runs from when it is bound until the node agent
+    completes it (`job_seconds` later, its KWOK pod-complete annotation; the agent records
+    it Succeeded and deletes it, giving back its quota). A bound pod that goes back to
+    waiting (unbound, deleted and re-applied, or bound anew) was evicted: the agent starts
+    its clock again when it is bound again."""
 
     def __init__(self, job_seconds: float) -> None:
         self.job_seconds = job_seconds
@@ -225,12 +236,18 @@ class Jobs:
     async def tick(self, run: Pipeline, now: float) -> dict[str, int]:
         """Look at the jobs, complete those that ran long enough; evictions seen, per tenant."""
         stored = {p.key: p for p in cast(list[Pod], await run.client.store.list("Pod"))}
+        ended = await LifecycleState(run.client.redis, run.client.store.keys).finished()
         evicted: dict[str, int] = {}
         for key, tenant in self.mine.items():
             if key in self.finished:
                 continue
             pod = stored.get(key)
             seen = self.running.get(key)
+            if pod is None and key in ended:
+                self.running.pop(key, None)
+                self.finished.add(key)
+                self.counts[tenant].done += 1
+                continue
             bound = pod is not None and bool(pod.spec.node_name)
             if seen is not None and (
                 not bound
@@ -244,11 +261,6 @@ class Jobs:
                 continue
             if seen is None:
                 self.running[key] = (pod.metadata.uid, pod.metadata.resource_version, now)
-            elif now - seen[2] >= self.job_seconds:
-                del self.running[key]
-                self.finished.add(key)
-                await run.client.delete("Pod", pod.metadata.namespace, pod.metadata.name)
-                self.counts[tenant].done += 1
         for tenant, n in evicted.items():
             self.counts[tenant].evicted += n
         for tenant, counts in self.counts.items():
@@ -416,7 +428,7 @@ async def run_tenants(
             now = time.monotonic() - started
             while arrivals and arrivals[0].arrives <= now:
                 tenant = arrivals.pop(0)
-                pods = tenant_jobs(tenant, time.time())
+                pods = tenant_jobs(tenant, time.time(), scenario.job_seconds)
                 await run_.client.apply(Manifests(pods=pods))
                 jobs.submitted(tenant.name, pods)
                 result.events.append((round(now, 2), f"{tenant.name} submits {tenant.jobs} jobs"))

@@ -7,6 +7,8 @@
     berth apply -f FILE | delete -f FILE | KIND NAME | get pods|nodes|queues [-o wide|json]
     berth get pods [NAME] [-n NS] [-l SELECTOR] | get clusterqueues|localqueues
     berth describe pod NAME [-n NS]         # why a pod is where it is, or still pending
+    berth node fail|recover|drain|cordon|uncordon NODE [--not-ready]   # a node's life
+    berth simulate -f CLUSTER -f TRACE [--speed S] [--plot FILE.png] [-o json]
     berth run -f FILE [--config C] [--workers N] [--binders M] [--seed S] [--timeout T] -o json
     berth demo                             # the bundled multi-tenant workload, end to end
     berth demo --tenants [--plot FILE.png] # ClusterQueues borrowing, reclaiming, sharing a cohort
@@ -41,6 +43,8 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
         "show pods, nodes, queues or ClusterQueues of a running stack",
     ),
     "describe": ("cli.stack_commands", "describe_main", "why a pod is where it is, or pending"),
+    "node": ("cli.node_commands", "node_main", "fail, recover, drain, cordon or uncordon a node"),
+    "simulate": ("cli.simulate", "simulate_main", "replay a trace of arrivals and node events"),
     "run": ("cli.run", "run_main", "schedule manifests through an ephemeral stack"),
     "demo": ("cli.demo", "demo_main", "the bundled multi-tenant workload, end to end"),
 }

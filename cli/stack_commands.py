@@ -24,6 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cli.api_client import ApiClient, ApiTarget, read_api
 from cli.client import StackClient, read_settings, state_path, write_state
+from cli.pod_events import describe_finished, pod_history
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, LauncherError, start_dev_servers
 from cli.supervisor import Stack, create_topics, supervise, wait_for_dashboard, wait_for_workers
@@ -319,9 +320,12 @@ def describe_main(argv: Sequence[str] | None = None) -> int:
         async with _client(api, settings) as client:
             key = f"{args.namespace}/{args.name}"
             rows = {r.key: r for r in await client.pod_rows()}
-            if key not in rows:
-                raise LookupError(f'pod "{args.name}" not found in namespace {args.namespace}')
-            return describe_pod(rows[key])
+            events, finished = await pod_history(client, key)
+            if key in rows:
+                return describe_pod(rows[key], events)
+            if finished is not None:
+                return describe_finished(args.namespace, args.name, finished, events)
+            raise LookupError(f'pod "{args.name}" not found in namespace {args.namespace}')
 
     return _show(settings, go)
 

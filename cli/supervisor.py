@@ -83,6 +83,7 @@ class Stack:
         binders: int = 1,
         queues: int = 1,
         adapters: int | None = None,
+        agents: int | None = None,
         dashboard: bool = False,
         dashboard_port: int | None = None,
         tokens_file: str = "",
@@ -95,6 +96,10 @@ class Stack:
         self.settings = settings
         if adapters is None:
             adapters = 1 if settings.kube else 0
+        if agents is None:
+            # The simulated cluster's node agent (services/agent): standalone only, where
+            # berth is the whole control plane; a real cluster has kubelets.
+            agents = 0 if settings.kube else 1
         self.workdir = workdir
         env = {**os.environ, **settings.env(), **(extra_env or {})}
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -111,6 +116,7 @@ class Stack:
             ("binder", binders),
             ("worker", workers),
             ("adapter", adapters),
+            ("agent", agents),
             ("dashboard", int(dashboard)),
         )
         for kind, count in kinds:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from shared.lifecycle.state import PodEvent
 from shared.models.quantity import format_resource
 from shared.pod_status import PodRow
 
@@ -128,7 +129,7 @@ def format_cluster_queues(rows: Sequence[Mapping[str, Any]], output: str) -> str
     return _table(table)
 
 
-def describe_pod(row: PodRow) -> str:
+def describe_pod(row: PodRow, events: Sequence[PodEvent] = ()) -> str:
     """`berth describe pod`: kubectl describe's habit, the fields a pending pod is read by."""
     fields = [
         ("Name", row.name),
@@ -144,7 +145,18 @@ def describe_pod(row: PodRow) -> str:
         ("Nominated Node", row.nominated_node or "<none>"),
         ("Message", row.reason_message or row.message or "<none>"),
     ]
-    return "\n".join(f"{name + ':':<16}{value}" for name, value in fields)
+    text = "\n".join(f"{name + ':':<16}{value}" for name, value in fields)
+    return text + "\n" + format_events(events) if events else text
+
+
+def format_events(events: Sequence[PodEvent], now: float | None = None) -> str:
+    """kubectl describe's Events section, oldest first (`events` come newest first)."""
+    at = time.time() if now is None else now
+    table = [["Type", "Reason", "Age", "From", "Message"]]
+    for event in reversed(events):
+        age = max(0, int(at - event.time))
+        table.append([event.type, event.reason, f"{age}s", event.source, event.message])
+    return "Events:\n" + "\n".join("  " + line for line in _table(table).splitlines())
 
 
 def format_local_queues(

@@ -13,6 +13,7 @@ from typing import Any, cast
 import msgpack
 from redis.asyncio import Redis
 
+from shared.lifecycle.node_lifecycle import ready_status
 from shared.models import (
     KubeObject,
     ManifestError,
@@ -149,7 +150,7 @@ def node_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": name,
-                "status": "SchedulingDisabled" if node.spec.unschedulable else "Ready",
+                "status": _node_status(node),
                 "zone": node.metadata.labels.get("topology.kubernetes.io/zone", ""),
                 "pods": usage.pods if usage is not None else 0,
                 "allocatable": dict(node.status.allocatable),
@@ -158,6 +159,14 @@ def node_rows(snapshot: Snapshot) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _node_status(node: Node) -> str:
+    """kubectl's STATUS: Ready / NotReady (Ready False or Unknown), SchedulingDisabled when
+    cordoned (berth has always shown a cordoned ready node as "SchedulingDisabled")."""
+    if ready_status(node) == "True":
+        return "SchedulingDisabled" if node.spec.unschedulable else "Ready"
+    return "NotReady,SchedulingDisabled" if node.spec.unschedulable else "NotReady"
 
 
 async def read_heartbeats(

@@ -11,6 +11,8 @@ also the stack's API front door when it has a tokens file (services/dashboard/au
                                latency p50/p99 (shared.stats, fed by feed.BindingFeed)
     GET /api/nodes             nodes with their usage (`berth get nodes`)
     GET /api/queues            tenant queue counts and worker heartbeats (`berth get queues`)
+    GET /api/events?limit=     recent pod Events of the simulated cluster (services/agent);
+                               ?pod=NS/NAME: that pod's Events and its end
     POST /api/apply            manifests (YAML or JSON) into the store, all or nothing
     DELETE /api/objects/{kind}/{name}?namespace=NS
 
@@ -35,6 +37,7 @@ from aiohttp import web
 from scheduling.kubelet import kubelet_refusal
 from services.dashboard.auth import Identity, Tokens, namespace_refusal, refusal
 from services.dashboard.data import MAX_PODS, DashboardData
+from services.dashboard.events import MAX_EVENTS, pod_events, recent_events
 from services.dashboard.feed import BindingFeed
 from shared.models import ManifestError, load_manifest_text
 from shared.models.schema import KIND_BY_CLASS, KIND_BY_NAME
@@ -160,6 +163,22 @@ async def queues(request: web.Request) -> web.Response:
     return _json(await request.app[DATA].queues(namespaces, workers=workers))
 
 
+async def events(request: web.Request) -> web.Response:
+    data = request.app[DATA]
+    try:
+        limit = int(request.query.get("limit", MAX_EVENTS))
+    except ValueError:
+        fail(400, "limit must be a number")
+    limit = max(1, min(limit, MAX_EVENTS))
+    namespaces = readable_namespaces(request)
+    pod = request.query.get("pod", "")
+    if pod:
+        if namespaces is not None and pod.partition("/")[0] not in namespaces:
+            fail(403, f"pod {pod}: namespace not readable with this token")
+        return _json(await pod_events(data.store.redis, data.store.keys, pod))
+    return _json(await recent_events(data.store.redis, data.store.keys, namespaces, limit))
+
+
 # ------------------------------------------------------------------------- writes
 async def apply(request: web.Request) -> web.Response:
     who = writer(request)
@@ -240,6 +259,7 @@ def make_app(
     app.router.add_get("/api/stats", stats)
     app.router.add_get("/api/nodes", nodes)
     app.router.add_get("/api/queues", queues)
+    app.router.add_get("/api/events", events)
     app.router.add_post("/api/apply", apply)
     app.router.add_delete("/api/objects/{kind}/{name}", delete)
     app.router.add_static("/static/", STATIC)

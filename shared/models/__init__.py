@@ -23,7 +23,7 @@ from shared.models.manifest import (
     resolve_priorities,
 )
 from shared.models.meta import ObjectMeta, OwnerReference, ResourceList, cluster_meta, new_uid
-from shared.models.node import ContainerImage, Node, NodeSpec, NodeStatus
+from shared.models.node import ContainerImage, Node, NodeCondition, NodeSpec, NodeStatus
 from shared.models.pod import (
     CONTAINER_RESTART_ALWAYS,
     DEFAULT_SCHEDULER_NAME,
@@ -121,6 +121,7 @@ __all__ = [
     "Namespace",
     "Node",
     "NodeAffinity",
+    "NodeCondition",
     "NodeSelector",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",

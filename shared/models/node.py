@@ -21,11 +21,25 @@ class ContainerImage:
 
 
 @dataclass(slots=True, kw_only=True)
+class NodeCondition:
+    """A node condition (Ready, MemoryPressure, DiskPressure, PIDPressure,
+    NetworkUnavailable): status "True", "False" or "Unknown". Times in epoch seconds."""
+
+    type: str = ""
+    status: str = ""
+    reason: str = ""
+    message: str = ""
+    last_heartbeat_time: float | None = None
+    last_transition_time: float | None = None
+
+
+@dataclass(slots=True, kw_only=True)
 class NodeStatus:
     capacity: ResourceList = field(default_factory=dict)
     # Defaults to capacity when absent, as the API server does (SetDefaults_NodeStatus).
     allocatable: ResourceList = field(default_factory=dict)
     images: list[ContainerImage] = field(default_factory=list)
+    conditions: list[NodeCondition] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.allocatable and self.capacity:

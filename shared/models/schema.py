@@ -16,7 +16,7 @@ from typing import Any
 
 from shared.models.kueue import ClusterQueue, ClusterQueueSpec, LocalQueue, ResourceFlavor
 from shared.models.meta import ObjectMeta, OwnerReference
-from shared.models.node import ContainerImage, Node, NodeSpec, NodeStatus
+from shared.models.node import ContainerImage, Node, NodeCondition, NodeSpec, NodeStatus
 from shared.models.pod import (
     Container,
     ContainerPort,
@@ -186,7 +186,6 @@ IGNORED: dict[type[Any], frozenset[str]] = {
     NodeStatus: frozenset(
         {
             "phase",
-            "conditions",
             "addresses",
             "daemonEndpoints",
             "nodeInfo",
@@ -199,6 +198,7 @@ IGNORED: dict[type[Any], frozenset[str]] = {
         }
     ),
     ContainerImage: frozenset(),
+    NodeCondition: frozenset({"lastProbeTime"}),
     PodDisruptionBudgetSpec: frozenset(),
     PodDisruptionBudgetStatus: frozenset({"observedGeneration", "disruptedPods", "conditions"}),
     PodGroupSpec: frozenset(),

@@ -20,6 +20,7 @@ import pytest_asyncio
 
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
+from shared.lifecycle.state import LifecycleState, PodEvent
 from shared.models import load_manifest_text
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -223,8 +224,29 @@ async def test_without_a_tokens_file_the_api_is_read_only(seeded: Seeded) -> Non
 FLAVOR_CPU = "default-flavor / cpu"
 
 
+async def record_eviction(seeded: Seeded) -> None:
+    state = LifecycleState(seeded.run.client.redis, seeded.run.client.store.keys)
+    if not await state.events("team-a/a-2"):
+        message = "Marking for deletion Pod team-a/a-2: node node-1: taint x:NoExecute"
+        await state.record(
+            "team-a/a-2", PodEvent(time.time(), "Warning", "TaintManagerEviction", message)
+        )
+
+
+async def test_events_api(seeded: Seeded) -> None:
+    await record_eviction(seeded)
+    body = await get(seeded.url + "api/events?limit=1")
+    (event,) = body["events"]
+    assert (event["pod"], event["reason"]) == ("team-a/a-2", "TaintManagerEviction")
+    url = seeded.url + "api/events?limit=many"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert response.status == 400
+
+
 async def test_the_page_in_chromium(seeded: Seeded) -> None:
     from playwright.async_api import async_playwright
+
+    await record_eviction(seeded)
 
     assert os.access(CHROMIUM, os.X_OK), f"no {CHROMIUM}: `make chromium` installs it"
     ARTIFACTS.mkdir(exist_ok=True)
@@ -270,6 +292,10 @@ async def test_the_page_in_chromium(seeded: Seeded) -> None:
             why = await row.locator("td.why").inner_text()
             assert "Insufficient cpu" in why
             assert await row.locator("td.reason").inner_text() in ("unschedulable", "backoff")
+            events = page.locator("#events-table tbody tr")
+            await events.first.wait_for(timeout=10_000)
+            cells = await events.first.locator("td").all_inner_texts()
+            assert cells[1:4] == ["team-a/a-2", "Warning", "TaintManagerEviction"]
             await page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
         finally:
             await browser.close()

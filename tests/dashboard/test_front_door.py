@@ -17,7 +17,7 @@ import pytest_asyncio
 
 from cli.run import pipeline
 from cli.servers import DevServers
-from cli.stack_commands import apply_main, delete_main, get_main
+from cli.stack_commands import apply_main, delete_main, describe_main, get_main
 from shared.env import ENV_API_URL, ENV_STATE, ENV_TOKEN, ENV_TOKENS_FILE
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -251,3 +251,32 @@ async def test_the_page_asks_for_a_token(door: Door, berth: Any) -> None:
             assert shown == ["team-b/b-1"]
         finally:
             await browser.close()
+
+
+async def test_describe_through_the_front_door_shows_the_agents_events(
+    door: Door, berth: Any
+) -> None:
+    """A team-a job that completes (KWOK annotation, the node agent) is described, Succeeded
+    with its Event, through the front door; team-b's token may not read it."""
+    job = door.files / "job.yaml"
+    job.write_text(
+        pod("team-a", "job-1").replace(
+            "metadata: {name: job-1, namespace: team-a}",
+            "metadata: {name: job-1, namespace: team-a, annotations: "
+            "{pod-complete.stage.kwok.x-k8s.io/delay: 500ms}}",
+        )
+    )
+    assert (await berth(apply_main, ["-f", str(door.files / "node.yaml")], ADMIN))[0] == 0
+    assert (await berth(apply_main, ["-f", str(job)], TEAM_A))[0] == 0
+    out = ""
+    for _ in range(200):
+        code, out, _ = await berth(describe_main, ["pod", "job-1", "-n", "team-a"], TEAM_A)
+        if code == 0 and "Succeeded" in out:
+            break
+        await asyncio.sleep(0.1)
+    assert "Status:         Succeeded" in out
+    assert "Completed" in out
+    assert "ran to completion on node-0" in out
+    code, _, err = await berth(describe_main, ["pod", "job-1", "-n", "team-a"], TEAM_B)
+    assert code == 1
+    assert "403: pod team-a/job-1: namespace not readable with this token" in err

@@ -13,7 +13,7 @@ import yaml
 CHART_DIR = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "berth"
 RELEASE = "berth"
 NAMESPACE = "sched"
-COMPONENTS = ("queue", "scheduler", "binder")
+COMPONENTS = ("queue", "scheduler", "binder", "agent")
 KUBE_VERSION = "1.30.0"
 
 

@@ -112,8 +112,9 @@ def test_every_manifest_validates_strictly_for_kubernetes_1_30(values: dict[str,
             continue
         kubernetes_validate.validate(manifest.doc, KUBE_VERSION, strict=True)
         validated.append(manifest.kind)
-    assert validated.count("Deployment") == 3
-    assert validated.count("Service") == 3
+    # queue, scheduler, binder and the node agent (standalone mode)
+    assert validated.count("Deployment") == 4
+    assert validated.count("Service") == 4
     assert "ConfigMap" in validated
     assert set(skipped) <= {"ServiceMonitor"}
 
@@ -520,7 +521,7 @@ def test_pods_run_non_root_with_a_read_only_root_filesystem(component: str) -> N
     [
         pytest.param({}, "ServiceMonitor", 0, id="no-servicemonitor-by-default"),
         pytest.param(
-            {"metrics": {"serviceMonitor": {"enabled": True}}}, "ServiceMonitor", 3, id="monitors"
+            {"metrics": {"serviceMonitor": {"enabled": True}}}, "ServiceMonitor", 4, id="monitors"
         ),
         pytest.param({}, "HorizontalPodAutoscaler", 2, id="hpa-for-scheduler-and-binder"),
         pytest.param({}, "PodDisruptionBudget", 3, id="pdbs"),

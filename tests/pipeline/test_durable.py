@@ -118,7 +118,7 @@ async def test_kill_9_of_redis_mid_run_keeps_every_acknowledged_binding(
     assert state.problems() == []
     assert state.bound >= len(workload.base.pods) * 9 // 10
     # The services rode the outage out: none exited, each said why it waited, in one line.
-    assert restarts == {"queue-0": 0, "binder-0": 0, "worker-0": 0, "worker-1": 0}
+    assert restarts == {"queue-0": 0, "binder-0": 0, "worker-0": 0, "worker-1": 0, "agent-0": 0}
     for name, text in logs.items():
         assert "retrying in" in text, name
         assert "Traceback" not in text, f"{name}:\n{text[-3000:]}"

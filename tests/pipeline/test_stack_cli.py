@@ -125,8 +125,8 @@ def test_up_apply_get_delete_and_ctrl_c(state: Path, capsys: pytest.CaptureFixtu
     up = Up(state, "--workers", "2")
     try:
         pids = up.pids()
-        # queue, binder, 2 workers, dashboard, Redis, broker
-        assert len(pids) == 7, up.output()
+        # queue, binder, 2 workers, node agent, dashboard, Redis, broker
+        assert len(pids) == 8, up.output()
         # Each server once: no spare Redis or broker beside the ones the stack uses (issue 19).
         started = up.servers_started()
         assert len(started) == 2, started
@@ -186,7 +186,7 @@ def test_clients_without_a_stack_say_so(state: Path, capsys: pytest.CaptureFixtu
 def test_kill_9_of_berth_up_takes_its_children_along(state: Path) -> None:
     up = Up(state)
     pids = up.pids()
-    assert len(pids) == 6, up.output()
+    assert len(pids) == 7, up.output()  # queue, binder, worker, agent, dashboard, servers
     up.process.kill()
     up.process.wait(10)
     _wait(lambda: not any(_alive(pid) for pid in pids), 20, "the orphans to die")

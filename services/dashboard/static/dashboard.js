@@ -150,6 +150,19 @@ function renderStats(body) {
     `${body.bound} bound in the last ${Math.round(body.windowSeconds)} s`;
 }
 
+function renderEvents(body) {
+  const rows = body.events.map((e) => {
+    const tr = el("tr");
+    tr.appendChild(el("td", new Date(e.time * 1000).toLocaleTimeString()));
+    tr.appendChild(el("td", e.pod, "pod-name"));
+    tr.appendChild(el("td", e.type));
+    tr.appendChild(el("td", e.reason, "reason"));
+    tr.appendChild(el("td", e.message, "why"));
+    return tr;
+  });
+  document.querySelector("#events-table tbody").replaceChildren(...rows);
+}
+
 // With a tokens file the API needs a token: asked for on a 401, kept for this tab only.
 const TOKEN_KEY = "berth-token";
 
@@ -198,6 +211,8 @@ async function refresh() {
     renderClusterQueues(queues);
     renderPods(pods);
     renderStats(stats);
+    // Events are the node agent's (standalone mode); their absence never fails the page.
+    getJson("/api/events?limit=50").then(renderEvents).catch(() => {});
     updated.textContent = "updated " + new Date().toLocaleTimeString() +
       ` (resourceVersion ${queues.resourceVersion})`;
     document.body.dataset.loaded = "true";

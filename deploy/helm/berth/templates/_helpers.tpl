@@ -193,6 +193,12 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_KUBE_LEASE_NAME
   value: {{ $root.Values.kubernetes.leaseName | default (include "berth.fullname" $root) | quote }}
 {{- end }}
+{{- if eq .component "agent" }}
+- name: BERTH_NODE_MONITOR_GRACE_PERIOD
+  value: {{ $values.nodeMonitorGracePeriod | toString | quote }}
+- name: BERTH_NODE_HEARTBEAT_SECONDS
+  value: {{ $values.heartbeatSeconds | toString | quote }}
+{{- end }}
 {{- if eq .component "dashboard" }}
 - name: BERTH_DASHBOARD_PORT
   value: {{ $values.port | int | quote }}
