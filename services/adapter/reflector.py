@@ -8,9 +8,16 @@
   (see `services.adapter.sink`).
 - **Bookmarks.** Watches ask for BOOKMARK events; they move our position without an object,
   so a quiet kind resumes from a recent version instead of hitting 410 after a reconnect.
-- **Errors.** Any other API error, or a lost connection to the API or to Redis, is retried
-  with exponential backoff and jitter, logging the reason; the position is kept, so the
-  retry resumes the watch.
+- **Errors.** Any other API error (401, 403, 429, 5xx, a lagging cache's "too large
+  resource version"), on a list or a watch, or a lost connection to the API or to Redis, is
+  retried with exponential backoff and jitter, logging the reason, and never sooner than the
+  server's Retry-After; the position is kept, so the retry resumes the watch. A watch that
+  sends nothing for the client's read timeout (longer than the bookmark interval) counts as
+  a lost connection.
+- **Redis lost data.** The reflector remembers the store's epoch (`StoreSink.epoch`) of its
+  last list; before each watch, and whenever the adapter's check finds the epoch changed
+  (`resync`), it lists again instead of resuming from memory: a Redis that came back with
+  less (failover, a lost AOF tail, a flush) gets every object back.
 - **Kinds the server does not serve.** A list answered 404 means the kind's CRD is not
   installed (PodGroups without the scheduler-plugins CRD, the usual case): there are none,
   so the store holds none, the kind counts as synced, and it is listed again every
@@ -67,6 +74,11 @@ class Reflector:
         self.absent = False
         """The server answered 404 to the last list: the kind is not served."""
         self.relists = 0
+        self.epoch = ""
+        """The store's epoch when this reflector last listed."""
+        self._resync = False
+        self._watching: asyncio.Task[None] | None = None
+        self.last_pause = 0.0
         self._latest: dict[str, str] = {}
         """Store key -> the resourceVersion of the newest event seen for it (retries of an
         older event are dropped)."""
@@ -76,9 +88,12 @@ class Reflector:
         try:
             while True:
                 try:
+                    if self.version and await self.sink.epoch() != self.epoch:
+                        log.warning("%s: the store lost data (Redis epoch changed)", self.kind)
+                        self.version = ""
                     if not self.version:
                         await self.relist()
-                    await self.watch()
+                    await self._watch_until_resync()
                     self.retry.succeeded()
                 except KubeApiError as e:
                     if e.code == 410:
@@ -92,16 +107,50 @@ class Reflector:
                         else:
                             await self._not_served(e)
                         continue
-                    await self.retry.pause(e)
+                    await self._pause(e, e.retry_after)
                 except KubeUnavailableError as e:
-                    await self.retry.pause(e)
+                    await self._pause(e, None)
                 except RedisError as e:
                     # The event being applied was not recorded as done (`version` moves only
                     # after it): the next watch starts before it and brings it again.
-                    await self.retry.pause(e)
+                    await self._pause(e, None)
         finally:
             for task in self._retries:
                 task.cancel()
+
+    async def _pause(self, error: Exception, retry_after: float | None) -> None:
+        """The backoff's pause, but never shorter than the server's Retry-After."""
+        pause = self.retry.failed(error)
+        if retry_after is not None and retry_after > pause:
+            log.info("%s: the server asks to retry after %.1fs", self.kind, retry_after)
+            pause = retry_after
+        self.last_pause = pause
+        await asyncio.sleep(pause)
+
+    def resync(self) -> None:
+        """List again now (the store lost data): the current watch is ended."""
+        self.version = ""
+        self._resync = True
+        if self._watching is not None:
+            self._watching.cancel()
+
+    async def _watch_until_resync(self) -> None:
+        self._resync = False
+        self._watching = asyncio.create_task(self.watch())
+        try:
+            await self._watching
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self._resync or (task is not None and task.cancelling()):
+                raise
+            log.warning("%s: listing again (the store lost data)", self.kind)
+            self.version = ""
+        finally:
+            if not self._watching.done():
+                self._watching.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._watching
+            self._watching = None
 
     async def _not_served(self, e: KubeApiError) -> None:
         if not self.absent:
@@ -121,6 +170,7 @@ class Reflector:
         await asyncio.sleep(ABSENT_RECHECK_SECONDS)
 
     async def relist(self) -> None:
+        epoch = await self.sink.epoch()
         items, version = await self.api.list(self.kind)
         if self.absent:
             log.warning("%s is served now: following it", self.kind)
@@ -143,6 +193,7 @@ class Reflector:
             gone,
         )
         self.version = version
+        self.epoch = epoch
         self.synced.set()
 
     async def watch(self) -> None:

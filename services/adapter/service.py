@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.reflector import Reflector
@@ -60,6 +61,11 @@ class AdapterConfig:
     watch_timeout_seconds: int = 300
     consumer_options: dict[str, Any] = field(default_factory=dict)
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    leader_elect: bool = True
+    """False (leaderElection.leaderElect: false): lead at once, without a Lease (one
+    replica only, as kube-scheduler with --leader-elect=false)."""
+    store_check_seconds: float = 5.0
+    """How often the adapter checks that Redis still holds what it wrote (its epoch)."""
 
 
 class AdapterService:
@@ -91,6 +97,10 @@ class AdapterService:
     async def run(self, stop: asyncio.Event) -> None:
         """Candidate until the Lease is ours, then lead until `stop` (or the Lease is lost:
         LeadershipLostError)."""
+        if not self.config.leader_elect:
+            log.warning("leader election is off: this replica leads without a Lease")
+            await self._lead(stop)
+            return
         acquired = asyncio.create_task(self.elector.acquire())
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -102,8 +112,10 @@ class AdapterService:
 
     async def _lead(self, stop: asyncio.Event) -> None:
         tasks: list[asyncio.Task[Any]] = [
-            asyncio.create_task(self.elector.hold(), name="adapter-lease")
+            asyncio.create_task(self._check_store(), name="adapter-store-check")
         ]
+        if self.config.leader_elect:
+            tasks.append(asyncio.create_task(self.elector.hold(), name="adapter-lease"))
         tasks += [
             asyncio.create_task(r.run(), name=f"adapter-reflect-{r.kind}") for r in self.reflectors
         ]
@@ -163,6 +175,19 @@ class AdapterService:
                 failed_scheduling(refusal.message),
                 refusal.scheduler_name,
             )
+
+    async def _check_store(self) -> None:
+        """Every store_check_seconds: a reflector whose last list was written into another
+        Redis epoch (Redis lost data, restarted or failed over) lists again."""
+        while True:
+            await asyncio.sleep(self.config.store_check_seconds)
+            try:
+                epoch = await self.sink.epoch()
+            except RedisError:
+                continue  # the reflectors meet it too, and check again before watching
+            for reflector in self.reflectors:
+                if reflector.epoch and reflector.version and reflector.epoch != epoch:
+                    reflector.resync()
 
     async def _ready(self) -> None:
         for reflector in self.reflectors:
