@@ -1,0 +1,394 @@
+"""The adapter survives every answer an API server gives (issue 20, item 1) and behaves as a
+good API client (item 2), against the emulator's error injection, stalls, pages, field
+selectors, lagging cache and slow answers, with a real Redis and broker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from services.adapter.leader import LeaderElector, LeaseSettings
+from services.adapter.service import AdapterConfig, AdapterService
+from services.adapter.sink import StoreSink
+from shared.config.types import LeaderElection
+from shared.env import group_options
+from shared.kafka import Topics
+from shared.kube.client import ClientSettings, KubeApi, KubeApiError, TokenBucket, load_config
+from shared.retry import Backoff
+from shared.store import ClusterStore
+from tests.kube.conftest import ApiServer
+from tests.kube.test_adapter import FAST_LEASE, eventually, node, pod
+
+Servers = tuple[ApiServer, aioredis.Redis, str, str, Topics, str]
+
+
+@pytest.fixture
+def servers(
+    api_server: ApiServer,
+    redis_client: aioredis.Redis,
+    redis_prefix: str,
+    kafka_bootstrap: str,
+    topics: Topics,
+    group_id: str,
+) -> Servers:
+    return api_server, redis_client, redis_prefix, kafka_bootstrap, topics, group_id
+
+
+@contextlib.asynccontextmanager
+async def adapter(
+    servers: Servers, client: ClientSettings | None = None, **config: Any
+) -> AsyncIterator[tuple[AdapterService, asyncio.Task[None]]]:
+    api_server, redis_client, prefix, bootstrap, topics, group_id = servers
+    api = KubeApi(load_config(str(api_server.kubeconfig)), settings=client)
+    base = AdapterConfig(
+        identity="adapter-a",
+        scheduler_names=frozenset({"berth"}),
+        key_prefix=prefix,
+        topics=topics,
+        group_id=group_id,
+        lease=FAST_LEASE,
+        watch_timeout_seconds=5,
+        consumer_options=group_options(3000),
+    )
+    service = AdapterService(redis_client, bootstrap, api, replace(base, **config))
+    for reflector in service.reflectors:
+        reflector.retry.backoff = Backoff(0.05, 0.5)
+    stop = asyncio.Event()
+    task = asyncio.create_task(service.run(stop))
+    try:
+        await asyncio.wait_for(service.synced.wait(), 20)
+        yield service, task
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 60)
+        await api.close()
+
+
+def berth_pod(name: str, **kw: Any) -> dict[str, Any]:
+    return pod(name, scheduler="berth", **kw)
+
+
+def reflector(service: AdapterService, kind: str) -> Any:
+    return next(r for r in service.reflectors if r.kind == kind)
+
+
+async def pod_names(store: ClusterStore) -> set[str]:
+    return {p.metadata.name for p in (await store.load_snapshot()).pods}
+
+
+@pytest.mark.parametrize("code", [401, 403, 429, 500, 503])
+async def test_an_error_answer_to_a_watch_is_retried_not_fatal(servers: Servers, code: int) -> None:
+    """A watch answered with an HTTP error (read in full: no httpx.ResponseNotRead) is a
+    KubeApiError like any other: backed off and retried, the adapter keeps running."""
+    emu = servers[0].emulator
+    emu.upsert(node("n1"))
+    store = ClusterStore(servers[1], prefix=servers[2])
+    async with adapter(servers) as (service, task):
+        emu.fail_next("WATCH", "pods", code, count=2)
+        emu.drop_watches()
+        await asyncio.sleep(0.3)
+        emu.upsert(berth_pod("after"))
+
+        async def arrived() -> bool:
+            """the pod created after the failed watches reached the store"""
+            return "after" in await pod_names(store)
+
+        await eventually(arrived)
+        assert not task.done()
+        failed = [c for c in emu.calls if c == ("", "pods", "watch")]
+        assert len(failed) >= 3  # the first, two refused, the one that worked
+        assert reflector(service, "Pod").relists == 1  # the position was kept
+
+
+async def test_retry_after_is_honoured_on_lists_and_watches(servers: Servers) -> None:
+    emu = servers[0].emulator
+    emu.upsert(node("n1"))
+    emu.fail_next("LIST", "nodes", 429, retry_after=1)
+    started = time.monotonic()
+    async with adapter(servers) as (service, _task):
+        # The backoff is 0.05 s: only the server's Retry-After explains a second's wait.
+        assert time.monotonic() - started >= 1.0
+        assert reflector(service, "Node").last_pause >= 1.0
+        emu.fail_next("WATCH", "pods", 503, retry_after=1)
+        emu.drop_watches()
+        pods = reflector(service, "Pod")
+
+        async def paused() -> bool:
+            """the Pod reflector paused for the watch's Retry-After"""
+            return bool(pods.last_pause >= 1.0)
+
+        await eventually(paused, 5)
+
+
+async def test_a_stalled_watch_is_dropped_after_the_read_timeout(servers: Servers) -> None:
+    """A connection that stays open and goes silent (not even BOOKMARKs, which the server
+    sends every bookmark interval) is dead: after the read timeout the watch resumes."""
+    emu = servers[0].emulator
+    emu.bookmark_interval = 0.2
+    emu.upsert(node("n1"))
+    store = ClusterStore(servers[1], prefix=servers[2])
+    client = ClientSettings(watch_read_timeout=1.0)
+    async with adapter(servers, client, watch_timeout_seconds=300) as (_service, _task):
+        await asyncio.sleep(0.5)  # bookmarks keep a quiet watch alive past its read timeout
+        emu.stall_watches()
+        emu.upsert(berth_pod("while-stalled"))
+
+        async def arrived() -> bool:
+            """the pod created while the watch was stalled reached the store"""
+            return "while-stalled" in await pod_names(store)
+
+        await eventually(arrived, 6)
+
+
+async def test_lists_are_paged_from_the_watch_cache_without_finished_pods(
+    servers: Servers,
+) -> None:
+    emu = servers[0].emulator
+    emu.upsert(node("n1"))
+    for i in range(5):
+        emu.upsert(berth_pod(f"p{i}"))
+    for i in range(3):
+        emu.upsert(pod(f"done{i}", node_name="n1", phase="Succeeded"))
+    store = ClusterStore(servers[1], prefix=servers[2])
+    async with adapter(servers, ClientSettings(page_size=2)):
+        assert await pod_names(store) == {f"p{i}" for i in range(5)}
+        lists = [q for m, path, q in emu.requests if path == "/api/v1/pods" and "watch" not in q]
+        assert len(lists) == 3  # 2 + 2 + 1
+        assert lists[0]["resourceVersion"] == "0"
+        assert "continue" not in lists[0]
+        assert all("continue" in q and "resourceVersion" not in q for q in lists[1:])
+        assert {q["limit"] for q in lists} == {"2"}
+        selector = "status.phase!=Succeeded,status.phase!=Failed"
+        assert {q["fieldSelector"] for q in lists} == {selector}
+        watches = [q for m, path, q in emu.requests if path == "/api/v1/pods" and "watch" in q]
+        assert watches[0]["fieldSelector"] == selector
+        # A running pod that finishes leaves the watch's selection: a DELETED event.
+        emu.upsert(pod("runs", node_name="n1", phase="Running"))
+
+        async def running() -> bool:
+            """the running pod counts on n1"""
+            return (await store.usage("n1")).requested.get("cpu", 0) == 1000
+
+        await eventually(running)
+        emu.upsert(pod("runs", node_name="n1", phase="Succeeded"))
+
+        async def freed() -> bool:
+            """the finished pod left n1"""
+            return (await store.usage("n1")).requested.get("cpu", 0) == 0
+
+        await eventually(freed)
+
+
+async def test_an_expired_continue_token_lists_again_from_the_start(
+    api_server: ApiServer,
+) -> None:
+    emu = api_server.emulator
+    for i in range(6):
+        emu.upsert(berth_pod(f"p{i}"))
+    emu.delay["pods"] = 0.2
+    api = KubeApi(load_config(str(api_server.kubeconfig)), settings=ClientSettings(page_size=2))
+    try:
+        listing = asyncio.create_task(api.list("Pod"))
+        await asyncio.sleep(0.3)  # the first page is answered, the second is on its way
+        emu.upsert(berth_pod("p6"))
+        emu.compact()
+        items, _version = await listing
+        assert sorted(i["metadata"]["name"] for i in items) == [f"p{i}" for i in range(7)]
+        tokens = [bool(q.get("continue")) for _m, _p, q in emu.requests]
+        assert tokens[:3] == [False, True, False]  # page 2 got 410: the list started again
+    finally:
+        await api.close()
+
+
+async def test_a_lagging_cache_neither_regresses_the_store_nor_loses_the_position(
+    servers: Servers,
+) -> None:
+    """A relist served from a stale watch cache (resourceVersion=0) shows an older pod than
+    the store holds: the newer stays. A watch resumed from a version the cache has not
+    reached is answered 504 "Too large resource version": retried after its Retry-After,
+    from the same position (no relist)."""
+    emu = servers[0].emulator
+    emu.upsert(node("n1"))
+    emu.upsert(berth_pod("a"))
+    store = ClusterStore(servers[1], prefix=servers[2])
+    async with adapter(servers) as (service, _task):
+        pods = reflector(service, "Pod")
+        emu.lag()
+        emu.upsert(pod("a", scheduler="berth", node_name="n1", phase="Running"))
+
+        async def bound() -> bool:
+            """the watch brought the binding"""
+            return await store.bindings.bound_node("default/a") == "n1"
+
+        await eventually(bound)
+        emu.drop_watches()
+
+        async def refused() -> bool:
+            """the resumed watch met the lagging cache and waited its Retry-After"""
+            return bool(pods.last_pause >= 1.0)
+
+        await eventually(refused, 5)
+        assert pods.relists == 1
+        emu.catch_up()
+        # Now a relist from the (again lagging) cache: the stale, unbound pod is not taken.
+        emu.lag()
+        pods.resync()
+
+        async def relisted() -> bool:
+            """the Pod reflector listed again"""
+            return bool(pods.relists >= 2)
+
+        await eventually(relisted)
+        assert await store.bindings.bound_node("default/a") == "n1"
+
+
+async def test_an_older_version_of_a_stored_object_is_not_applied(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    sink = StoreSink(store, {"berth"})
+    newer = pod("x", scheduler="berth", node_name="n1", phase="Running")
+    newer["metadata"].update(uid="U", resourceVersion="9")
+    older = berth_pod("x")
+    older["metadata"].update(uid="U", resourceVersion="7")
+    assert await sink.put("Pod", newer) == "applied"
+    assert await sink.put("Pod", older) == "unchanged"
+    assert await store.bindings.bound_node("default/x") == "n1"
+    assert sink.stats["stale"] == 1
+
+
+async def test_a_store_that_lost_its_data_is_listed_again(servers: Servers) -> None:
+    """Redis came back with less (here: every key of the store deleted): the adapter notices
+    the store's epoch changed and lists every kind again instead of resuming its watches."""
+    emu = servers[0].emulator
+    redis_client, prefix = servers[1], servers[2]
+    emu.upsert(node("n1"))
+    for i in range(3):
+        emu.upsert(berth_pod(f"p{i}"))
+    store = ClusterStore(redis_client, prefix=prefix)
+    async with adapter(servers, store_check_seconds=0.2) as (service, task):
+        assert await pod_names(store) == {"p0", "p1", "p2"}
+        keys = [k async for k in redis_client.scan_iter(match=prefix + "*")]
+        await redis_client.delete(*keys)
+        assert await pod_names(store) == set()
+
+        async def restored() -> bool:
+            """the pods and the node are back in the store"""
+            return await pod_names(store) == {"p0", "p1", "p2"} and (
+                await store.get_node("n1") is not None
+            )
+
+        await eventually(restored)
+        assert reflector(service, "Pod").relists >= 2
+        assert not task.done()
+
+
+async def test_a_slow_server_cannot_hold_a_renewal_past_the_renew_deadline(
+    api_server: ApiServer,
+) -> None:
+    """Renewals are cut off at the renew deadline, counted from the start of the last
+    successful one: the leader stops before a candidate could take the Lease."""
+    settings = LeaseSettings(lease_duration=2.0, renew_deadline=1.0, retry_period=0.2)
+    api = KubeApi(load_config(str(api_server.kubeconfig)))
+    a = LeaderElector(api, "a", settings)
+    try:
+        await a.acquire()
+        renewed_at = a._renewed_at
+        api_server.emulator.delay["leases"] = 5.0  # answers arrive, but too late
+        started = time.monotonic()
+        await asyncio.wait_for(a.hold(), 4.0)
+        assert a.lost.is_set()
+        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - renewed_at < settings.lease_duration
+    finally:
+        await api.close()
+
+
+def test_leader_election_settings_come_from_the_configuration() -> None:
+    config = LeaderElection(
+        lease_duration=30.0, renew_deadline=20.0, retry_period=4.0, resource_name="mine"
+    )
+    lease = LeaseSettings.from_config(config, namespace="berth", name="from-env")
+    assert lease == LeaseSettings("berth", "mine", 30.0, 20.0, 4.0)
+    assert LeaseSettings.from_config(LeaderElection()).name == "berth-adapter"
+
+
+async def test_without_leader_election_the_adapter_leads_with_no_lease(
+    servers: Servers,
+) -> None:
+    emu = servers[0].emulator
+    emu.upsert(node("n1"))
+    store = ClusterStore(servers[1], prefix=servers[2])
+    async with adapter(servers, leader_elect=False):
+        assert await store.get_node("n1") is not None
+        assert not [c for c in emu.calls if c[1] == "leases"]
+
+
+async def test_the_rate_limiter_spaces_requests_past_the_burst() -> None:
+    bucket = TokenBucket(qps=20.0, burst=5)
+    started = time.monotonic()
+    for _ in range(15):
+        await bucket.take()
+    # 5 at once, then 10 at 20 a second: about half a second.
+    assert 0.4 <= time.monotonic() - started < 1.5
+    unlimited = TokenBucket(qps=-1, burst=1)
+    started = time.monotonic()
+    for _ in range(1000):
+        await unlimited.take()
+    assert time.monotonic() - started < 0.5
+
+
+async def test_a_pod_with_a_dynamic_resource_claim_is_refused_and_told_why(
+    servers: Servers,
+) -> None:
+    emu = servers[0].emulator
+    emu.upsert(node("n1"))
+    claims = {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}
+    emu.upsert(berth_pod("dra", extra_spec=claims))
+    emu.upsert(berth_pod("plain"))
+    store = ClusterStore(servers[1], prefix=servers[2])
+    async with adapter(servers):
+
+        async def explained() -> bool:
+            """the DRA pod carries its FailedScheduling Event"""
+            return any(e.get("reason") == "FailedScheduling" for e in emu.of("events"))
+
+        await eventually(explained)
+        assert await pod_names(store) == {"plain"}
+        (event,) = emu.of("events")
+        assert 'resource claim "gpu" (one-gpu)' in event["message"]
+        assert "DynamicResources" in event["message"]
+
+
+async def test_binding_a_terminating_pod_is_refused_and_an_evicted_pod_lingers(
+    api_server: ApiServer,
+) -> None:
+    emu = api_server.emulator
+    emu.eviction_grace = 0.5
+    emu.upsert(berth_pod("victim", node_name="n1", phase="Running"))
+    emu.upsert(berth_pod("pending"))
+    api = KubeApi(load_config(str(api_server.kubeconfig)))
+    try:
+        await api.evict(
+            "default", "victim", emu.objects[("pods", "default", "victim")]["metadata"]["uid"]
+        )
+        lingering = emu.object("pods", "default", "victim")
+        assert lingering is not None
+        assert lingering["metadata"]["deletionTimestamp"]
+        await asyncio.sleep(0.8)
+        assert emu.object("pods", "default", "victim") is None
+        emu.delete_gracefully("pods", "default", "pending", 30)
+        uid = emu.objects[("pods", "default", "pending")]["metadata"]["uid"]
+        with pytest.raises(KubeApiError) as refused:
+            await api.bind("default", "pending", uid, "n1")
+        assert refused.value.code == 409
+        assert "being deleted" in refused.value.message
+    finally:
+        await api.close()
