@@ -157,7 +157,9 @@ class AdapterService:
             # A consumer cancelled half-way through start() leaks its connections: let the
             # start finish, then stop it.
             await asyncio.shield(starting)
-            self.status = StatusWriter(self.reporter, self.store, consumer)
+            self.status = StatusWriter(
+                self.reporter, self.store, consumer, self.config.scheduler_names
+            )
             await self.status.run()
         finally:
             with contextlib.suppress(Exception):

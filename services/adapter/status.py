@@ -14,6 +14,15 @@ handleSchedulingFailure and the binding cycle):
 
 The same Event (pod uid, reason, message) is written once per `EVENT_REPEAT_SECONDS`, the way
 client-go's event correlator folds repeats, so a pod retried for hours does not flood the API.
+
+What is written, and where, is limited (the outcomes topic is not trusted further than this):
+- only pods the store holds as berth's: a pending or bound pod whose schedulerName is one of
+  berth's profiles, with the outcome's uid (a pod of another scheduler, a pod the store never
+  took, an older life of the name: nothing is written);
+- an unschedulable or error outcome for a pod that is bound already (a stale outcome,
+  delivered late or again) is dropped: a running pod is never marked PodScheduled=False;
+- a status patch is sent only when it changes something (the same condition and nomination
+  for the same pod are written once), and carries the pod's uid as precondition.
 """
 
 from __future__ import annotations
@@ -103,7 +112,10 @@ class Reporter:
         self.instance = instance
         self.clock = clock
         self._recent: dict[tuple[str, str, str], float] = {}
+        self._status: dict[str, tuple[str, str, str | None]] = {}
+        """pod uid -> (reason, message, nomination) of the last condition written."""
         self.written = 0
+        self.patches = 0
 
     async def deliver(
         self, namespace: str, name: str, uid: str, report: Report, component: str
@@ -114,8 +126,8 @@ class Reporter:
             try:
                 await self._write(namespace, name, uid, report, component)
             except KubeApiError as e:
-                if e.code == 404:
-                    return  # the pod is gone: nothing to explain
+                if e.code in (404, 409):
+                    return  # the pod is gone, or its name belongs to another pod now
                 if e.code < 500 and e.code != 429:
                     log.warning("cannot report on %s: %s", key, e)
                     return
@@ -130,7 +142,19 @@ class Reporter:
         self, namespace: str, name: str, uid: str, report: Report, component: str
     ) -> None:
         if report.patch is not None:
-            await self.api.patch_pod_status(namespace, name, report.patch)
+            status = report.patch.get("status") or {}
+            (condition,) = status.get("conditions") or [{}]
+            written = (
+                str(condition.get("reason") or ""),
+                str(condition.get("message") or ""),
+                status.get("nominatedNodeName", "(unset)"),
+            )
+            if self._status.get(uid) != written:
+                await self.api.patch_pod_status(namespace, name, report.patch, uid=uid)
+                self.patches += 1
+                self._status[uid] = written
+                if len(self._status) > 50_000:
+                    self._status.clear()
         key = (uid, report.reason, report.message)
         now = self.clock()
         if now - self._recent.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
@@ -157,10 +181,19 @@ class Reporter:
 class StatusWriter:
     """Follows outcomes and writes their reports; see the module docstring."""
 
-    def __init__(self, reporter: Reporter, store: ClusterStore, consumer: AIOKafkaConsumer) -> None:
+    def __init__(
+        self,
+        reporter: Reporter,
+        store: ClusterStore,
+        consumer: AIOKafkaConsumer,
+        scheduler_names: frozenset[str],
+    ) -> None:
         self.reporter = reporter
         self.store = store
         self.consumer = consumer
+        self.scheduler_names = scheduler_names
+        self.dropped = 0
+        """Outcomes written nowhere: not berth's pod, another life, or bound already."""
         self._in_flight = asyncio.Semaphore(IN_FLIGHT)
         """API calls of a batch run concurrently (one at a time would cap the reports at
         one round trip each, a few hundred pods per second)."""
@@ -201,8 +234,16 @@ class StatusWriter:
             return
         namespace, _, name = outcome.pod_key.partition("/")
         pod = await self.store.get_pod(namespace, name)
-        component = pod.spec.scheduler_name if pod is not None else "berth"
-        await self.reporter.deliver(namespace, name, outcome.uid, report, component)
+        failed = report.patch is not None
+        if (
+            pod is None
+            or pod.metadata.uid != outcome.uid
+            or pod.spec.scheduler_name not in self.scheduler_names
+            or (failed and pod.spec.node_name)
+        ):
+            self.dropped += 1
+            return
+        await self.reporter.deliver(namespace, name, outcome.uid, report, pod.spec.scheduler_name)
 
 
 async def stop_consumer(consumer: AIOKafkaConsumer) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -17,10 +18,12 @@ import redis.asyncio as aioredis
 from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
 from services.adapter.sink import StoreSink
+from services.adapter.status import Reporter, StatusWriter
 from shared.config.types import LeaderElection
 from shared.env import group_options
 from shared.kafka import Topics
 from shared.kube.client import ClientSettings, KubeApi, KubeApiError, TokenBucket, load_config
+from shared.messages import Outcome, OutcomeResult
 from shared.retry import Backoff
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
@@ -392,3 +395,69 @@ async def test_binding_a_terminating_pod_is_refused_and_an_evicted_pod_lingers(
         assert "being deleted" in refused.value.message
     finally:
         await api.close()
+
+
+async def test_outcomes_write_only_what_changed_and_only_on_berths_pods(
+    api_server: ApiServer, redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """The status writer patches a condition once (the same outcome again writes nothing),
+    with the uid as precondition; it writes nothing for a pod of another scheduler, another
+    life of the name, or a pod bound already (a stale unschedulable outcome)."""
+    emu = api_server.emulator
+    store = ClusterStore(redis_client, prefix=redis_prefix)
+    sink = StoreSink(store, {"berth"})
+    for body in (
+        berth_pod("mine"),
+        berth_pod("bound", node_name="n1", phase="Running"),
+        pod("foreign", scheduler="volcano", node_name="n1", phase="Running"),
+    ):
+        served = emu.upsert(body)
+        assert await sink.put("Pod", copy.deepcopy(served)) == "applied"
+    api = KubeApi(load_config(str(api_server.kubeconfig)))
+    reporter = Reporter(api, "adapter-a")
+    writer = StatusWriter(reporter, store, cast(Any, None), frozenset({"berth"}))
+
+    def uid(name: str) -> str:
+        return str(emu.objects[("pods", "default", name)]["metadata"]["uid"])
+
+    def outcome(name: str, result: OutcomeResult, uid_: str | None = None) -> Outcome:
+        key = f"default/{name}"
+        message = "0/1 nodes are available: 1 Insufficient cpu."
+        return Outcome("t", key, uid_ or uid(name), 1, result, message=message)
+
+    try:
+        await writer.write(outcome("mine", "unschedulable"))
+        version = emu.objects[("pods", "default", "mine")]["metadata"]["resourceVersion"]
+        await writer.write(outcome("mine", "unschedulable"))
+        assert emu.objects[("pods", "default", "mine")]["metadata"]["resourceVersion"] == version
+        assert reporter.patches == 1
+        patches = [p for m, p, _ in emu.requests if m == "PATCH"]
+        assert patches == ["/api/v1/namespaces/default/pods/mine/status"]
+        assert writer.dropped == 0
+
+        await writer.write(outcome("foreign", "unschedulable"))
+        await writer.write(outcome("bound", "unschedulable"))
+        await writer.write(outcome("mine", "error", uid_="another-life"))
+        await writer.write(outcome("nobody", "unschedulable", uid_="x"))
+        assert writer.dropped == 4
+        assert [p for m, p, _ in emu.requests if m == "PATCH"] == patches
+        bound = emu.objects[("pods", "default", "bound")]
+        assert "conditions" not in bound["status"]
+
+        # The name now belongs to another pod the store has not seen yet: the uid
+        # precondition refuses the patch.
+        emu.drop("pods", "default", "mine")
+        emu.upsert(berth_pod("mine"))
+        await writer.write(outcome("mine", "error", uid_=(await store_uid(store, "mine"))))
+        fresh = emu.objects[("pods", "default", "mine")]
+        assert "conditions" not in fresh["status"]
+        # sent, and refused with 409
+        assert [p for m, p, _ in emu.requests if m == "PATCH"] == patches * 2
+    finally:
+        await api.close()
+
+
+async def store_uid(store: ClusterStore, name: str) -> str:
+    stored = await store.get_pod("default", name)
+    assert stored is not None
+    return stored.metadata.uid
