@@ -67,11 +67,9 @@ WATCHED: dict[str, Kind] = {
 }
 """The kinds the adapter lists and watches into the store, by berth kind name."""
 
-API_CALLS: frozenset[tuple[str, str, str]] = frozenset(
+ADAPTER_CALLS: frozenset[tuple[str, str, str]] = frozenset(
     {(group, plural, verb) for group, plural in _LISTED for verb in ("list", "watch")}
     | {
-        ("", "pods/binding", "create"),
-        ("", "pods/eviction", "create"),
         ("", "pods/status", "patch"),
         ("", "events", "create"),
         ("coordination.k8s.io", "leases", "create"),
@@ -79,9 +77,21 @@ API_CALLS: frozenset[tuple[str, str, str]] = frozenset(
         ("coordination.k8s.io", "leases", "update"),
     }
 )
-"""Every (apiGroup, resource, verb) berth calls, and nothing else: the Helm chart's RBAC
-grants exactly these (tests/deploy), and the Kubernetes-mode tests check that the emulator
-saw no other call."""
+"""Every (apiGroup, resource, verb) the adapter calls."""
+
+BINDER_CALLS: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        ("", "pods/binding", "create"),
+        ("", "pods/eviction", "create"),
+        ("", "events", "create"),
+    }
+)
+"""Every (apiGroup, resource, verb) the binder calls."""
+
+API_CALLS: frozenset[tuple[str, str, str]] = ADAPTER_CALLS | BINDER_CALLS
+"""Every call berth makes, and nothing else: the Helm chart's RBAC grants exactly these,
+each component's to its own ServiceAccount (tests/deploy), and the Kubernetes-mode tests
+check that the emulator saw no other call."""
 
 _POD = WATCHED["Pod"].resource
 _EVENT = create_namespaced_resource("", "v1", "Event", "events")

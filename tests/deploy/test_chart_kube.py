@@ -7,9 +7,10 @@ from typing import Any
 
 import helm_python
 import kubernetes_validate
+import pytest
 
 from shared.env import IN_CLUSTER, StackSettings
-from shared.kube.client import API_CALLS
+from shared.kube.client import ADAPTER_CALLS, API_CALLS, BINDER_CALLS
 from tests.deploy.chart import CHART_DIR, KUBE_VERSION, NAMESPACE, Rendered, render
 
 KUBE_MODE: dict[str, Any] = {
@@ -22,10 +23,18 @@ KUBE_MODE: dict[str, Any] = {
 }
 
 
-def granted(rendered: Rendered) -> set[tuple[str, str, str]]:
+def granted(rendered: Rendered, account: str | None = None) -> set[tuple[str, str, str]]:
+    """What the roles grant (bound to `account` only, when given)."""
+    bound: set[str] = set()
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        for binding in rendered.kinds(kind):
+            if account is None or any(s["name"] == account for s in binding.doc["subjects"]):
+                bound.add(binding.doc["roleRef"]["name"])
     out: set[tuple[str, str, str]] = set()
     for kind in ("ClusterRole", "Role"):
         for manifest in rendered.kinds(kind):
+            if manifest.name not in bound:
+                continue
             for rule in manifest.doc["rules"]:
                 for group in rule["apiGroups"]:
                     for resource in rule["resources"]:
@@ -54,10 +63,20 @@ def test_kubernetes_mode_lints_and_validates_strictly() -> None:
     assert {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} <= set(kinds)
 
 
-def test_rbac_grants_exactly_the_calls_berth_makes() -> None:
+def test_rbac_grants_each_component_exactly_the_calls_it_makes() -> None:
     rendered = render(KUBE_MODE)
     # events.k8s.io is granted beside core Events (the same objects under either group).
-    assert granted(rendered) - {("events.k8s.io", "events", "create")} == set(API_CALLS)
+    extra = {("events.k8s.io", "events", "create")}
+    assert granted(rendered) - extra == set(API_CALLS)
+    assert granted(rendered, "berth-adapter") - extra == set(ADAPTER_CALLS)
+    assert granted(rendered, "berth-binder") - extra == set(BINDER_CALLS)
+    for component in ("queue", "scheduler"):
+        assert granted(rendered, f"berth-{component}") == set()
+    accounts = {m.name for m in rendered.kinds("ServiceAccount")}
+    assert accounts == {f"berth-{c}" for c in ("queue", "scheduler", "binder", "adapter")}
+    for component in ("queue", "scheduler", "binder", "adapter"):
+        pod_spec = rendered.get("Deployment", component).doc["spec"]["template"]["spec"]
+        assert pod_spec["serviceAccountName"] == f"berth-{component}"
     lease_rules = rendered.get("Role").doc["rules"]
     named = [r for r in lease_rules if "resourceNames" in r]
     assert named == [
@@ -68,10 +87,54 @@ def test_rbac_grants_exactly_the_calls_berth_makes() -> None:
             "verbs": ["get", "update"],
         }
     ]
-    binding = rendered.get("ClusterRoleBinding").doc
-    assert binding["subjects"] == [
-        {"kind": "ServiceAccount", "name": "berth", "namespace": NAMESPACE}
+    lease_binding = rendered.get("RoleBinding").doc
+    assert lease_binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "berth-adapter", "namespace": NAMESPACE}
     ]
+
+
+def test_a_default_scheduler_profile_fails_the_render_unless_opted_in() -> None:
+    for config in (
+        {"profiles": [{"schedulerName": "default-scheduler"}]},
+        {"profiles": [{}]},  # a lone unnamed profile is default-scheduler
+        {"profiles": [{"schedulerName": "berth"}, {"schedulerName": "default-scheduler"}]},
+        {},  # no profiles: upstream's default one
+    ):
+        values = {
+            "kubernetes": {"enabled": True},
+            "schedulerConfig": {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                **config,
+            },
+        }
+        with pytest.raises(helm_python.HelmError) as caught:
+            render(values)
+        assert 'kubernetes.enabled with a profile named "default-scheduler"' in str(caught.value)
+        assert "kubernetes.takeOverDefaultScheduler=true" in str(caught.value)
+        opted = values | {"kubernetes": {"enabled": True, "takeOverDefaultScheduler": True}}
+        assert render(opted).env("adapter")["BERTH_KUBE_TAKE_DEFAULT_SCHEDULER"] == "1"
+    # Standalone mode keeps upstream's default profile.
+    assert "BERTH_KUBE_TAKE_DEFAULT_SCHEDULER" not in render().env("binder")
+
+
+def test_an_optional_flow_schema_for_the_api_callers() -> None:
+    assert render(KUBE_MODE).kinds("FlowSchema") == []
+    values = KUBE_MODE | {"kubernetes": {"enabled": True, "flowSchema": {"enabled": True}}}
+    rendered = render(values)
+    flow = rendered.get("FlowSchema").doc
+    kubernetes_validate.validate(flow, KUBE_VERSION, strict=True)
+    assert flow["spec"]["priorityLevelConfiguration"] == {"name": "workload-high"}
+    subjects = flow["spec"]["rules"][0]["subjects"]
+    assert [s["serviceAccount"]["name"] for s in subjects] == ["berth-adapter", "berth-binder"]
+
+
+def test_the_image_can_be_pinned_by_digest() -> None:
+    digest = "sha256:" + "ab" * 32
+    rendered = render({"image": {"repository": "ghcr.io/acme/berth", "digest": digest}})
+    assert rendered.container("queue")["image"] == f"ghcr.io/acme/berth:0.1.0@{digest}"
+    with pytest.raises(helm_python.HelmError):
+        render({"image": {"digest": "latest"}})
 
 
 def test_the_adapter_and_binder_read_kubernetes_mode_from_the_rendered_env() -> None:

@@ -61,12 +61,36 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-%s" (include "berth.fullname" .root | trunc 52 | trimSuffix "-") .component }}
 {{- end }}
 
-{{/* The ServiceAccount the pods run as. */}}
+{{/* The ServiceAccount a component's pods run as: (dict "root" $ "component" c). */}}
 {{- define "berth.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "berth.fullname" .) .Values.serviceAccount.name }}
+{{- if .root.Values.serviceAccount.create }}
+{{- include "berth.componentName" . }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- default "default" .root.Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The components this release runs. */}}
+{{- define "berth.components" -}}
+{{- $out := list "queue" "scheduler" "binder" }}
+{{- if .Values.kubernetes.enabled }}{{ $out = append $out "adapter" }}{{ end }}
+{{- if .Values.dashboard.enabled }}{{ $out = append $out "dashboard" }}{{ end }}
+{{- join "," $out }}
+{{- end }}
+
+{{/*
+Kubernetes mode refuses a profile named default-scheduler (an unnamed lone profile is one)
+unless kubernetes.takeOverDefaultScheduler: berth would take kube-scheduler's pods.
+*/}}
+{{- define "berth.kubeProfileCheck" -}}
+{{- if and .Values.kubernetes.enabled (not .Values.kubernetes.takeOverDefaultScheduler) }}
+{{- $profiles := .Values.schedulerConfig.profiles | default (list dict) }}
+{{- range $profiles }}
+{{- $name := .schedulerName | default (ternary "default-scheduler" "" (eq (len $profiles) 1)) }}
+{{- if eq $name "default-scheduler" }}
+{{- fail "kubernetes.enabled with a profile named \"default-scheduler\": berth would take every pod kube-scheduler schedules; name berth's profiles in schedulerConfig.profiles (e.g. schedulerName: berth), or set kubernetes.takeOverDefaultScheduler=true to replace kube-scheduler" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -76,7 +100,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{- define "berth.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $image := printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- with .Values.image.digest }}
+{{- if not (hasPrefix "sha256:" .) }}
+{{- fail (printf "image.digest %q: expected sha256:<64 hex digits>" .) }}
+{{- end }}
+{{- $image = printf "%s@%s" $image . }}
+{{- end }}
+{{- $image }}
 {{- end }}
 
 {{/*
@@ -192,6 +223,10 @@ topic (the scheduler: berth.schedule).
   value: {{ $root.Values.kubernetes.leaseNamespace | default $root.Release.Namespace | quote }}
 - name: BERTH_KUBE_LEASE_NAME
   value: {{ $root.Values.kubernetes.leaseName | default (include "berth.fullname" $root) | quote }}
+{{- if $root.Values.kubernetes.takeOverDefaultScheduler }}
+- name: BERTH_KUBE_TAKE_DEFAULT_SCHEDULER
+  value: "1"
+{{- end }}
 {{- end }}
 {{- if eq .component "dashboard" }}
 - name: BERTH_DASHBOARD_PORT
