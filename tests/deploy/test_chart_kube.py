@@ -94,12 +94,13 @@ def test_rbac_grants_each_component_exactly_the_calls_it_makes() -> None:
 
 
 def test_a_default_scheduler_profile_fails_the_render_unless_opted_in() -> None:
-    for config in (
+    configs: list[dict[str, Any]] = [
         {"profiles": [{"schedulerName": "default-scheduler"}]},
         {"profiles": [{}]},  # a lone unnamed profile is default-scheduler
         {"profiles": [{"schedulerName": "berth"}, {"schedulerName": "default-scheduler"}]},
         {},  # no profiles: upstream's default one
-    ):
+    ]
+    for config in configs:
         values = {
             "kubernetes": {"enabled": True},
             "schedulerConfig": {
