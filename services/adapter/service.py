@@ -32,12 +32,13 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from services.adapter.events import TICK_SECONDS
 from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.reflector import Reflector
 from services.adapter.sink import StoreSink
 from services.adapter.status import Reporter, StatusWriter, failed_scheduling, stop_consumer
 from shared.kafka import Topics, ensure_topics, make_consumer
-from shared.kube.client import WATCHED, KubeApi
+from shared.kube.client import WATCHED, KubeApi, KubeApiError, KubeUnavailableError
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 
@@ -122,6 +123,7 @@ class AdapterService:
         tasks.append(asyncio.create_task(self._ready(), name="adapter-ready"))
         tasks.append(asyncio.create_task(self._report(), name="adapter-status"))
         tasks.append(asyncio.create_task(self._explain_refusals(), name="adapter-refusals"))
+        tasks.append(asyncio.create_task(self._tick_events(), name="adapter-event-series"))
         watchers: list[asyncio.Task[Any]] = [
             asyncio.create_task(stop.wait()),
             asyncio.create_task(self.elector.lost.wait()),
@@ -177,6 +179,15 @@ class AdapterService:
                 failed_scheduling(refusal.message),
                 refusal.scheduler_name,
             )
+
+    async def _tick_events(self) -> None:
+        """Event series are refreshed and finished (services.adapter.events)."""
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                await self.reporter.recorder.tick()
+            except (KubeApiError, KubeUnavailableError) as e:
+                log.warning("adapter: writing Event series: %s", e)
 
     async def _check_store(self) -> None:
         """Every store_check_seconds: a reflector whose last list was written into another

@@ -12,8 +12,8 @@ handleSchedulingFailure and the binding cycle):
 - error: PodScheduled=False with reason `SchedulerError`; a Warning `FailedScheduling`.
 - conflict, extend: nothing (berth retries at once; not the pod's fault).
 
-The same Event (pod uid, reason, message) is written once per `EVENT_REPEAT_SECONDS`, the way
-client-go's event correlator folds repeats, so a pod retried for hours does not flood the API.
+Events are events.k8s.io/v1, aggregated into series as kube-scheduler's recorder does
+(services.adapter.events), so a pod retried for hours does not flood the API.
 
 What is written, and where, is limited (the outcomes topic is not trusted further than this):
 - only pods the store holds as berth's: a pending or bound pod whose schedulerName is one of
@@ -38,8 +38,9 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
+from services.adapter.events import EventRecorder
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
-from shared.kube.events import event_body, rfc3339
+from shared.kube.events import rfc3339
 from shared.messages import Outcome
 from shared.retry import Backoff, Retry
 from shared.store import ClusterStore
@@ -47,7 +48,6 @@ from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
-EVENT_REPEAT_SECONDS = 600.0
 IN_FLIGHT = 32
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
@@ -101,21 +101,22 @@ def failed_scheduling(
 
 
 class Reporter:
-    """Writes reports to pods: the status patch, then the Event, folded per
-    EVENT_REPEAT_SECONDS; retried on 429, 5xx and lost connections, given up on a pod that
-    is gone."""
+    """Writes reports to pods: the status patch (when it changes something), then the Event
+    (into its series); retried on 429, 5xx and lost connections, given up on a pod that is
+    gone."""
 
-    def __init__(
-        self, api: KubeApi, instance: str, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, api: KubeApi, instance: str, clock: Callable[[], float] = time.time) -> None:
         self.api = api
         self.instance = instance
-        self.clock = clock
-        self._recent: dict[tuple[str, str, str], float] = {}
+        self.recorder = EventRecorder(api, instance, clock)
         self._status: dict[str, tuple[str, str, str | None]] = {}
         """pod uid -> (reason, message, nomination) of the last condition written."""
-        self.written = 0
         self.patches = 0
+
+    @property
+    def written(self) -> int:
+        """Event writes: created, and series patched."""
+        return self.recorder.created + self.recorder.patched
 
     async def deliver(
         self, namespace: str, name: str, uid: str, report: Report, component: str
@@ -155,27 +156,16 @@ class Reporter:
                 self._status[uid] = written
                 if len(self._status) > 50_000:
                     self._status.clear()
-        key = (uid, report.reason, report.message)
-        now = self.clock()
-        if now - self._recent.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
-            return
-        body = event_body(
+        await self.recorder.record(
             namespace,
             name,
             uid,
-            component=component,
-            instance=self.instance,
+            controller=component,
             event_type=report.event_type,
             reason=report.reason,
-            message=report.message,
             action=report.action,
+            note=report.message,
         )
-        await self.api.create_event(body)
-        self._recent[key] = now
-        self.written += 1
-        if len(self._recent) > 50_000:
-            cutoff = now - EVENT_REPEAT_SECONDS
-            self._recent = {k: t for k, t in self._recent.items() if t >= cutoff}
 
 
 class StatusWriter:

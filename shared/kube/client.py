@@ -71,7 +71,8 @@ ADAPTER_CALLS: frozenset[tuple[str, str, str]] = frozenset(
     {(group, plural, verb) for group, plural in _LISTED for verb in ("list", "watch")}
     | {
         ("", "pods/status", "patch"),
-        ("", "events", "create"),
+        ("events.k8s.io", "events", "create"),
+        ("events.k8s.io", "events", "patch"),
         ("coordination.k8s.io", "leases", "create"),
         ("coordination.k8s.io", "leases", "get"),
         ("coordination.k8s.io", "leases", "update"),
@@ -95,6 +96,7 @@ check that the emulator saw no other call."""
 
 _POD = WATCHED["Pod"].resource
 _EVENT = create_namespaced_resource("", "v1", "Event", "events")
+_EVENT_V1 = create_namespaced_resource("events.k8s.io", "v1", "Event", "events")
 LEASE = create_namespaced_resource("coordination.k8s.io", "v1", "Lease", "leases")
 
 
@@ -470,6 +472,18 @@ class KubeApi:
 
     async def create_event(self, event: dict[str, Any]) -> None:
         await self._call(self.client.create(_make(_EVENT, event)))
+
+    async def create_event_v1(self, event: dict[str, Any]) -> None:
+        """An events.k8s.io/v1 Event (kube-scheduler's recorder writes these)."""
+        await self._call(self.client.create(_make(_EVENT_V1, event)))
+
+    async def patch_event_v1(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """A merge patch of an events.k8s.io/v1 Event (its series)."""
+        await self._call(
+            self.client.patch(
+                _EVENT_V1, name, patch, namespace=namespace, patch_type=PatchType.MERGE
+            )
+        )
 
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -65,11 +65,9 @@ def test_kubernetes_mode_lints_and_validates_strictly() -> None:
 
 def test_rbac_grants_each_component_exactly_the_calls_it_makes() -> None:
     rendered = render(KUBE_MODE)
-    # events.k8s.io is granted beside core Events (the same objects under either group).
-    extra = {("events.k8s.io", "events", "create")}
-    assert granted(rendered) - extra == set(API_CALLS)
-    assert granted(rendered, "berth-adapter") - extra == set(ADAPTER_CALLS)
-    assert granted(rendered, "berth-binder") - extra == set(BINDER_CALLS)
+    assert granted(rendered) == set(API_CALLS)
+    assert granted(rendered, "berth-adapter") == set(ADAPTER_CALLS)
+    assert granted(rendered, "berth-binder") == set(BINDER_CALLS)
     for component in ("queue", "scheduler"):
         assert granted(rendered, f"berth-{component}") == set()
     accounts = {m.name for m in rendered.kinds("ServiceAccount")}

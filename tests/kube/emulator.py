@@ -207,6 +207,30 @@ def read_token(token: str) -> tuple[int, Key]:
     return int(rv), (after[0], after[1], after[2])
 
 
+def core_event(v1: dict[str, Any]) -> dict[str, Any]:
+    """An events.k8s.io/v1 Event (or a patch of one) with the core/v1 fields the API server
+    converts it to (note -> message, regarding -> involvedObject, series -> count ...)."""
+    out = dict(v1)
+    for new, old in (
+        ("note", "message"),
+        ("regarding", "involvedObject"),
+        ("reportingController", "reportingComponent"),
+    ):
+        if new in v1:
+            out[old] = v1[new]
+    if "reportingController" in v1:
+        out["source"] = {"component": v1["reportingController"]}
+    if "eventTime" in v1:
+        out["firstTimestamp"] = out["lastTimestamp"] = v1["eventTime"][:19] + "Z"
+        out.setdefault("count", 1)
+    series = v1.get("series")
+    if isinstance(series, dict):
+        out["count"] = series.get("count")
+        if series.get("lastObservedTime"):
+            out["lastTimestamp"] = str(series["lastObservedTime"])[:19] + "Z"
+    return out
+
+
 @attrs.define(kw_only=True)
 class ApiEmulator(kmock.KubernetesScaffold):
     history_limit: int = 10_000
@@ -381,7 +405,13 @@ class ApiEmulator(kmock.KubernetesScaffold):
     ) -> aiohttp.web.StreamResponse:
         method = raw.method.upper()
         plural, ns, name, sub = parsed
-        self.calls.append(rbac_call(method, plural, name, sub, params))
+        call = rbac_call(method, plural, name, sub, params)
+        if raw.path.startswith("/apis/events.k8s.io/"):
+            # events.k8s.io/v1 and core/v1 Events are one resource in two versions: stored
+            # once, in core's form (the v1 fields kept beside).
+            call = ("events.k8s.io", *call[1:])
+            data = core_event(data) if isinstance(data, dict) else data
+        self.calls.append(call)
         self.requests.append((method, raw.path, dict(params)))
         if self.delay.get(plural):
             await asyncio.sleep(self.delay[plural])

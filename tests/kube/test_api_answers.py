@@ -15,6 +15,7 @@ from typing import Any, cast
 import pytest
 import redis.asyncio as aioredis
 
+from services.adapter.events import FINISH_SECONDS, REFRESH_SECONDS, EventRecorder
 from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
 from services.adapter.sink import StoreSink
@@ -431,7 +432,7 @@ async def test_outcomes_write_only_what_changed_and_only_on_berths_pods(
         await writer.write(outcome("mine", "unschedulable"))
         assert emu.objects[("pods", "default", "mine")]["metadata"]["resourceVersion"] == version
         assert reporter.patches == 1
-        patches = [p for m, p, _ in emu.requests if m == "PATCH"]
+        patches = [p for m, p, _ in emu.requests if m == "PATCH" and p.endswith("/status")]
         assert patches == ["/api/v1/namespaces/default/pods/mine/status"]
         assert writer.dropped == 0
 
@@ -440,7 +441,7 @@ async def test_outcomes_write_only_what_changed_and_only_on_berths_pods(
         await writer.write(outcome("mine", "error", uid_="another-life"))
         await writer.write(outcome("nobody", "unschedulable", uid_="x"))
         assert writer.dropped == 4
-        assert [p for m, p, _ in emu.requests if m == "PATCH"] == patches
+        assert [p for m, p, _ in emu.requests if m == "PATCH" and p.endswith("/status")] == patches
         bound = emu.objects[("pods", "default", "bound")]
         assert "conditions" not in bound["status"]
 
@@ -452,7 +453,9 @@ async def test_outcomes_write_only_what_changed_and_only_on_berths_pods(
         fresh = emu.objects[("pods", "default", "mine")]
         assert "conditions" not in fresh["status"]
         # sent, and refused with 409
-        assert [p for m, p, _ in emu.requests if m == "PATCH"] == patches * 2
+        assert [
+            p for m, p, _ in emu.requests if m == "PATCH" and p.endswith("/status")
+        ] == patches * 2
     finally:
         await api.close()
 
@@ -461,3 +464,66 @@ async def store_uid(store: ClusterStore, name: str) -> str:
     stored = await store.get_pod("default", name)
     assert stored is not None
     return stored.metadata.uid
+
+
+async def test_repeated_events_become_one_series_as_kube_schedulers_recorder_writes_them(
+    api_server: ApiServer,
+) -> None:
+    """events.k8s.io/v1: the first FailedScheduling is created, the second turns it into a
+    series (count 2, patched at once), later ones only count until the series is refreshed
+    or finished; a different pod, or another reason, is an Event of its own."""
+    emu = api_server.emulator
+    now = [1000.0]
+    api = KubeApi(load_config(str(api_server.kubeconfig)))
+    recorder = EventRecorder(api, "adapter-a", clock=lambda: now[0])
+
+    async def fail(name: str, note: str, reason: str = "FailedScheduling") -> None:
+        await recorder.record(
+            "default",
+            name,
+            f"uid-{name}",
+            controller="berth",
+            event_type="Warning",
+            reason=reason,
+            action="Scheduling",
+            note=note,
+        )
+
+    try:
+        await fail("a", "0/3 nodes are available: 3 Insufficient cpu.")
+        (event,) = emu.of("events")
+        assert event["note"] == event["message"] == "0/3 nodes are available: 3 Insufficient cpu."
+        assert event["regarding"]["uid"] == "uid-a"
+        assert event["reportingController"] == "berth"
+        assert "series" not in event
+        now[0] += 1
+        await fail("a", "0/3 nodes are available: 2 Insufficient cpu.")  # another note
+        (event,) = emu.of("events")
+        assert event["series"]["count"] == 2
+        for _ in range(20):
+            now[0] += 1
+            await fail("a", "0/3 nodes are available: 3 Insufficient cpu.")
+        (event,) = emu.of("events")
+        assert event["series"]["count"] == 2  # counted in memory
+        assert (recorder.created, recorder.patched) == (1, 1)
+        await fail("b", "0/3 nodes are available: 3 Insufficient cpu.")
+        await fail("a", "preempting", reason="Preempting")
+        assert len(emu.of("events")) == 3
+        now[0] += REFRESH_SECONDS - 100  # still observed: the series is refreshed
+        await fail("a", "0/3 nodes are available: 3 Insufficient cpu.")
+        now[0] += 101
+        await recorder.tick()
+        series = [e for e in emu.of("events") if e.get("series")]
+        assert [e["series"]["count"] for e in series] == [23]
+        now[0] += FINISH_SECONDS + 1  # quiet: finished and forgotten
+        await recorder.tick()
+        assert recorder.kept == {}
+        await fail("a", "0/3 nodes are available: 3 Insufficient cpu.")
+        assert len(emu.of("events")) == 4  # a new Event starts the next series
+        calls = {c for c in emu.calls if c[1] == "events"}
+        assert calls == {
+            ("events.k8s.io", "events", "create"),
+            ("events.k8s.io", "events", "patch"),
+        }
+    finally:
+        await api.close()
