@@ -89,7 +89,15 @@ BINDER_CALLS: frozenset[tuple[str, str, str]] = frozenset(
 )
 """Every (apiGroup, resource, verb) the binder calls."""
 
-API_CALLS: frozenset[tuple[str, str, str]] = ADAPTER_CALLS | BINDER_CALLS
+DASHBOARD_CALLS: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    }
+)
+"""The dashboard's calls in a cluster: who a token is, and what RBAC lets it read."""
+
+API_CALLS: frozenset[tuple[str, str, str]] = ADAPTER_CALLS | BINDER_CALLS | DASHBOARD_CALLS
 """Every call berth makes, and nothing else: the Helm chart's RBAC grants exactly these,
 each component's to its own ServiceAccount (tests/deploy), and the Kubernetes-mode tests
 check that the emulator saw no other call."""
@@ -97,6 +105,10 @@ check that the emulator saw no other call."""
 _POD = WATCHED["Pod"].resource
 _EVENT = create_namespaced_resource("", "v1", "Event", "events")
 _EVENT_V1 = create_namespaced_resource("events.k8s.io", "v1", "Event", "events")
+_TOKEN_REVIEW = create_global_resource("authentication.k8s.io", "v1", "TokenReview", "tokenreviews")
+_ACCESS_REVIEW = create_global_resource(
+    "authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews"
+)
 LEASE = create_namespaced_resource("coordination.k8s.io", "v1", "Lease", "leases")
 
 
@@ -484,6 +496,45 @@ class KubeApi:
                 _EVENT_V1, name, patch, namespace=namespace, patch_type=PatchType.MERGE
             )
         )
+
+    async def review_token(self, token: str) -> dict[str, Any]:
+        """A TokenReview's status: {authenticated, user: {username, uid, groups}}."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
+        answer = await self._call(self.client.create(_make(_TOKEN_REVIEW, body)))
+        return dict(dict(answer).get("status") or {})
+
+    async def may(
+        self,
+        user: str,
+        uid: str,
+        groups: tuple[str, ...],
+        verb: str,
+        resource: str,
+        namespace: str,
+        group: str = "",
+    ) -> bool:
+        """A SubjectAccessReview: may `user` `verb` `resource` in `namespace` ("": all)?"""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "uid": uid,
+                "groups": list(groups),
+                "resourceAttributes": {
+                    "group": group,
+                    "resource": resource,
+                    "verb": verb,
+                    "namespace": namespace,
+                },
+            },
+        }
+        answer = await self._call(self.client.create(_make(_ACCESS_REVIEW, body)))
+        return bool((dict(answer).get("status") or {}).get("allowed"))
 
     async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 
 from shared.env import IN_CLUSTER, StackSettings
-from shared.kube.client import ADAPTER_CALLS, API_CALLS, BINDER_CALLS
+from shared.kube.client import ADAPTER_CALLS, API_CALLS, BINDER_CALLS, DASHBOARD_CALLS
 from tests.deploy.chart import CHART_DIR, KUBE_VERSION, NAMESPACE, Rendered, render
 
 KUBE_MODE: dict[str, Any] = {
@@ -64,15 +64,19 @@ def test_kubernetes_mode_lints_and_validates_strictly() -> None:
 
 
 def test_rbac_grants_each_component_exactly_the_calls_it_makes() -> None:
-    rendered = render(KUBE_MODE)
+    rendered = render(KUBE_MODE | {"dashboard": {"enabled": True}})
     assert granted(rendered) == set(API_CALLS)
+    assert granted(rendered, "berth-dashboard") == set(DASHBOARD_CALLS)
+    assert rendered.env("dashboard")["BERTH_KUBE"] == IN_CLUSTER
+    assert granted(render(KUBE_MODE)) == set(ADAPTER_CALLS | BINDER_CALLS)
     assert granted(rendered, "berth-adapter") == set(ADAPTER_CALLS)
     assert granted(rendered, "berth-binder") == set(BINDER_CALLS)
     for component in ("queue", "scheduler"):
         assert granted(rendered, f"berth-{component}") == set()
     accounts = {m.name for m in rendered.kinds("ServiceAccount")}
-    assert accounts == {f"berth-{c}" for c in ("queue", "scheduler", "binder", "adapter")}
-    for component in ("queue", "scheduler", "binder", "adapter"):
+    everyone = ("queue", "scheduler", "binder", "adapter", "dashboard")
+    assert accounts == {f"berth-{c}" for c in everyone}
+    for component in everyone:
         pod_spec = rendered.get("Deployment", component).doc["spec"]["template"]["spec"]
         assert pod_spec["serviceAccountName"] == f"berth-{component}"
     lease_rules = rendered.get("Role").doc["rules"]
@@ -197,3 +201,60 @@ def test_the_dashboard_deployment_and_its_front_door_tokens() -> None:
     plain = {k: v for k, v in env.items() if isinstance(v, str)}
     config = DashboardConfig.from_env({**plain, "BERTH_DASHBOARD_HOST": "10.0.0.7"})
     assert (config.host, config.port) == ("10.0.0.7", 8280)
+
+
+def test_a_password_in_the_redis_url_is_refused() -> None:
+    """Passwords come from Secrets only: a URL with one would be in four Deployments' env
+    and in NOTES."""
+    for url in ("redis://:hunter2@redis:6379/0", "rediss://berth:hunter2@redis:6380/0"):
+        with pytest.raises(helm_python.HelmError) as caught:
+            render({"redis": {"url": url}})
+        assert "redis.url carries a password" in str(caught.value)
+        assert "hunter2" not in str(caught.value)
+    rendered = render(
+        {
+            "redis": {
+                "url": "rediss://berth@redis:6380/0",
+                "existingSecret": "redis-auth",
+                "existingSecretKey": "",
+                "passwordKey": "password",
+            }
+        }
+    )
+    assert rendered.env("queue")["BERTH_REDIS_URL"] == "rediss://berth@redis:6380/0"
+    assert rendered.env("queue")["BERTH_REDIS_PASSWORD"] == {
+        "secretKeyRef": {"name": "redis-auth", "key": "password"}
+    }
+
+
+def test_network_policies_let_only_berths_pods_in() -> None:
+    values = KUBE_MODE | {
+        "dashboard": {"enabled": True},
+        "networkPolicy": {
+            "redis": {"podSelector": {"app.kubernetes.io/name": "redis"}},
+            "kafka": {"podSelector": {"app": "kafka"}, "port": 9093},
+            "dashboardFrom": [{"namespaceSelector": {"matchLabels": {"name": "ingress"}}}],
+        },
+    }
+    rendered = render(values)
+    policies = {m.name: m.doc for m in rendered.kinds("NetworkPolicy")}
+    assert set(policies) == {"berth-dashboard", "berth-redis", "berth-kafka"}
+    berth_pods = {"app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth"}
+    for policy in policies.values():
+        kubernetes_validate.validate(policy, KUBE_VERSION, strict=True)
+        (first, *_) = policy["spec"]["ingress"]
+        assert first["from"][0] == {"podSelector": {"matchLabels": berth_pods}}
+    assert policies["berth-kafka"]["spec"]["podSelector"] == {"matchLabels": {"app": "kafka"}}
+    assert policies["berth-kafka"]["spec"]["ingress"][0]["ports"] == [
+        {"port": 9093, "protocol": "TCP"}
+    ]
+    dashboard_from = policies["berth-dashboard"]["spec"]["ingress"][0]["from"]
+    assert dashboard_from[1] == {"namespaceSelector": {"matchLabels": {"name": "ingress"}}}
+    # Without selectors for Redis and Kafka (they run elsewhere) only the dashboard's.
+    assert [m.name for m in render(KUBE_MODE).kinds("NetworkPolicy")] == []
+    assert (
+        render({"networkPolicy": {"enabled": False}, "dashboard": {"enabled": True}}).kinds(
+            "NetworkPolicy"
+        )
+        == []
+    )

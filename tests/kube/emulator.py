@@ -69,6 +69,18 @@ RESOURCES: dict[str, tuple[str, str, str, bool]] = {
         True,
     ),
     "leases": ("coordination.k8s.io/v1", "Lease", "coordination.k8s.io/v1", True),
+    "tokenreviews": (
+        "authentication.k8s.io/v1",
+        "TokenReview",
+        "authentication.k8s.io/v1",
+        False,
+    ),
+    "subjectaccessreviews": (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        "authorization.k8s.io/v1",
+        False,
+    ),
 }
 
 
@@ -253,6 +265,10 @@ class ApiEmulator(kmock.KubernetesScaffold):
     eviction_grace: float = 0.0
     """Seconds an evicted pod lingers (terminating) before it is gone."""
     cache: Cache | None = attrs.field(default=None, init=False)
+    users: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False)
+    """token -> TokenReview user ({username, uid, groups}): the tokens the server knows."""
+    grants: set[tuple[str, str, str, str]] = attrs.field(factory=set, init=False)
+    """(username, verb, resource, namespace) RBAC allows; namespace "" is cluster-wide."""
     _timers: set[asyncio.TimerHandle] = attrs.field(factory=set, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -436,6 +452,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
             return await self._watch(raw, plural, ns if namespaced else None, params)
         if listing:
             return self._list(plural, ns if namespaced else None, params)
+        if name is None and method == "POST" and plural in ("tokenreviews", "subjectaccessreviews"):
+            return self._json(self._review(plural, data or {}), 201)
         if name is None and method == "POST":
             body = data or {}
             meta = body.get("metadata") or {}
@@ -528,6 +546,23 @@ class ApiEmulator(kmock.KubernetesScaffold):
                 resources.append({"name": "pods/binding", "verbs": ["create"], **one})
                 resources.append({"name": "pods/eviction", "verbs": ["create"], **one})
         return {"kind": "APIResourceList", "groupVersion": group_version, "resources": resources}
+
+    def _review(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        spec = body.get("spec") or {}
+        if plural == "tokenreviews":
+            user = self.users.get(str(spec.get("token") or ""))
+            answer: dict[str, Any] = {"authenticated": user is not None}
+            if user is not None:
+                answer["user"] = user
+        else:
+            attrs_ = spec.get("resourceAttributes") or {}
+            who, verb = spec.get("user"), attrs_.get("verb")
+            resource, namespace = attrs_.get("resource"), attrs_.get("namespace") or ""
+            allowed = (who, verb, resource, "") in self.grants or (
+                namespace and (who, verb, resource, namespace) in self.grants
+            )
+            answer = {"allowed": bool(allowed)}
+        return {**body, "status": answer}
 
     def _too_large(self, version: str) -> aiohttp.web.Response | None:
         """A lagging cache asked for a version it has not reached: 504, retry in a second."""

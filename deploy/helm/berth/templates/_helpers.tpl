@@ -214,7 +214,7 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_SEED
   value: {{ $values.seed | int | quote }}
 {{- end }}
-{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder")) }}
+{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder" "dashboard")) }}
 - name: BERTH_KUBE
   value: in-cluster
 {{- end }}
@@ -287,10 +287,11 @@ topic (the scheduler: berth.schedule).
 {{- end }}
 
 {{/* Whether a component's pods get the ServiceAccount token: the adapter and the binder
-call the Kubernetes API in Kubernetes mode; nothing else ever does. */}}
+call the Kubernetes API in Kubernetes mode, and the dashboard asks it who a token is;
+nothing else ever does. */}}
 {{- define "berth.automountToken" -}}
 {{- $root := .root }}
-{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder")) -}}
+{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder" "dashboard")) -}}
 true
 {{- else -}}
 {{ $root.Values.serviceAccount.automount }}

@@ -9,6 +9,9 @@ words.
 {{- define "berth.securityChecks" -}}
 {{- $redis := .Values.redis }}
 {{- $kafka := .Values.kafka }}
+{{- if regexMatch "^rediss?://[^/@]*:[^/@]*@" $redis.url }}
+{{- fail "redis.url carries a password: it would be readable in the Deployments' env and the release notes. Put it in a Secret: redis.existingSecret with passwordKey (the user may stay in the URL)" }}
+{{- end }}
 {{- if and $redis.passwordKey (not $redis.existingSecret) }}
 {{- fail "redis.passwordKey needs redis.existingSecret (the Secret holding the password)" }}
 {{- end }}
