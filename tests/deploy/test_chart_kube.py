@@ -258,3 +258,25 @@ def test_network_policies_let_only_berths_pods_in() -> None:
         )
         == []
     )
+
+
+def test_each_component_is_its_own_redis_user() -> None:
+    values = KUBE_MODE | {
+        "dashboard": {"enabled": True},
+        "redis": {
+            "existingSecret": "redis-users",
+            "existingSecretKey": "",
+            "users": {"enabled": True},
+        },
+    }
+    rendered = render(values)
+    for component in ("queue", "scheduler", "binder", "adapter", "dashboard"):
+        env = rendered.env(component)
+        assert env["BERTH_REDIS_USERNAME"] == f"berth-{component}"
+        assert env["BERTH_REDIS_PASSWORD"] == {
+            "secretKeyRef": {"name": "redis-users", "key": f"{component}-password"}
+        }
+        assert env["BERTH_REDIS_URL"] == "redis://berth-redis:6379/0"
+    with pytest.raises(helm_python.HelmError) as caught:
+        render({"redis": {"users": {"enabled": True}}})
+    assert "redis.users.enabled needs redis.existingSecret" in str(caught.value)

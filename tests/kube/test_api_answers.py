@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import NoPermissionError
 
 from services.adapter.events import FINISH_SECONDS, REFRESH_SECONDS, EventRecorder
 from services.adapter.leader import LeaderElector, LeaseSettings
@@ -25,7 +26,9 @@ from shared.env import group_options
 from shared.kafka import Topics
 from shared.kube.client import ClientSettings, KubeApi, KubeApiError, TokenBucket, load_config
 from shared.messages import Outcome, OutcomeResult
+from shared.redisconn import connect
 from shared.retry import Backoff
+from shared.security import RedisSecurity
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import FAST_LEASE, eventually, node, pod
@@ -527,3 +530,36 @@ async def test_repeated_events_become_one_series_as_kube_schedulers_recorder_wri
         }
     finally:
         await api.close()
+
+
+async def test_the_adapter_works_as_its_own_redis_acl_user_confined_to_the_store(
+    servers: Servers, redis_url: str
+) -> None:
+    """Per-component Redis users: the adapter logs in as its own user (BERTH_REDIS_USERNAME
+    and BERTH_REDIS_PASSWORD, from the chart's Secret) whose ACL allows the store's keys only
+    and none of the dangerous commands (INFO included: the epoch check goes on without the
+    server's run_id). It lists and watches into the store; the queue's keys are out of reach."""
+    api_server, admin, prefix = servers[0], servers[1], servers[2]
+    user, password = f"berth-adapter-{prefix.strip(':').replace(':', '-')}", "s3cret-adapter-pw"
+    await admin.execute_command(
+        "ACL", "SETUSER", user, "on", f">{password}", "resetkeys", f"~{prefix}*",
+        "+@all", "-@dangerous", "+acl|whoami",
+    )  # fmt: skip
+    security = RedisSecurity.from_env(
+        {"BERTH_REDIS_USERNAME": user, "BERTH_REDIS_PASSWORD": password}
+    )
+    confined = connect(redis_url, security)
+    try:
+        assert await confined.acl_whoami() == user
+        with pytest.raises(NoPermissionError):
+            await confined.set("berth:q:someone-elses", "x")
+        emu = api_server.emulator
+        emu.upsert(node("n1"))
+        emu.upsert(berth_pod("p"))
+        store = ClusterStore(confined, prefix=prefix)
+        async with adapter((servers[0], confined, *servers[2:])) as (service, _task):
+            assert await pod_names(store) == {"p"}
+            assert service.sink._run_id_readable is False
+    finally:
+        await confined.aclose()
+        await admin.execute_command("ACL", "DELUSER", user)

@@ -190,6 +190,15 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_KAFKA_BOOTSTRAP
   value: {{ required "kafka.bootstrap is required" $root.Values.kafka.bootstrap | quote }}
 {{- include "berth.securityEnv" $root }}
+{{- if $root.Values.redis.users.enabled }}
+- name: BERTH_REDIS_USERNAME
+  value: {{ printf "%s%s" $root.Values.redis.users.usernamePrefix .component | quote }}
+- name: BERTH_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $root.Values.redis.existingSecret }}
+      key: {{ printf "%s-password" .component }}
+{{- end }}
 - name: BERTH_CLUSTER
   value: {{ $root.Values.store.cluster | quote }}
 - name: BERTH_KEY_PREFIX
