@@ -541,10 +541,14 @@ async def test_the_adapter_works_as_its_own_redis_acl_user_confined_to_the_store
     server's run_id). It lists and watches into the store; the queue's keys are out of reach."""
     api_server, admin, prefix = servers[0], servers[1], servers[2]
     user, password = f"berth-adapter-{prefix.strip(':').replace(':', '-')}", "s3cret-adapter-pw"
-    await admin.execute_command(
-        "ACL", "SETUSER", user, "on", f">{password}", "resetkeys", f"~{prefix}*",
-        "+@all", "-@dangerous", "+acl|whoami",
-    )  # fmt: skip
+    await admin.acl_setuser(
+        user,
+        enabled=True,
+        passwords=[f"+{password}"],
+        reset_keys=True,
+        keys=[f"{prefix}*"],
+        commands=["+@all", "-@dangerous", "+acl|whoami"],
+    )
     security = RedisSecurity.from_env(
         {"BERTH_REDIS_USERNAME": user, "BERTH_REDIS_PASSWORD": password}
     )
@@ -562,4 +566,4 @@ async def test_the_adapter_works_as_its_own_redis_acl_user_confined_to_the_store
             assert service.sink._run_id_readable is False
     finally:
         await confined.aclose()
-        await admin.execute_command("ACL", "DELUSER", user)
+        await admin.acl_deluser(user)
