@@ -10,7 +10,8 @@
 A pending pod of berth's with a PersistentVolumeClaim or a generic ephemeral volume is not
 taken (`claim_volume`): berth has no volume plugins (VolumeBinding, VolumeZone, the volume
 limits), so it could neither place the pod where its volume is nor bind the claim, and the
-pod would sit on a node waiting for a volume. The sink queues a `Refusal` instead, which the
+pod would sit on a node waiting for a volume. Nor is a pod with DRA `resourceClaims`
+(`claim_devices`): berth has no DynamicResources plugin to allocate them. The sink queues a `Refusal` instead, which the
 adapter writes to the pod as kube-scheduler writes an unschedulable pod's status and Event.
 
 `StoreSink` applies and deletes through `ClusterStore`, and remembers, per object, the uid,
@@ -19,7 +20,8 @@ makes every event idempotent: a replayed event (a watch resumed from an older po
 relist after 410 Gone, an adapter restart) finds the same digest and writes nothing, and an
 update that changes nothing berth models (status conditions, managedFields, the adapter's own
 Events) writes nothing either. A name that comes back with a new uid is deleted first, so the
-store never mixes two objects' lives.
+store never mixes two objects' lives; a version older than the stored one (a list from a
+lagging watch cache) is not applied.
 """
 
 from __future__ import annotations

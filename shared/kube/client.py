@@ -6,9 +6,13 @@ thrown away) and go straight into berth's own strict decoder (`shared.models` in
 lightkube's typed resource modules are never imported: they would register typed models
 under the same names and turn the dicts into structs.
 
-Every method raises `KubeApiError` (status code, reason, message) for an API answer other
-than success, and `KubeUnavailableError` when the server cannot be reached; callers decide
-what a 409, 410 or 429 means to them.
+Every method raises `KubeApiError` (status code, reason, message, Retry-After) for an API
+answer other than success, and `KubeUnavailableError` when the server cannot be reached or
+a watch goes silent; callers decide what a 409, 410 or 429 means to them. Every request
+waits for the client-side rate limiter (`ClientSettings`: clientConnection's qps/burst).
+Lists and watches are built here on lightkube's request builder and its httpx client (not
+its list/watch helpers): paginated lists served from the watch cache with a field selector,
+and watch errors read in full (a streamed error answer is never left unread).
 """
 
 from __future__ import annotations
