@@ -11,8 +11,9 @@ A pending pod of berth's with a PersistentVolumeClaim or a generic ephemeral vol
 taken (`claim_volume`): berth has no volume plugins (VolumeBinding, VolumeZone, the volume
 limits), so it could neither place the pod where its volume is nor bind the claim, and the
 pod would sit on a node waiting for a volume. Nor is a pod with DRA `resourceClaims`
-(`claim_devices`): berth has no DynamicResources plugin to allocate them. The sink queues a `Refusal` instead, which the
-adapter writes to the pod as kube-scheduler writes an unschedulable pod's status and Event.
+(`claim_devices`): berth has no DynamicResources plugin to allocate them. The sink queues a
+`Refusal` instead, which the adapter writes to the pod as kube-scheduler writes an
+unschedulable pod's status and Event.
 
 `StoreSink` applies and deletes through `ClusterStore`, and remembers, per object, the uid,
 the API resourceVersion and a digest of what berth stored (Redis hash `kube_seen`). That record
