@@ -567,3 +567,22 @@ async def test_the_adapter_works_as_its_own_redis_acl_user_confined_to_the_store
     finally:
         await confined.aclose()
         await admin.acl_deluser(user)
+
+
+async def test_every_request_waits_for_the_client_side_rate_limit(api_server: ApiServer) -> None:
+    """clientConnection's qps/burst hold lists, watches and writes alike."""
+    api = KubeApi(
+        load_config(str(api_server.kubeconfig)), settings=ClientSettings(qps=10.0, burst=2)
+    )
+    try:
+        started = time.monotonic()
+        for _ in range(3):
+            await api.get_lease("kube-system", "none")
+        for _ in range(3):
+            await api.list("Node")
+        # 2 at once, then 4 at 10 a second.
+        assert time.monotonic() - started >= 0.35
+        assert api.requests == 6
+        assert api.limiter.waited >= 0.35
+    finally:
+        await api.close()
