@@ -1,7 +1,7 @@
 """Kubernetes mode at scale, end to end through the API emulator (issue 20, item 7).
 
     python -m tests.kube.bench [--nodes 5000] [--pods 20000] [--workers 1] [--binders 1]
-                               [--timeout 1800] [--profile FILE] [-o json]
+                               [--timeout 1800] [--profile FILE] [--profile-services DIR] [-o json]
 
 The emulator (tests/kube/emulator.py) runs in this process and serves N Ready nodes and P
 pending pods of berth's profile ("berth"); a whole stack (Redis, the broker, queue, workers,
@@ -20,7 +20,8 @@ binding each through pods/binding. Reported:
 - adapter_rss_mb / adapter_peak_rss_mb: the adapter's memory at the end, and its peak.
 
 With --profile FILE the emulator's process is profiled (cProfile): when the emulator is the
-bottleneck, its top functions say so.
+bottleneck, its top functions say so. --profile-services DIR leaves a cProfile dump per
+service process in DIR (BERTH_PROFILE_DIR).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import kmock
 
 from cli.bench.distributed import cpu_seconds
 from cli.supervisor import RunningStack, start_stack
+from shared.env import ENV_PROFILE_DIR
 from shared.kube.client import KubeApi, load_config
 from shared.redisconn import connect
 from shared.store import ClusterStore
@@ -120,7 +122,13 @@ def _cpu(running: RunningStack) -> dict[str, float]:
 
 
 async def bench(
-    nodes: int, pods: int, *, workers: int = 1, binders: int = 1, wait_s: float = 1800.0
+    nodes: int,
+    pods: int,
+    *,
+    workers: int = 1,
+    binders: int = 1,
+    wait_s: float = 1800.0,
+    profile_dir: str = "",
 ) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="berth-kube-bench-"))
     config = workdir / "config.yaml"
@@ -149,6 +157,7 @@ async def bench(
             kube=str(kubeconfig),
             session_ms=3000,
             ready_seconds=600.0,
+            extra_env={ENV_PROFILE_DIR: profile_dir} if profile_dir else None,
         )
         try:
             cpu_before = _cpu(running)
@@ -221,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--binders", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--profile", metavar="FILE", help="cProfile the emulator's process")
+    parser.add_argument(
+        "--profile-services", metavar="DIR", default="", help="a cProfile dump per service"
+    )
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
     profiler = cProfile.Profile() if args.profile else None
@@ -233,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
             workers=args.workers,
             binders=args.binders,
             wait_s=args.timeout,
+            profile_dir=args.profile_services,
         )
     )
     if profiler is not None:
