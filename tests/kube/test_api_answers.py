@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import shutil
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -586,3 +587,32 @@ async def test_every_request_waits_for_the_client_side_rate_limit(api_server: Ap
         assert api.limiter.waited >= 0.35
     finally:
         await api.close()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+async def test_kubectl_pages_through_the_emulator_and_filters_by_field(
+    api_server: ApiServer,
+) -> None:
+    """A real kubectl's chunked list (limit/continue) and field selector get what an API
+    server would give: the emulator's pages and selectors are wire-compatible."""
+    emu = api_server.emulator
+    for i in range(5):
+        emu.upsert(berth_pod(f"p{i}"))
+    emu.upsert(pod("done", node_name="n1", phase="Succeeded"))
+
+    async def kubectl(*args: str) -> list[str]:
+        process = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(api_server.kubeconfig), "get", "pods",
+            "-o", "name", *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, err.decode()
+        return out.decode().split()
+
+    assert len(await kubectl("--chunk-size=2")) == 6
+    limits = [q.get("limit") for _m, p, q in emu.requests if p.endswith("/pods")]
+    assert "2" in limits
+    assert sum(1 for _m, p, q in emu.requests if q.get("continue")) == 2
+    running = await kubectl("--field-selector=status.phase!=Succeeded")
+    assert sorted(running) == [f"pod/p{i}" for i in range(5)]
