@@ -333,14 +333,18 @@ class KubeApi:
 
         Served from the API server's watch cache (resourceVersion=0: etcd is not read),
         in pages of `page_size` (limit/continue). A continue token that expired
-        meanwhile (410) starts the list again."""
+        meanwhile (410) starts the list again; after two, unpaginated."""
         k = WATCHED[kind]
+        expired = 0
         while True:
             items: list[dict[str, Any]] = []
             token = ""
+            # Continue tokens that keep expiring (a list slower than compaction): after two,
+            # one unpaginated list, as client-go's pager falls back to.
+            limit = self.settings.page_size if expired < 2 else 0
             try:
                 while True:
-                    params: dict[str, Any] = {"limit": self.settings.page_size}
+                    params: dict[str, Any] = {"limit": limit} if limit else {}
                     if token:
                         params["continue"] = token
                     else:
@@ -355,6 +359,7 @@ class KubeApi:
                         return items, str(meta.get("resourceVersion") or "")
             except KubeApiError as e:
                 if e.code == 410 and token:
+                    expired += 1
                     continue  # the continue token expired: list again from the start
                 raise
 

@@ -83,6 +83,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
     delay: dict[str, float] = attrs.field(factory=dict, init=False)
     """plural -> seconds every answer about it is held back (a slow server)."""
     eviction_grace: float = 0.0
+    expire_continue_tokens: bool = False
+    """Every continue token is answered 410 (a list slower than compaction)."""
     """Seconds an evicted pod lingers (terminating) before it is gone."""
     cache: Cache | None = attrs.field(default=None, init=False)
     users: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False)
@@ -411,7 +413,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
         after: Key | None = None
         if token:
             rv, after = read_token(token)
-            if rv < self.compacted:
+            if rv < self.compacted or self.expire_continue_tokens:
                 msg = (
                     "The provided continue parameter is too old to display a consistent "
                     "list result."

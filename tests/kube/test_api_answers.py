@@ -616,3 +616,20 @@ async def test_kubectl_pages_through_the_emulator_and_filters_by_field(
     assert sum(1 for _m, p, q in emu.requests if q.get("continue")) == 2
     running = await kubectl("--field-selector=status.phase!=Succeeded")
     assert sorted(running) == [f"pod/p{i}" for i in range(5)]
+
+
+async def test_continue_tokens_that_keep_expiring_end_in_one_unpaginated_list(
+    api_server: ApiServer,
+) -> None:
+    emu = api_server.emulator
+    for i in range(6):
+        emu.upsert(berth_pod(f"p{i}"))
+    emu.expire_continue_tokens = True
+    api = KubeApi(load_config(str(api_server.kubeconfig)), settings=ClientSettings(page_size=2))
+    try:
+        items, _version = await api.list("Pod")
+        assert sorted(i["metadata"]["name"] for i in items) == [f"p{i}" for i in range(6)]
+        firsts = [q for _m, _p, q in emu.requests if "continue" not in q]
+        assert [q.get("limit") for q in firsts] == ["2", "2", None]
+    finally:
+        await api.close()
