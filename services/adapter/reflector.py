@@ -44,6 +44,8 @@ from shared.retry import Backoff, Retry
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 0.05
+WATCH_BATCH = 256
+"""Watch events applied to the store together, at most."""
 RETRY_MAX_SECONDS = 2.0
 ABSENT_RECHECK_SECONDS = 60.0
 
@@ -197,10 +199,56 @@ class Reflector:
         self.synced.set()
 
     async def watch(self) -> None:
-        async for event_type, body in self.api.watch(
-            self.kind, self.version, timeout_seconds=self.watch_timeout_seconds
-        ):
+        """Follow the watch, applying its events in batches: what arrived while the last
+        batch was written (up to WATCH_BATCH) goes to the store together, one record read
+        and one apply script for a run of additions and updates, so a burst of pods reaches
+        the store (and the queue) as one batch, not one write each. Deletions and BOOKMARKs
+        keep their place in the order; `version` moves only after what precedes it is
+        written."""
+        events: asyncio.Queue[tuple[str, dict[str, Any]] | BaseException | None] = asyncio.Queue(
+            maxsize=2 * WATCH_BATCH
+        )
+
+        async def read() -> None:
+            try:
+                async for event in self.api.watch(
+                    self.kind, self.version, timeout_seconds=self.watch_timeout_seconds
+                ):
+                    await events.put(event)
+                await events.put(None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 (handed over in order, raised by the applier)
+                await events.put(e)
+
+        reader = asyncio.create_task(read(), name=f"adapter-watch-read-{self.kind}")
+        try:
+            while True:
+                batch = [await events.get()]
+                while len(batch) < WATCH_BATCH and not events.empty():
+                    batch.append(events.get_nowait())
+                if not await self._apply(batch):
+                    return
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _apply(self, batch: list[tuple[str, dict[str, Any]] | BaseException | None]) -> bool:
+        """Apply a batch of watch items in order; False once the stream ended."""
+        run: list[tuple[str, dict[str, Any]]] = []
+        for item in batch:
+            if item is None or isinstance(item, BaseException):
+                await self._flush(run)
+                if item is None:
+                    return False
+                raise item
             self.retry.succeeded()
+            event_type, body = item
+            if event_type in ("ADDED", "MODIFIED"):
+                run.append(item)
+                continue
+            await self._flush(run)
             version = self._version_of(body)
             if event_type == "BOOKMARK":
                 self.version = version or self.version
@@ -210,15 +258,28 @@ class Reflector:
             if event_type == "DELETED":
                 await self.sink.delete(self.kind, body)
                 del self._latest[key]  # a retry still pending for it stops
-            elif event_type in ("ADDED", "MODIFIED"):
-                await self._put(body)
             else:
                 log.warning("%s: ignoring a %r watch event", self.kind, event_type)
             self.version = version or self.version
+        await self._flush(run)
+        return True
 
-    async def _put(self, body: dict[str, Any]) -> None:
-        if await self.sink.put(self.kind, body) == "retry":
-            self._retry_later(body)
+    async def _flush(self, run: list[tuple[str, dict[str, Any]]]) -> None:
+        """Put a run of additions and updates; the last event of an object wins."""
+        if not run:
+            return
+        last: dict[str, dict[str, Any]] = {}
+        for _, body in run:
+            key = key_of(self.kind, body)
+            self._latest[key] = self._version_of(body)
+            last.pop(key, None)
+            last[key] = body
+        bodies = list(last.values())
+        for body, answer in zip(bodies, await self.sink.put_batch(self.kind, bodies), strict=True):
+            if answer == "retry":
+                self._retry_later(body)
+        self.version = self._version_of(run[-1][1]) or self.version
+        run.clear()
 
     def _retry_later(self, body: dict[str, Any]) -> None:
         task = asyncio.create_task(self._retry(body))

@@ -238,7 +238,23 @@ class StoreSink:
     async def put_many(self, kind: str, bodies: Sequence[dict[str, Any]]) -> list[str]:
         """`put` of a whole list (a relist), each answer in order: one read of what the store
         holds, and the objects to write applied APPLY_BATCH per script, not one by one."""
-        seen = await self.seen(kind)
+        return await self._put_all(kind, bodies, await self.seen(kind))
+
+    async def put_batch(self, kind: str, bodies: Sequence[dict[str, Any]]) -> list[str]:
+        """`put` of watch events of distinct objects, each answer in order: one read of
+        their records (not the whole kind's, as put_many), then as put_many."""
+        keys = [key_of(kind, body) for body in bodies]
+        raw = await self.redis.hmget(self.seen_key, [f"{kind}|{key}" for key in keys])
+        seen = {
+            key: Seen.unpack(record)
+            for key, record in zip(keys, raw, strict=True)
+            if record is not None
+        }
+        return await self._put_all(kind, bodies, seen)
+
+    async def _put_all(
+        self, kind: str, bodies: Sequence[dict[str, Any]], seen: dict[str, Seen]
+    ) -> list[str]:
         decisions = [
             self._decide(kind, key, body, seen.get(key))
             for body in bodies
