@@ -55,6 +55,9 @@ CONFIG = (
     "apiVersion: kubescheduler.config.k8s.io/v1\n"
     "kind: KubeSchedulerConfiguration\n"
     f"profiles: [{{schedulerName: {PROFILE}}}]\n"
+    # kube-scheduler's defaults (50/100) would cap each binder at 50 bindings a second, as
+    # they cap kube-scheduler: scale tests raise them (scheduler_perf uses 5000).
+    "clientConnection: {qps: 5000, burst: 5000}\n"
 )
 
 
