@@ -36,6 +36,7 @@ from cli.tables import (
     format_pods,
     format_queues,
 )
+from shared.config import ConfigError
 from shared.env import (
     ENV_API_URL,
     ENV_KAFKA_BOOTSTRAP,
@@ -46,6 +47,7 @@ from shared.env import (
     REDIS_FSYNC_POLICIES,
     StackError,
     StackSettings,
+    profile_refusal,
     redact_url,
 )
 from shared.models import (
@@ -423,6 +425,12 @@ def _up_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Kubernetes mode with the pod's service account (when berth runs in the cluster)",
     )
+    parser.add_argument(
+        "--take-default-scheduler",
+        action="store_true",
+        help="Kubernetes mode: let a profile named default-scheduler take the pods that name "
+        "no scheduler (only where kube-scheduler does not run)",
+    )
     return parser
 
 
@@ -434,6 +442,18 @@ def _describe_redis(servers: DevServers, resumed: bool) -> str:
             f"{', resumed' if resumed else ''}"
         )
     return where + ")"
+
+
+def _profile_refusal(args: argparse.Namespace) -> str:
+    """The adapter's refusal of a default-scheduler profile, before anything starts."""
+    try:
+        settings = StackSettings("redis://unused", "unused:0", config_path=args.config)
+        names = settings.scheduler_names()
+    except ConfigError as exc:
+        return str(exc)
+    return profile_refusal(names, args.take_default_scheduler).replace(
+        "set BERTH_KUBE_TAKE_DEFAULT_SCHEDULER=1", "pass --take-default-scheduler"
+    )
 
 
 def up_main(argv: Sequence[str] | None = None) -> int:
@@ -451,6 +471,10 @@ def up_main(argv: Sequence[str] | None = None) -> int:
         server = kube_server(kube_mode)
         if server.startswith("error: "):
             print(server, file=sys.stderr)
+            return 2
+        refusal = _profile_refusal(args)
+        if refusal:
+            print(f"error: {refusal}", file=sys.stderr)
             return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
 
@@ -495,6 +519,7 @@ def up_main(argv: Sequence[str] | None = None) -> int:
             config_path=args.config,
             session_ms=3000,
             kube=kube_mode,
+            take_default_scheduler=args.take_default_scheduler,
             redis_security=endpoints.redis_security,
             kafka_security=endpoints.kafka_security,
         )

@@ -34,7 +34,7 @@ from shared.security import KafkaSecurity, RedisSecurity
 from shared.security import redact_url as redact_url
 
 if TYPE_CHECKING:
-    from shared.kube.client import KubeApi
+    from shared.kube.client import ClientSettings, KubeApi
 
 ENV_REDIS_URL = "BERTH_REDIS_URL"
 ENV_KAFKA_BOOTSTRAP = "BERTH_KAFKA_BOOTSTRAP"
@@ -78,6 +78,9 @@ ENV_KUBE_LEASE_NAMESPACE = "BERTH_KUBE_LEASE_NAMESPACE"
 """Namespace of the adapter's leader-election Lease (default kube-system)."""
 ENV_KUBE_LEASE_NAME = "BERTH_KUBE_LEASE_NAME"
 """Name of that Lease (default berth-adapter; one per berth installation)."""
+ENV_KUBE_TAKE_DEFAULT_SCHEDULER = "BERTH_KUBE_TAKE_DEFAULT_SCHEDULER"
+""""1": Kubernetes mode may run a profile named default-scheduler (berth then takes every
+pod that names no scheduler, competing with kube-scheduler unless it is removed)."""
 ENV_METRICS_PORT = "BERTH_METRICS_PORT"
 ENV_METRICS_HOST = "BERTH_METRICS_HOST"
 ENV_DASHBOARD_PORT = "BERTH_DASHBOARD_PORT"
@@ -123,6 +126,8 @@ class StackSettings:
     queue dispatches from one loop."""
     kube: str = ""
     """Kubernetes mode (ENV_KUBE): a kubeconfig path or "in-cluster"; "" for standalone."""
+    take_default_scheduler: bool = False
+    """Kubernetes mode may run a default-scheduler profile (ENV_KUBE_TAKE_DEFAULT_SCHEDULER)."""
     session_ms: int = 0
     """Consumer group session timeout (0: the services' defaults). The embedded broker takes
     about half of it to form a group, and a dead member is noticed after about 1.5 x."""
@@ -165,6 +170,8 @@ class StackSettings:
             out[ENV_ORDERED] = "1"
         if self.kube:
             out[ENV_KUBE] = self.kube if self.kube == IN_CLUSTER else str(Path(self.kube).resolve())
+        if self.take_default_scheduler:
+            out[ENV_KUBE_TAKE_DEFAULT_SCHEDULER] = "1"
         out.update(self.redis_security.env())
         out.update(self.kafka_security.env())
         return out
@@ -191,6 +198,7 @@ class StackSettings:
             session_ms=int(env.get(ENV_SESSION_MS) or 0),
             ordered=env.get(ENV_ORDERED) == "1",
             kube=env.get(ENV_KUBE) or "",
+            take_default_scheduler=env.get(ENV_KUBE_TAKE_DEFAULT_SCHEDULER) == "1",
             redis_security=redis_security,
             kafka_security=KafkaSecurity.from_env(env),
         )
@@ -218,13 +226,34 @@ class StackSettings:
         from shared.kube.client import KubeApi, load_config
 
         config = load_config(None if self.kube == IN_CLUSTER else self.kube)
-        return KubeApi(config, field_manager=field_manager)
+        return KubeApi(config, field_manager=field_manager, settings=self.client_settings())
+
+    def client_settings(self) -> ClientSettings:
+        """The API client's rate limit, from the configuration's clientConnection."""
+        from shared.kube.client import ClientSettings
+
+        connection = self.scheduler_config().client_connection
+        return ClientSettings(qps=connection.qps, burst=connection.burst)
 
     def scheduler_names(self) -> frozenset[str]:
         config = self.scheduler_config()
         return frozenset(p.scheduler_name for p in config.profiles) or frozenset(
             {DEFAULT_SCHEDULER_NAME}
         )
+
+
+def profile_refusal(scheduler_names: frozenset[str], take_default: bool) -> str:
+    """Why Kubernetes mode will not start with these profiles ("" when it will): a profile
+    named default-scheduler takes every pod that names no scheduler, the ones kube-scheduler
+    schedules, unless the operator says berth replaces it."""
+    if DEFAULT_SCHEDULER_NAME not in scheduler_names or take_default:
+        return ""
+    return (
+        f'a profile is named "{DEFAULT_SCHEDULER_NAME}": berth would take every pod '
+        "kube-scheduler schedules; name berth's profiles (schedulerName) or, to replace "
+        f"kube-scheduler, set {ENV_KUBE_TAKE_DEFAULT_SCHEDULER}=1 "
+        "(chart: kubernetes.takeOverDefaultScheduler=true)"
+    )
 
 
 def group_options(session_ms: int) -> dict[str, Any]:

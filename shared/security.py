@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 ENV_REDIS_PASSWORD = "BERTH_REDIS_PASSWORD"
 """The password berth authenticates to Redis with when its URL carries none; the embedded
 Redis of `berth up` / the dev servers requires it (requirepass)."""
+ENV_REDIS_USERNAME = "BERTH_REDIS_USERNAME"
+"""The Redis ACL user (when the URL names none): one per component in the chart, so each
+component holds only its own user's commands and keys (deploy/helm/berth/README.md)."""
 ENV_REDIS_CA = "BERTH_REDIS_CA"
 """PEM file of the CA(s) a rediss:// server's certificate must chain to (else the system's)."""
 ENV_REDIS_CERT = "BERTH_REDIS_CERT"
@@ -115,6 +118,7 @@ class RedisSecurity:
     ca: str = ""
     cert: str = ""
     key: str = ""
+    username: str = ""
 
     @property
     def tls_files(self) -> bool:
@@ -124,6 +128,7 @@ class RedisSecurity:
     def from_env(cls, env: Mapping[str, str]) -> RedisSecurity:
         return cls(
             password=env.get(ENV_REDIS_PASSWORD, ""),
+            username=env.get(ENV_REDIS_USERNAME, ""),
             ca=env.get(ENV_REDIS_CA, ""),
             cert=env.get(ENV_REDIS_CERT, ""),
             key=env.get(ENV_REDIS_KEY, ""),
@@ -132,6 +137,7 @@ class RedisSecurity:
     def env(self) -> dict[str, str]:
         named = {
             ENV_REDIS_PASSWORD: self.password,
+            ENV_REDIS_USERNAME: self.username,
             ENV_REDIS_CA: self.ca,
             ENV_REDIS_CERT: self.cert,
             ENV_REDIS_KEY: self.key,
@@ -165,6 +171,8 @@ class RedisSecurity:
         options: dict[str, Any] = {}
         if self.password:
             options["password"] = self.password
+        if self.username:
+            options["username"] = self.username
         if url.lower().startswith("rediss://"):
             options["ssl_cert_reqs"] = "required"
             options["ssl_check_hostname"] = True

@@ -10,7 +10,11 @@ client-go's, with its defaults (kube-scheduler's `leaderElection` settings):
   replica wrote first; we read again on the next try).
 - The leader renews every `retry_period`; when it cannot renew for `renew_deadline`, it has
   lost the lease and must stop acting as leader (`lost` is set; the adapter exits, as
-  kube-scheduler does, and its supervisor starts it again as a candidate).
+  kube-scheduler does, and its supervisor starts it again as a candidate). The deadline
+  cuts a renewal off (a slow or hung API server does not hold it up past the deadline), and
+  it counts from when the last successful renewal *started*: the Lease it wrote cannot be
+  older than that, so a candidate (waiting lease_duration > renew_deadline from when it saw
+  that write) cannot lead before this replica stopped.
 - Taking the Lease from another holder increments leaseTransitions.
 - A replica that stops releases the Lease (an empty holder), so the next one need not wait.
 """
@@ -25,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config.types import LeaderElection
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
 
 log = logging.getLogger(__name__)
@@ -37,6 +42,21 @@ class LeaseSettings:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+    @classmethod
+    def from_config(
+        cls, config: LeaderElection, *, namespace: str = "", name: str = ""
+    ) -> LeaseSettings:
+        """The configuration's `leaderElection` (validated by the loader); its Lease name
+        and namespace when set, else `name`/`namespace` (the environment's), else berth's
+        defaults."""
+        return cls(
+            namespace=config.resource_namespace or namespace or cls.namespace,
+            name=config.resource_name or name or cls.name,
+            lease_duration=config.lease_duration,
+            renew_deadline=config.renew_deadline,
+            retry_period=config.retry_period,
+        )
 
 
 def _micro_time(t: float) -> str:
@@ -62,11 +82,13 @@ class LeaderElector:
         self.lost = asyncio.Event()
         self._observed: tuple[str, str, float] = ("", "", 0.0)
         """(holderIdentity, renewTime) last seen, and the local time it was first seen."""
+        self._renewed_at = clock()
+        """When the last successful acquire or renewal started."""
 
     async def acquire(self) -> None:
         """Return once this replica holds the Lease."""
         while True:
-            if await self.try_acquire_or_renew():
+            if await self._attempt(self.settings.renew_deadline):
                 break
             await asyncio.sleep(self.settings.retry_period)
         log.info(
@@ -76,21 +98,38 @@ class LeaderElector:
 
     async def hold(self) -> None:
         """Renew until the Lease cannot be renewed for renew_deadline; then set `lost`."""
-        last_renewed = self.clock()
+        s = self.settings
         while True:
-            await asyncio.sleep(self.settings.retry_period)
-            if await self.try_acquire_or_renew():
-                last_renewed = self.clock()
+            await asyncio.sleep(s.retry_period)
+            left = self._renewed_at + s.renew_deadline - self.clock()
+            if left > 0 and await self._attempt(left):
                 continue
-            if self.clock() - last_renewed >= self.settings.renew_deadline:
+            if self.clock() - self._renewed_at >= s.renew_deadline:
                 log.error(
                     "%s lost the Lease (not renewed for %.1fs)",
                     self.identity,
-                    self.clock() - last_renewed,
+                    self.clock() - self._renewed_at,
                 )
                 self.leading.clear()
                 self.lost.set()
                 return
+
+    async def _attempt(self, limit: float) -> bool:
+        """One try, cut off after `limit` seconds; a success records when it started."""
+        started = self.clock()
+        try:
+            ok = await asyncio.wait_for(self.try_acquire_or_renew(), limit)
+        except TimeoutError:
+            log.warning(
+                "Lease %s/%s: no answer within %.1fs",
+                self.settings.namespace,
+                self.settings.name,
+                limit,
+            )
+            return False
+        if ok:
+            self._renewed_at = started
+        return ok
 
     async def try_acquire_or_renew(self) -> bool:
         s = self.settings

@@ -12,7 +12,13 @@ from collections.abc import Sequence
 
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
-from shared.env import ENV_KUBE_LEASE_NAME, ENV_KUBE_LEASE_NAMESPACE, StackError, StackSettings
+from shared.env import (
+    ENV_KUBE_LEASE_NAME,
+    ENV_KUBE_LEASE_NAMESPACE,
+    StackError,
+    StackSettings,
+    profile_refusal,
+)
 from shared.health import HealthServer
 from shared.redisconn import connect
 from shared.service import ServiceRunner, wait_for_servers
@@ -24,13 +30,20 @@ async def serve(
     if not settings.kube:
         raise StackError("the adapter needs BERTH_KUBE (a kubeconfig path, or in-cluster)")
     identity = f"{socket.gethostname()}_{name or 'adapter'}_{uuid.uuid4().hex[:8]}"
-    lease = LeaseSettings(
-        namespace=os.environ.get(ENV_KUBE_LEASE_NAMESPACE) or "kube-system",
-        name=os.environ.get(ENV_KUBE_LEASE_NAME) or "berth-adapter",
+    scheduler_names = settings.scheduler_names()
+    refusal = profile_refusal(scheduler_names, settings.take_default_scheduler)
+    if refusal:
+        raise StackError(refusal)
+    election = settings.scheduler_config().leader_election
+    lease = LeaseSettings.from_config(
+        election,
+        namespace=os.environ.get(ENV_KUBE_LEASE_NAMESPACE) or "",
+        name=os.environ.get(ENV_KUBE_LEASE_NAME) or "",
     )
     config = AdapterConfig(
         identity=identity,
-        scheduler_names=settings.scheduler_names(),
+        leader_elect=election.leader_elect,
+        scheduler_names=scheduler_names,
         cluster=settings.cluster,
         key_prefix=settings.store_prefix,
         topics=settings.topics,

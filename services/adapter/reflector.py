@@ -8,9 +8,16 @@
   (see `services.adapter.sink`).
 - **Bookmarks.** Watches ask for BOOKMARK events; they move our position without an object,
   so a quiet kind resumes from a recent version instead of hitting 410 after a reconnect.
-- **Errors.** Any other API error, or a lost connection to the API or to Redis, is retried
-  with exponential backoff and jitter, logging the reason; the position is kept, so the
-  retry resumes the watch.
+- **Errors.** Any other API error (401, 403, 429, 5xx, a lagging cache's "too large
+  resource version"), on a list or a watch, or a lost connection to the API or to Redis, is
+  retried with exponential backoff and jitter, logging the reason, and never sooner than the
+  server's Retry-After; the position is kept, so the retry resumes the watch. A watch that
+  sends nothing for the client's read timeout (longer than the bookmark interval) counts as
+  a lost connection.
+- **Redis lost data.** The reflector remembers the store's epoch (`StoreSink.epoch`) of its
+  last list; before each watch, and whenever the adapter's check finds the epoch changed
+  (`resync`), it lists again instead of resuming from memory: a Redis that came back with
+  less (failover, a lost AOF tail, a flush) gets every object back.
 - **Kinds the server does not serve.** A list answered 404 means the kind's CRD is not
   installed (PodGroups without the scheduler-plugins CRD, the usual case): there are none,
   so the store holds none, the kind counts as synced, and it is listed again every
@@ -37,6 +44,8 @@ from shared.retry import Backoff, Retry
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 0.05
+WATCH_BATCH = 256
+"""Watch events applied to the store together, at most."""
 RETRY_MAX_SECONDS = 2.0
 ABSENT_RECHECK_SECONDS = 60.0
 
@@ -67,6 +76,11 @@ class Reflector:
         self.absent = False
         """The server answered 404 to the last list: the kind is not served."""
         self.relists = 0
+        self.epoch = ""
+        """The store's epoch when this reflector last listed."""
+        self._resync = False
+        self._watching: asyncio.Task[None] | None = None
+        self.last_pause = 0.0
         self._latest: dict[str, str] = {}
         """Store key -> the resourceVersion of the newest event seen for it (retries of an
         older event are dropped)."""
@@ -76,9 +90,12 @@ class Reflector:
         try:
             while True:
                 try:
+                    if self.version and await self.sink.epoch() != self.epoch:
+                        log.warning("%s: the store lost data (Redis epoch changed)", self.kind)
+                        self.version = ""
                     if not self.version:
                         await self.relist()
-                    await self.watch()
+                    await self._watch_until_resync()
                     self.retry.succeeded()
                 except KubeApiError as e:
                     if e.code == 410:
@@ -92,16 +109,50 @@ class Reflector:
                         else:
                             await self._not_served(e)
                         continue
-                    await self.retry.pause(e)
+                    await self._pause(e, e.retry_after)
                 except KubeUnavailableError as e:
-                    await self.retry.pause(e)
+                    await self._pause(e, None)
                 except RedisError as e:
                     # The event being applied was not recorded as done (`version` moves only
                     # after it): the next watch starts before it and brings it again.
-                    await self.retry.pause(e)
+                    await self._pause(e, None)
         finally:
             for task in self._retries:
                 task.cancel()
+
+    async def _pause(self, error: Exception, retry_after: float | None) -> None:
+        """The backoff's pause, but never shorter than the server's Retry-After."""
+        pause = self.retry.failed(error)
+        if retry_after is not None and retry_after > pause:
+            log.info("%s: the server asks to retry after %.1fs", self.kind, retry_after)
+            pause = retry_after
+        self.last_pause = pause
+        await asyncio.sleep(pause)
+
+    def resync(self) -> None:
+        """List again now (the store lost data): the current watch is ended."""
+        self.version = ""
+        self._resync = True
+        if self._watching is not None:
+            self._watching.cancel()
+
+    async def _watch_until_resync(self) -> None:
+        self._resync = False
+        self._watching = asyncio.create_task(self.watch())
+        try:
+            await self._watching
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self._resync or (task is not None and task.cancelling()):
+                raise
+            log.warning("%s: listing again (the store lost data)", self.kind)
+            self.version = ""
+        finally:
+            if not self._watching.done():
+                self._watching.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._watching
+            self._watching = None
 
     async def _not_served(self, e: KubeApiError) -> None:
         if not self.absent:
@@ -121,6 +172,7 @@ class Reflector:
         await asyncio.sleep(ABSENT_RECHECK_SECONDS)
 
     async def relist(self) -> None:
+        epoch = await self.sink.epoch()
         items, version = await self.api.list(self.kind)
         if self.absent:
             log.warning("%s is served now: following it", self.kind)
@@ -143,13 +195,60 @@ class Reflector:
             gone,
         )
         self.version = version
+        self.epoch = epoch
         self.synced.set()
 
     async def watch(self) -> None:
-        async for event_type, body in self.api.watch(
-            self.kind, self.version, timeout_seconds=self.watch_timeout_seconds
-        ):
+        """Follow the watch, applying its events in batches: what arrived while the last
+        batch was written (up to WATCH_BATCH) goes to the store together, one record read
+        and one apply script for a run of additions and updates, so a burst of pods reaches
+        the store (and the queue) as one batch, not one write each. Deletions and BOOKMARKs
+        keep their place in the order; `version` moves only after what precedes it is
+        written."""
+        events: asyncio.Queue[tuple[str, dict[str, Any]] | BaseException | None] = asyncio.Queue(
+            maxsize=2 * WATCH_BATCH
+        )
+
+        async def read() -> None:
+            try:
+                async for event in self.api.watch(
+                    self.kind, self.version, timeout_seconds=self.watch_timeout_seconds
+                ):
+                    await events.put(event)
+                await events.put(None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 (handed over in order, raised by the applier)
+                await events.put(e)
+
+        reader = asyncio.create_task(read(), name=f"adapter-watch-read-{self.kind}")
+        try:
+            while True:
+                batch = [await events.get()]
+                while len(batch) < WATCH_BATCH and not events.empty():
+                    batch.append(events.get_nowait())
+                if not await self._apply(batch):
+                    return
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+
+    async def _apply(self, batch: list[tuple[str, dict[str, Any]] | BaseException | None]) -> bool:
+        """Apply a batch of watch items in order; False once the stream ended."""
+        run: list[tuple[str, dict[str, Any]]] = []
+        for item in batch:
+            if item is None or isinstance(item, BaseException):
+                await self._flush(run)
+                if item is None:
+                    return False
+                raise item
             self.retry.succeeded()
+            event_type, body = item
+            if event_type in ("ADDED", "MODIFIED"):
+                run.append(item)
+                continue
+            await self._flush(run)
             version = self._version_of(body)
             if event_type == "BOOKMARK":
                 self.version = version or self.version
@@ -159,15 +258,28 @@ class Reflector:
             if event_type == "DELETED":
                 await self.sink.delete(self.kind, body)
                 del self._latest[key]  # a retry still pending for it stops
-            elif event_type in ("ADDED", "MODIFIED"):
-                await self._put(body)
             else:
                 log.warning("%s: ignoring a %r watch event", self.kind, event_type)
             self.version = version or self.version
+        await self._flush(run)
+        return True
 
-    async def _put(self, body: dict[str, Any]) -> None:
-        if await self.sink.put(self.kind, body) == "retry":
-            self._retry_later(body)
+    async def _flush(self, run: list[tuple[str, dict[str, Any]]]) -> None:
+        """Put a run of additions and updates; the last event of an object wins."""
+        if not run:
+            return
+        last: dict[str, dict[str, Any]] = {}
+        for _, body in run:
+            key = key_of(self.kind, body)
+            self._latest[key] = self._version_of(body)
+            last.pop(key, None)
+            last[key] = body
+        bodies = list(last.values())
+        for body, answer in zip(bodies, await self.sink.put_batch(self.kind, bodies), strict=True):
+            if answer == "retry":
+                self._retry_later(body)
+        self.version = self._version_of(run[-1][1]) or self.version
+        run.clear()
 
     def _retry_later(self, body: dict[str, Any]) -> None:
         task = asyncio.create_task(self._retry(body))

@@ -30,13 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
+from services.adapter.events import TICK_SECONDS
 from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.reflector import Reflector
 from services.adapter.sink import StoreSink
 from services.adapter.status import Reporter, StatusWriter, failed_scheduling, stop_consumer
 from shared.kafka import Topics, ensure_topics, make_consumer, message_verifier
-from shared.kube.client import WATCHED, KubeApi
+from shared.kube.client import WATCHED, KubeApi, KubeApiError, KubeUnavailableError
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 
@@ -60,6 +62,11 @@ class AdapterConfig:
     watch_timeout_seconds: int = 300
     consumer_options: dict[str, Any] = field(default_factory=dict)
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
+    leader_elect: bool = True
+    """False (leaderElection.leaderElect: false): lead at once, without a Lease (one
+    replica only, as kube-scheduler with --leader-elect=false)."""
+    store_check_seconds: float = 5.0
+    """How often the adapter checks that Redis still holds what it wrote (its epoch)."""
 
 
 class AdapterService:
@@ -91,6 +98,10 @@ class AdapterService:
     async def run(self, stop: asyncio.Event) -> None:
         """Candidate until the Lease is ours, then lead until `stop` (or the Lease is lost:
         LeadershipLostError)."""
+        if not self.config.leader_elect:
+            log.warning("leader election is off: this replica leads without a Lease")
+            await self._lead(stop)
+            return
         acquired = asyncio.create_task(self.elector.acquire())
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({acquired, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -102,14 +113,17 @@ class AdapterService:
 
     async def _lead(self, stop: asyncio.Event) -> None:
         tasks: list[asyncio.Task[Any]] = [
-            asyncio.create_task(self.elector.hold(), name="adapter-lease")
+            asyncio.create_task(self._check_store(), name="adapter-store-check")
         ]
+        if self.config.leader_elect:
+            tasks.append(asyncio.create_task(self.elector.hold(), name="adapter-lease"))
         tasks += [
             asyncio.create_task(r.run(), name=f"adapter-reflect-{r.kind}") for r in self.reflectors
         ]
         tasks.append(asyncio.create_task(self._ready(), name="adapter-ready"))
         tasks.append(asyncio.create_task(self._report(), name="adapter-status"))
         tasks.append(asyncio.create_task(self._explain_refusals(), name="adapter-refusals"))
+        tasks.append(asyncio.create_task(self._tick_events(), name="adapter-event-series"))
         watchers: list[asyncio.Task[Any]] = [
             asyncio.create_task(stop.wait()),
             asyncio.create_task(self.elector.lost.wait()),
@@ -145,8 +159,13 @@ class AdapterService:
             # A consumer cancelled half-way through start() leaks its connections: let the
             # start finish, then stop it.
             await asyncio.shield(starting)
-            verifier = message_verifier(security, topics)
-            self.status = StatusWriter(self.reporter, self.store, consumer, verifier)
+            self.status = StatusWriter(
+                self.reporter,
+                self.store,
+                consumer,
+                self.config.scheduler_names,
+                message_verifier(security, topics),
+            )
             await self.status.run()
         finally:
             with contextlib.suppress(Exception):
@@ -164,6 +183,28 @@ class AdapterService:
                 failed_scheduling(refusal.message),
                 refusal.scheduler_name,
             )
+
+    async def _tick_events(self) -> None:
+        """Event series are refreshed and finished (services.adapter.events)."""
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                await self.reporter.recorder.tick()
+            except (KubeApiError, KubeUnavailableError) as e:
+                log.warning("adapter: writing Event series: %s", e)
+
+    async def _check_store(self) -> None:
+        """Every store_check_seconds: a reflector whose last list was written into another
+        Redis epoch (Redis lost data, restarted or failed over) lists again."""
+        while True:
+            await asyncio.sleep(self.config.store_check_seconds)
+            try:
+                epoch = await self.sink.epoch()
+            except RedisError:
+                continue  # the reflectors meet it too, and check again before watching
+            for reflector in self.reflectors:
+                if reflector.epoch and reflector.version and reflector.epoch != epoch:
+                    reflector.resync()
 
     async def _ready(self) -> None:
         for reflector in self.reflectors:

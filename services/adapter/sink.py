@@ -10,8 +10,10 @@
 A pending pod of berth's with a PersistentVolumeClaim or a generic ephemeral volume is not
 taken (`claim_volume`): berth has no volume plugins (VolumeBinding, VolumeZone, the volume
 limits), so it could neither place the pod where its volume is nor bind the claim, and the
-pod would sit on a node waiting for a volume. The sink queues a `Refusal` instead, which the
-adapter writes to the pod as kube-scheduler writes an unschedulable pod's status and Event.
+pod would sit on a node waiting for a volume. Nor is a pod with DRA `resourceClaims`
+(`claim_devices`): berth has no DynamicResources plugin to allocate them. The sink queues a
+`Refusal` instead, which the adapter writes to the pod as kube-scheduler writes an
+unschedulable pod's status and Event.
 
 `StoreSink` applies and deletes through `ClusterStore`, and remembers, per object, the uid,
 the API resourceVersion and a digest of what berth stored (Redis hash `kube_seen`). That record
@@ -19,7 +21,8 @@ makes every event idempotent: a replayed event (a watch resumed from an older po
 relist after 410 Gone, an adapter restart) finds the same digest and writes nothing, and an
 update that changes nothing berth models (status conditions, managedFields, the adapter's own
 Events) writes nothing either. A name that comes back with a new uid is deleted first, so the
-store never mixes two objects' lives.
+store never mixes two objects' lives; a version older than the stored one (a list from a
+lagging watch cache) is not applied.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import uuid
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from shared.models import Pod
 from shared.models.codec import encode
@@ -60,6 +65,42 @@ def claim_volume(body: dict[str, Any]) -> str:
         if volume.get("ephemeral") is not None:
             return f'ephemeral volume "{volume.get("name", "")}"'
     return ""
+
+
+def claim_devices(body: dict[str, Any]) -> str:
+    """The pod's first DRA resource claim (spec.resourceClaims), described ("" when none)."""
+    spec = body.get("spec")
+    claims = spec.get("resourceClaims") if isinstance(spec, dict) else None
+    for claim in claims if isinstance(claims, list) else ():
+        if not isinstance(claim, dict):
+            continue
+        source = claim.get("resourceClaimName") or claim.get("resourceClaimTemplateName") or ""
+        return f'resource claim "{claim.get("name", "")}"' + (f" ({source})" if source else "")
+    return ""
+
+
+def why_refused(body: dict[str, Any]) -> str:
+    """Why berth will not schedule this pending pod of its own ("" when it will)."""
+    volume = claim_volume(body)
+    if volume:
+        return (
+            f"berth does not schedule pods with volumes to bind: the pod uses {volume} "
+            "(berth has no VolumeBinding, VolumeZone or volume limits); "
+            "use a scheduler that binds volumes for it"
+        )
+    devices = claim_devices(body)
+    if devices:
+        return (
+            f"berth does not schedule pods with dynamic resource claims: the pod uses "
+            f"{devices} (berth has no DynamicResources plugin to allocate it, so the pod "
+            "would wait on its node for ever); use a scheduler that allocates claims for it"
+        )
+    return ""
+
+
+EPOCH_KEY = "kube_epoch"
+"""A token the adapter writes in Redis when it lists: gone (Redis lost its data) or written
+by another Redis (run_id changed: restarted, failed over), the adapter lists again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +166,15 @@ class _Decision:
     previous: Seen | None
 
 
+def older(version: str, than: Seen) -> bool:
+    """Whether an API resourceVersion is older than the stored one (they are etcd
+    revisions, compared as integers; anything else is never called older)."""
+    try:
+        return int(version) < int(than.version)
+    except ValueError:
+        return False
+
+
 def key_of(kind: str, body: dict[str, Any]) -> str:
     """The store key of an object the API served."""
     meta = body.get("metadata") or {}
@@ -146,6 +196,24 @@ class StoreSink:
         """Pods berth will not schedule, for the adapter to explain on the pod."""
         self._refused: dict[str, str] = {}
         """key -> the uid of the life already refused (explained once)."""
+        self._run_id_readable = True
+
+    async def epoch(self) -> str:
+        """The store's epoch (see EPOCH_KEY): the token, created when missing, and the Redis
+        server's run_id when the ACL lets the adapter read INFO."""
+        key = self.store.keys.base + EPOCH_KEY
+        token = await self.redis.get(key)
+        if token is None:
+            await self.redis.set(key, uuid.uuid4().hex, nx=True)
+            token = await self.redis.get(key)
+        text = token.decode() if isinstance(token, bytes) else str(token or "")
+        if self._run_id_readable:
+            try:
+                info = await self.redis.info("server")
+                text += ":" + str(info.get("run_id", ""))
+            except ResponseError:  # NOPERM: the marker alone
+                self._run_id_readable = False
+        return text
 
     async def seen(self, kind: str) -> dict[str, Seen]:
         """Every object of `kind` the store holds from the API, by store key."""
@@ -170,7 +238,23 @@ class StoreSink:
     async def put_many(self, kind: str, bodies: Sequence[dict[str, Any]]) -> list[str]:
         """`put` of a whole list (a relist), each answer in order: one read of what the store
         holds, and the objects to write applied APPLY_BATCH per script, not one by one."""
-        seen = await self.seen(kind)
+        return await self._put_all(kind, bodies, await self.seen(kind))
+
+    async def put_batch(self, kind: str, bodies: Sequence[dict[str, Any]]) -> list[str]:
+        """`put` of watch events of distinct objects, each answer in order: one read of
+        their records (not the whole kind's, as put_many), then as put_many."""
+        keys = [key_of(kind, body) for body in bodies]
+        raw = await self.redis.hmget(self.seen_key, [f"{kind}|{key}" for key in keys])
+        seen = {
+            key: Seen.unpack(record)
+            for key, record in zip(keys, raw, strict=True)
+            if record is not None
+        }
+        return await self._put_all(kind, bodies, seen)
+
+    async def _put_all(
+        self, kind: str, bodies: Sequence[dict[str, Any]], seen: dict[str, Seen]
+    ) -> list[str]:
         decisions = [
             self._decide(kind, key, body, seen.get(key))
             for body in bodies
@@ -217,7 +301,7 @@ class StoreSink:
         self.rejected.pop(key, None)
         if isinstance(obj, Pod):
             admitted = admit_pod(obj, self.scheduler_names)
-            why = claim_volume(body) if admitted and not obj.spec.node_name else ""
+            why = why_refused(body) if admitted and not obj.spec.node_name else ""
             if why:
                 self._refuse(key, obj, why)
             if not admitted or why:
@@ -228,6 +312,11 @@ class StoreSink:
         new = Seen(obj.metadata.uid, str(obj.metadata.resource_version), digest(obj))
         if previous is not None and previous.uid == new.uid and previous.digest == new.digest:
             return _Decision("unchanged", key, obj, new, previous)
+        if previous is not None and previous.uid == new.uid and older(new.version, previous):
+            # A list served from a lagging watch cache (resourceVersion=0) can show an
+            # object older than the one stored: keep the newer.
+            self.stats["stale"] += 1
+            return _Decision("unchanged", key, obj, previous, previous)
         return _Decision("apply", key, obj, new, previous)
 
     def _refuse(self, key: str, pod: Pod, why: str) -> None:
@@ -236,11 +325,7 @@ class StoreSink:
             return
         self._refused[key] = uid
         self.stats["refused"] += 1
-        message = (
-            f"berth does not schedule pods with volumes to bind: the pod uses {why} "
-            "(berth has no VolumeBinding, VolumeZone or volume limits); "
-            "use a scheduler that binds volumes for it"
-        )
+        message = why
         log.warning("not scheduling %s: %s", key, message)
         meta = pod.metadata
         self.refusals.put_nowait(

@@ -12,8 +12,17 @@ handleSchedulingFailure and the binding cycle):
 - error: PodScheduled=False with reason `SchedulerError`; a Warning `FailedScheduling`.
 - conflict, extend: nothing (berth retries at once; not the pod's fault).
 
-The same Event (pod uid, reason, message) is written once per `EVENT_REPEAT_SECONDS`, the way
-client-go's event correlator folds repeats, so a pod retried for hours does not flood the API.
+Events are events.k8s.io/v1, aggregated into series as kube-scheduler's recorder does
+(services.adapter.events), so a pod retried for hours does not flood the API.
+
+What is written, and where, is limited (the outcomes topic is not trusted further than this):
+- only pods the store holds as berth's: a pending or bound pod whose schedulerName is one of
+  berth's profiles, with the outcome's uid (a pod of another scheduler, a pod the store never
+  took, an older life of the name: nothing is written);
+- an unschedulable or error outcome for a pod that is bound already (a stale outcome,
+  delivered late or again) is dropped: a running pod is never marked PodScheduled=False;
+- a status patch is sent only when it changes something (the same condition and nomination
+  for the same pod are written once), and carries the pod's uid as precondition.
 """
 
 from __future__ import annotations
@@ -29,9 +38,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
+from services.adapter.events import EventRecorder
 from shared.kafka import refusal
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
-from shared.kube.events import event_body, rfc3339
+from shared.kube.events import rfc3339
 from shared.message_auth import Verifier
 from shared.messages import Outcome
 from shared.retry import Backoff, Retry
@@ -40,7 +50,6 @@ from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
-EVENT_REPEAT_SECONDS = 600.0
 IN_FLIGHT = 32
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
@@ -94,18 +103,22 @@ def failed_scheduling(
 
 
 class Reporter:
-    """Writes reports to pods: the status patch, then the Event, folded per
-    EVENT_REPEAT_SECONDS; retried on 429, 5xx and lost connections, given up on a pod that
-    is gone."""
+    """Writes reports to pods: the status patch (when it changes something), then the Event
+    (into its series); retried on 429, 5xx and lost connections, given up on a pod that is
+    gone."""
 
-    def __init__(
-        self, api: KubeApi, instance: str, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, api: KubeApi, instance: str, clock: Callable[[], float] = time.time) -> None:
         self.api = api
         self.instance = instance
-        self.clock = clock
-        self._recent: dict[tuple[str, str, str], float] = {}
-        self.written = 0
+        self.recorder = EventRecorder(api, instance, clock)
+        self._status: dict[str, tuple[str, str, str | None]] = {}
+        """pod uid -> (reason, message, nomination) of the last condition written."""
+        self.patches = 0
+
+    @property
+    def written(self) -> int:
+        """Event writes: created, and series patched."""
+        return self.recorder.created + self.recorder.patched
 
     async def deliver(
         self, namespace: str, name: str, uid: str, report: Report, component: str
@@ -116,8 +129,8 @@ class Reporter:
             try:
                 await self._write(namespace, name, uid, report, component)
             except KubeApiError as e:
-                if e.code == 404:
-                    return  # the pod is gone: nothing to explain
+                if e.code in (404, 409):
+                    return  # the pod is gone, or its name belongs to another pod now
                 if e.code < 500 and e.code != 429:
                     log.warning("cannot report on %s: %s", key, e)
                     return
@@ -132,28 +145,29 @@ class Reporter:
         self, namespace: str, name: str, uid: str, report: Report, component: str
     ) -> None:
         if report.patch is not None:
-            await self.api.patch_pod_status(namespace, name, report.patch)
-        key = (uid, report.reason, report.message)
-        now = self.clock()
-        if now - self._recent.get(key, -EVENT_REPEAT_SECONDS) < EVENT_REPEAT_SECONDS:
-            return
-        body = event_body(
+            status = report.patch.get("status") or {}
+            (condition,) = status.get("conditions") or [{}]
+            written = (
+                str(condition.get("reason") or ""),
+                str(condition.get("message") or ""),
+                status.get("nominatedNodeName", "(unset)"),
+            )
+            if self._status.get(uid) != written:
+                await self.api.patch_pod_status(namespace, name, report.patch, uid=uid)
+                self.patches += 1
+                self._status[uid] = written
+                if len(self._status) > 50_000:
+                    self._status.clear()
+        await self.recorder.record(
             namespace,
             name,
             uid,
-            component=component,
-            instance=self.instance,
+            controller=component,
             event_type=report.event_type,
             reason=report.reason,
-            message=report.message,
             action=report.action,
+            note=report.message,
         )
-        await self.api.create_event(body)
-        self._recent[key] = now
-        self.written += 1
-        if len(self._recent) > 50_000:
-            cutoff = now - EVENT_REPEAT_SECONDS
-            self._recent = {k: t for k, t in self._recent.items() if t >= cutoff}
 
 
 class StatusWriter:
@@ -164,6 +178,7 @@ class StatusWriter:
         reporter: Reporter,
         store: ClusterStore,
         consumer: AIOKafkaConsumer,
+        scheduler_names: frozenset[str],
         verifier: Verifier | None = None,
     ) -> None:
         self.verifier = verifier
@@ -171,6 +186,9 @@ class StatusWriter:
         self.reporter = reporter
         self.store = store
         self.consumer = consumer
+        self.scheduler_names = scheduler_names
+        self.dropped = 0
+        """Outcomes written nowhere: not berth's pod, another life, or bound already."""
         self._in_flight = asyncio.Semaphore(IN_FLIGHT)
         """API calls of a batch run concurrently (one at a time would cap the reports at
         one round trip each, a few hundred pods per second)."""
@@ -215,8 +233,16 @@ class StatusWriter:
             return
         namespace, _, name = outcome.pod_key.partition("/")
         pod = await self.store.get_pod(namespace, name)
-        component = pod.spec.scheduler_name if pod is not None else "berth"
-        await self.reporter.deliver(namespace, name, outcome.uid, report, component)
+        failed = report.patch is not None
+        if (
+            pod is None
+            or pod.metadata.uid != outcome.uid
+            or pod.spec.scheduler_name not in self.scheduler_names
+            or (failed and pod.spec.node_name)
+        ):
+            self.dropped += 1
+            return
+        await self.reporter.deliver(namespace, name, outcome.uid, report, pod.spec.scheduler_name)
 
 
 async def stop_consumer(consumer: AIOKafkaConsumer) -> None:

@@ -21,6 +21,10 @@ refuses writes (clients then write to Redis directly). With one, every /api requ
 `Authorization: Bearer TOKEN`: 401 for none or an unknown one, 403 (with the reason) for
 anything outside the token's namespaces, or a cluster object without an admin token. The page
 itself is static and asks for a token when the API answers 401.
+
+In a cluster (Kubernetes mode) every /api request needs a token too: one of the tokens file,
+or a Kubernetes user's, which the API server authenticates and RBAC limits
+(services/dashboard/kube_auth.py); 503 when the API server cannot answer.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -39,6 +44,8 @@ from services.dashboard.auth import Identity, Tokens, namespace_refusal, refusal
 from services.dashboard.data import MAX_PODS, DashboardData
 from services.dashboard.events import MAX_EVENTS, pod_events, recent_events
 from services.dashboard.feed import BindingFeed
+from services.dashboard.kube_auth import KubeAuthenticator
+from shared.kube.client import KubeApiError, KubeUnavailableError
 from shared.models import ManifestError, load_manifest_text
 from shared.models.schema import KIND_BY_CLASS, KIND_BY_NAME
 from shared.objects import apply_manifests, delete_object
@@ -51,6 +58,8 @@ DATA = web.AppKey("data", DashboardData)
 FEED = web.AppKey("feed", BindingFeed)
 TOKENS = web.AppKey("tokens", Tokens)
 TENANT_NODE_NAME = web.AppKey("tenant_node_name", bool)
+KUBE_AUTH = web.AppKey("kube_auth", KubeAuthenticator)
+WHO = web.RequestKey("who", object)
 NO_STORE = {"Cache-Control": "no-store"}
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """The largest manifest a POST /api/apply takes."""
@@ -66,6 +75,7 @@ _ERRORS: dict[int, type[web.HTTPError]] = {
     403: web.HTTPForbidden,
     409: web.HTTPConflict,
     422: web.HTTPUnprocessableEntity,
+    503: web.HTTPServiceUnavailable,
 }
 
 
@@ -81,18 +91,34 @@ def fail(status: int, message: str) -> NoReturn:
 
 # ------------------------------------------------------------------------ identity
 def identity(request: web.Request) -> Identity | None:
-    """The caller, when the API has tokens (None: an open API, no tokens file)."""
-    tokens = request.app.get(TOKENS)
-    if tokens is None:
-        return None
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        fail(401, "this API needs a token: send `Authorization: Bearer TOKEN`")
-    found = tokens.identify(token.strip())
-    if found is None:
-        fail(401, "unknown token")
-    return found
+    """The caller, as the `authenticate` middleware found it (None: an open API)."""
+    who = request.get(WHO)
+    return who if isinstance(who, Identity) else None
+
+
+@web.middleware
+async def authenticate(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Every /api request: the caller from the tokens file, else (in a cluster) from the API
+    server's TokenReview; 401 without a token or with an unknown one."""
+    tokens, kube = request.app.get(TOKENS), request.app.get(KUBE_AUTH)
+    if request.path.startswith("/api/") and (tokens is not None or kube is not None):
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            fail(401, "this API needs a token: send `Authorization: Bearer TOKEN`")
+        found = tokens.identify(token) if tokens is not None else None
+        if found is None and kube is not None:
+            try:
+                found = await kube.identify(token)
+            except (KubeApiError, KubeUnavailableError) as exc:
+                fail(503, f"the Kubernetes API server could not check the token: {exc}")
+        if found is None:
+            fail(401, "unknown token")
+        request[WHO] = found
+    return await handler(request)
 
 
 def readable_namespaces(request: web.Request) -> list[str] | None:
@@ -243,16 +269,19 @@ def make_app(
     data: DashboardData,
     feed: BindingFeed,
     tokens: Tokens | None = None,
+    kube_auth: KubeAuthenticator | None = None,
     *,
     tenant_node_name: bool = False,
 ) -> web.Application:
     """`tenant_node_name`: tenant tokens may write pods bound by name (else admins only)."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[authenticate])
     app[DATA] = data
     app[TENANT_NODE_NAME] = tenant_node_name
     app[FEED] = feed
     if tokens is not None:
         app[TOKENS] = tokens
+    if kube_auth is not None:
+        app[KUBE_AUTH] = kube_auth
     app.router.add_get("/", index)
     app.router.add_get("/api/clusterqueues", cluster_queues)
     app.router.add_get("/api/pods", pods)

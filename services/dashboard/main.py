@@ -13,6 +13,7 @@ from services.dashboard.auth import Tokens, TokensError
 from services.dashboard.config import DashboardConfig
 from services.dashboard.data import DashboardData
 from services.dashboard.feed import BindingFeed
+from services.dashboard.kube_auth import KubeAuthenticator
 from shared.env import StackError, StackSettings
 from shared.health import HealthServer
 from shared.redisconn import open_redis
@@ -36,11 +37,16 @@ async def serve(
     redis = await open_redis(settings.redis_url, settings.redis_security)
     data = DashboardData(redis, settings, refresh_seconds=config.refresh_seconds)
     feed = BindingFeed(settings.kafka_bootstrap, settings.topics, settings.kafka_security)
-    server = DashboardServer(
-        make_app(data, feed, tokens, tenant_node_name=config.tenant_node_name),
-        config.host,
-        config.port,
-    )
+    api = settings.kube_api("berth-dashboard") if settings.kube else None
+    kube_auth = None
+    if api is not None:
+
+        async def namespaces() -> list[str]:
+            return sorted(o.metadata.name for o in await data.store.list("Namespace"))
+
+        kube_auth = KubeAuthenticator(api, namespaces)
+    app = make_app(data, feed, tokens, kube_auth, tenant_node_name=config.tenant_node_name)
+    server = DashboardServer(app, config.host, config.port)
 
     async def start() -> None:
         await feed.start()
@@ -50,6 +56,8 @@ async def serve(
         await server.stop()
         await feed.stop()
         await redis.aclose()
+        if api is not None:
+            await api.close()
 
     await ready_until_stopped(health, stop, start, drain)
 

@@ -21,36 +21,14 @@ from shared.config.types import (
     API_VERSION,
     DEFAULT_EXTENDER_TIMEOUT_SECONDS,
     DEFAULT_SCHEDULER_NAME,
+    ClientConnection,
     Extender,
+    LeaderElection,
     Plugins,
     Profile,
     SchedulerConfiguration,
 )
 from shared.config.validation import validate_config
-
-
-@dataclass(slots=True, kw_only=True)
-class _LeaderElection:
-    """component-base LeaderElectionConfiguration: accepted for compatibility, unused."""
-
-    leader_elect: bool | None = None
-    lease_duration: float = field(default=0.0, metadata={"duration": True})
-    renew_deadline: float = field(default=0.0, metadata={"duration": True})
-    retry_period: float = field(default=0.0, metadata={"duration": True})
-    resource_lock: str = ""
-    resource_name: str = ""
-    resource_namespace: str = ""
-
-
-@dataclass(slots=True, kw_only=True)
-class _ClientConnection:
-    """component-base ClientConnectionConfiguration: accepted for compatibility, unused."""
-
-    kubeconfig: str = ""
-    accept_content_types: str = ""
-    content_type: str = ""
-    qps: float = 0.0
-    burst: int = field(default=0, metadata={"int32": True})
 
 
 @dataclass(slots=True, kw_only=True)
@@ -66,9 +44,9 @@ class _Document:
     profiles: list[Any] | None = None
     """None when absent (one default profile); [] is an error."""
     extenders: list[Extender] = field(default_factory=list)
+    leader_election: LeaderElection | None = None
+    client_connection: ClientConnection | None = None
     # Upstream fields with no meaning for berth: type-checked, then dropped.
-    leader_election: _LeaderElection | None = None
-    client_connection: _ClientConnection | None = None
     enable_profiling: bool | None = None
     enable_contention_profiling: bool | None = None
     delay_cache_until_active: bool = False
@@ -144,7 +122,19 @@ def _default(document: _Document) -> SchedulerConfiguration:
         pod_max_backoff_seconds=document.pod_max_backoff_seconds,
         parallelism=document.parallelism,
         extenders=document.extenders,
+        leader_election=document.leader_election or LeaderElection(),
+        client_connection=_client_connection(document.client_connection),
     )
+
+
+def _client_connection(document: ClientConnection | None) -> ClientConnection:
+    """SetDefaults_ClientConnectionConfiguration: a zero qps or burst takes the default."""
+    out = document or ClientConnection()
+    if out.qps == 0:
+        out.qps = ClientConnection().qps
+    if out.burst == 0:
+        out.burst = ClientConnection().burst
+    return out
 
 
 def _profile(raw: object, path: str, *, only: bool) -> Profile:

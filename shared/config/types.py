@@ -151,6 +151,34 @@ class Extender:
 
 
 @dataclass(slots=True, kw_only=True)
+class LeaderElection:
+    """component-base LeaderElectionConfiguration, defaulted as kube-scheduler does, except
+    the Lease's name: "" lets the adapter use BERTH_KUBE_LEASE_NAME or "berth-adapter"
+    (kube-scheduler's own Lease is "kube-scheduler": berth must not share it)."""
+
+    leader_elect: bool = True
+    lease_duration: float = field(default=15.0, metadata={"duration": True})
+    renew_deadline: float = field(default=10.0, metadata={"duration": True})
+    retry_period: float = field(default=2.0, metadata={"duration": True})
+    resource_lock: str = "leases"
+    resource_name: str = ""
+    resource_namespace: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class ClientConnection:
+    """component-base ClientConnectionConfiguration: the API client's rate limit (kube-
+    scheduler's defaults: 50 requests a second, bursts of 100; a negative qps: no limit).
+    kubeconfig and content types are accepted and unused (berth speaks JSON)."""
+
+    kubeconfig: str = ""
+    accept_content_types: str = ""
+    content_type: str = ""
+    qps: float = 50.0
+    burst: int = field(default=100, metadata={"int32": True})
+
+
+@dataclass(slots=True, kw_only=True)
 class SchedulerConfiguration:
     profiles: list[Profile] = field(default_factory=list)
     percentage_of_nodes_to_score: int | None = None
@@ -162,6 +190,8 @@ class SchedulerConfiguration:
     the document; set it in code. Upstream's default: 5 minutes."""
     parallelism: int = 16
     extenders: list[Extender] = field(default_factory=list)
+    leader_election: LeaderElection = field(default_factory=LeaderElection)
+    client_connection: ClientConnection = field(default_factory=ClientConnection)
 
     def profile(self, scheduler_name: str) -> Profile | None:
         """The profile a pod with this spec.schedulerName uses, if any."""

@@ -55,6 +55,36 @@ def validation_errors(config: SchedulerConfiguration) -> list[str]:
         detail = "must be greater than or equal to PodInitialBackoffSeconds"
         errors.append(invalid("podMaxBackoffSeconds", config.pod_max_backoff_seconds, detail))
     errors += _extender_errors(config.extenders)
+    errors += _leader_election_errors(config)
+    return errors
+
+
+def _leader_election_errors(config: SchedulerConfiguration) -> list[str]:
+    """component-base ValidateLeaderElectionConfiguration, plus client-go's check that the
+    renew deadline exceeds the jittered retry period (JitterFactor 1.2)."""
+    le = config.leader_election
+    if not le.leader_elect:
+        return []
+    errors: list[str] = []
+    for key, value in (
+        ("leaseDuration", le.lease_duration),
+        ("renewDeadline", le.renew_deadline),
+        ("retryPeriod", le.retry_period),
+    ):
+        if value <= 0:
+            errors.append(invalid(f"leaderElection.{key}", value, "must be greater than zero"))
+    if le.lease_duration <= le.renew_deadline:
+        detail = "LeaseDuration must be greater than RenewDeadline"
+        errors.append(invalid("leaderElection.leaseDuration", le.lease_duration, detail))
+    if le.renew_deadline <= 1.2 * le.retry_period:
+        detail = "RenewDeadline must be greater than RetryPeriod*1.2"
+        errors.append(invalid("leaderElection.renewDeadline", le.renew_deadline, detail))
+    if le.resource_lock not in ("leases", ""):
+        detail = 'only "leases" is supported'
+        errors.append(invalid("leaderElection.resourceLock", le.resource_lock, detail))
+    if config.client_connection.burst < 0:
+        detail = "must be greater than or equal to 0"
+        errors.append(invalid("clientConnection.burst", config.client_connection.burst, detail))
     return errors
 
 

@@ -299,7 +299,7 @@ def test_null_args_mean_defaults() -> None:
     assert config.profiles[0].plugin_args(NodeResourcesFitArgs) == NodeResourcesFitArgs()
 
 
-def test_upstream_fields_without_meaning_for_berth_are_accepted() -> None:
+def test_upstream_fields_are_accepted_and_leader_election_and_client_connection_kept() -> None:
     config = load_config(
         doc(
             """
@@ -323,7 +323,42 @@ def test_upstream_fields_without_meaning_for_berth_are_accepted() -> None:
             """
         )
     )
+    assert config.leader_election.resource_name == "kube-scheduler"
+    assert config.leader_election.resource_namespace == "kube-system"
+    assert (config.client_connection.qps, config.client_connection.burst) == (50, 100)
+    config.leader_election = default_config().leader_election
+    config.client_connection = default_config().client_connection
     assert config == default_config()
+
+
+@pytest.mark.parametrize(
+    ("section", "error"),
+    [
+        (
+            "leaderElection: {leaseDuration: 5s, renewDeadline: 10s}",
+            "leaderElection.leaseDuration: Invalid value: 5",
+        ),
+        (
+            "leaderElection: {renewDeadline: 2s, retryPeriod: 2s}",
+            "RenewDeadline must be greater than RetryPeriod*1.2",
+        ),
+        ("leaderElection: {retryPeriod: 0s}", "leaderElection.retryPeriod"),
+        ("leaderElection: {resourceLock: endpoints}", 'only "leases" is supported'),
+        ("clientConnection: {burst: -1}", "clientConnection.burst"),
+    ],
+)
+def test_leader_election_and_client_connection_are_validated(section: str, error: str) -> None:
+    with pytest.raises(InvalidConfigError) as info:
+        load_config(doc(section + "\n"))
+    assert error in str(info.value)
+
+
+def test_leader_election_off_is_not_validated_and_zero_qps_takes_the_default() -> None:
+    config = load_config(
+        doc("leaderElection: {leaderElect: false, leaseDuration: 0s}\nclientConnection: {qps: 0}\n")
+    )
+    assert not config.leader_election.leader_elect
+    assert config.client_connection.qps == 50
 
 
 def test_extenders() -> None:

@@ -232,6 +232,17 @@ def test_config_checksum_follows_the_scheduler_config() -> None:
 
 
 # ------------------------------------------------------------------------- autoscaling
+def autoscaled(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with the scheduler's and binder's HPAs on (off by default: they need a
+    metrics pipeline)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
+    for component in ("scheduler", "binder"):
+        block = dict(out.get(component) or {})
+        block["autoscaling"] = {"enabled": True, **(block.get("autoscaling") or {})}
+        out[component] = block
+    return out
+
+
 @pytest.mark.parametrize(
     ("values", "component", "min_replicas", "max_replicas"),
     [
@@ -295,7 +306,7 @@ def test_config_checksum_follows_the_scheduler_config() -> None:
 def test_hpa_replicas(
     values: dict[str, Any], component: str, min_replicas: int, max_replicas: int
 ) -> None:
-    spec = render(values).get("HorizontalPodAutoscaler", component).doc["spec"]
+    spec = render(autoscaled(values)).get("HorizontalPodAutoscaler", component).doc["spec"]
     assert (spec["minReplicas"], spec["maxReplicas"]) == (min_replicas, max_replicas)
 
 
@@ -324,7 +335,7 @@ def test_hpa_replicas(
 def test_hpa_scales_on_consumer_lag(
     values: dict[str, Any], metric_type: str, topic: str, target: str
 ) -> None:
-    spec = render(values).get("HorizontalPodAutoscaler", "scheduler").doc["spec"]
+    spec = render(autoscaled(values)).get("HorizontalPodAutoscaler", "scheduler").doc["spec"]
     (metric,) = spec["metrics"]
     assert metric["type"] == metric_type
     source = metric[metric_type.lower()]
@@ -358,8 +369,15 @@ def test_static_replicas(values: dict[str, Any], component: str, replicas: int) 
 
 
 def test_an_autoscaled_deployment_leaves_replicas_to_the_hpa() -> None:
-    spec = render().get("Deployment", "scheduler").doc["spec"]
+    spec = render(autoscaled({})).get("Deployment", "scheduler").doc["spec"]
     assert "replicas" not in spec
+
+
+def test_no_hpa_by_default() -> None:
+    """An HPA on a metric nobody serves never scales and reports errors: off unless asked."""
+    rendered = render()
+    assert rendered.kinds("HorizontalPodAutoscaler") == []
+    assert rendered.get("Deployment", "scheduler").doc["spec"]["replicas"] == 2
 
 
 # ----------------------------------------------------------------------- config map
@@ -523,7 +541,10 @@ def test_pods_run_non_root_with_a_read_only_root_filesystem(component: str) -> N
         pytest.param(
             {"metrics": {"serviceMonitor": {"enabled": True}}}, "ServiceMonitor", 4, id="monitors"
         ),
-        pytest.param({}, "HorizontalPodAutoscaler", 2, id="hpa-for-scheduler-and-binder"),
+        pytest.param({}, "HorizontalPodAutoscaler", 0, id="no-hpa-by-default"),
+        pytest.param(
+            autoscaled({}), "HorizontalPodAutoscaler", 2, id="hpa-for-scheduler-and-binder"
+        ),
         pytest.param({}, "PodDisruptionBudget", 3, id="pdbs"),
         pytest.param(
             {c: {"pdb": {"enabled": False}} for c in COMPONENTS},
@@ -589,7 +610,11 @@ def test_chart_metadata() -> None:
             id="unknown-lag-topic",
         ),
         pytest.param(
-            {"scheduler": {"autoscaling": {"capToPartitions": False, "minReplicas": 9}}},
+            {
+                "scheduler": {
+                    "autoscaling": {"enabled": True, "capToPartitions": False, "minReplicas": 9}
+                }
+            },
             "minReplicas (9) is above maxReplicas (8)",
             id="min-above-max",
         ),

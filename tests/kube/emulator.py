@@ -15,141 +15,52 @@ itself with the API server's semantics:
 - `pods/binding` (409 when the pod is already assigned or its uid differs) and
   `pods/eviction` (deletes the pod, or 429 while `refuse_evictions` names it);
 - `fail_next(method, plural, status)` makes the next matching request fail (API errors);
-- `unserved` plurals are answered 404, as for a CRD that is not installed.
+  method "LIST" or "WATCH" picks one kind of GET, and `retry_after` adds the Retry-After
+  header and details.retryAfterSeconds, as API priority and fairness answers a 429;
+- `unserved` plurals are answered 404, as for a CRD that is not installed;
+- lists page with `limit`/`continue` (a token older than the compacted history: 410);
+  field selectors filter lists *and* watches (an object leaving the selection is a DELETED
+  event to that watcher, one entering it an ADDED);
+- `stall_watches()`: the open streams go silent without closing (a connection lost behind
+  a load balancer); `delay` holds answers of a plural back (a slow server);
+- graceful deletion: a pod deleted (or evicted) with a grace period keeps existing with a
+  deletionTimestamp until the period ends; binding a pod being deleted is refused;
+- `lag()` freezes a watch cache: resourceVersion=0 lists are served from it (stale), and a
+  list or watch from a newer resourceVersion is answered 504 "Too large resource version"
+  with retryAfterSeconds, until `catch_up()`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import datetime as dt
 import json
 import uuid
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp.web
 import attrs
 import kmock
 
-Key = tuple[str, str, str]  # (plural, namespace, name)
-
-RESOURCES: dict[str, tuple[str, str, str, bool]] = {
-    # plural: (group/version, kind, apiVersion, namespaced)
-    "pods": ("v1", "Pod", "v1", True),
-    "nodes": ("v1", "Node", "v1", False),
-    "namespaces": ("v1", "Namespace", "v1", False),
-    "events": ("v1", "Event", "v1", True),
-    "priorityclasses": (
-        "scheduling.k8s.io/v1",
-        "PriorityClass",
-        "scheduling.k8s.io/v1",
-        False,
-    ),
-    "poddisruptionbudgets": ("policy/v1", "PodDisruptionBudget", "policy/v1", True),
-    "podgroups": (
-        "scheduling.x-k8s.io/v1alpha1",
-        "PodGroup",
-        "scheduling.x-k8s.io/v1alpha1",
-        True,
-    ),
-    "leases": ("coordination.k8s.io/v1", "Lease", "coordination.k8s.io/v1", True),
-}
-
-
-@dataclass
-class Failure:
-    method: str
-    plural: str
-    status: int
-    count: int = 1
-
-
-@dataclass
-class Watcher:
-    plural: str
-    namespace: str | None
-    queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure" if code >= 300 else "Success",
-        "code": code,
-        "reason": reason,
-        "message": message,
-    }
-
-
-def merge(target: dict[str, Any], patch: dict[str, Any], path: str = "") -> None:
-    """JSON merge patch (RFC 7386), with status.conditions merged by type."""
-    for key, value in patch.items():
-        here = f"{path}.{key}"
-        if value is None:
-            target.pop(key, None)
-        elif here == ".status.conditions" and isinstance(value, list):
-            old = {c.get("type"): c for c in target.get(key) or []}
-            for cond in value:
-                old[cond.get("type")] = {**old.get(cond.get("type"), {}), **cond}
-            target[key] = list(old.values())
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            merge(target[key], value, here)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
-def parse_path(path: str) -> tuple[str, str | None, str | None, str] | None:
-    """(plural, namespace, name, subresource) of a resource path, None for anything else."""
-    parts = path.strip("/").split("/")
-    if parts[:2] == ["api", "v1"]:
-        rest = parts[2:]
-    elif parts[0] == "apis" and len(parts) >= 3:
-        rest = parts[3:]
-    else:
-        return None
-    namespace: str | None = None
-    if len(rest) >= 3 and rest[0] == "namespaces":
-        namespace, rest = rest[1], rest[2:]
-    if not rest or rest[0] not in RESOURCES:
-        return None
-    name = rest[1] if len(rest) > 1 else None
-    return rest[0], namespace, name, "/".join(rest[2:])
-
-
-VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-def rbac_call(
-    method: str, plural: str, name: str | None, sub: str, params: Mapping[str, str]
-) -> tuple[str, str, str]:
-    if method == "GET":
-        verb = "watch" if params.get("watch") in ("true", "1") else "get" if name else "list"
-    else:
-        verb = VERBS.get(method, method.lower())
-    group = RESOURCES[plural][0].rpartition("/")[0]
-    return group, f"{plural}/{sub}" if sub else plural, verb
-
-
-def selected(obj: dict[str, Any], field_selector: str) -> bool:
-    """Equality field selectors ("involvedObject.name=x,type!=Normal"), as kubectl sends."""
-    for term in filter(None, field_selector.split(",")):
-        negate = "!=" in term
-        path, _, want = term.replace("!=", "=").replace("==", "=").partition("=")
-        value: Any = obj
-        for part in path.split("."):
-            value = value.get(part) if isinstance(value, dict) else None
-        if (str(value if value is not None else "") == want) == negate:
-            return False
-    return True
+from tests.kube.emulator_wire import (
+    RESOURCES,
+    Cache,
+    Failure,
+    Key,
+    Watcher,
+    core_event,
+    filtered,
+    merge,
+    now_rfc3339,
+    page_token,
+    parse_path,
+    rbac_call,
+    read_token,
+    selected,
+    status,
+)
 
 
 @attrs.define(kw_only=True)
@@ -167,6 +78,20 @@ class ApiEmulator(kmock.KubernetesScaffold):
     """Plurals answered 404 "could not find the requested resource" (a CRD not installed)."""
     calls: list[tuple[str, str, str]] = attrs.field(factory=list, init=False)
     """Every resource request as RBAC sees it: (apiGroup, resource[/subresource], verb)."""
+    requests: list[tuple[str, str, dict[str, str]]] = attrs.field(factory=list, init=False)
+    """Every resource request: (method, path, query parameters)."""
+    delay: dict[str, float] = attrs.field(factory=dict, init=False)
+    """plural -> seconds every answer about it is held back (a slow server)."""
+    eviction_grace: float = 0.0
+    expire_continue_tokens: bool = False
+    """Every continue token is answered 410 (a list slower than compaction)."""
+    """Seconds an evicted pod lingers (terminating) before it is gone."""
+    cache: Cache | None = attrs.field(default=None, init=False)
+    users: dict[str, dict[str, Any]] = attrs.field(factory=dict, init=False)
+    """token -> TokenReview user ({username, uid, groups}): the tokens the server knows."""
+    grants: set[tuple[str, str, str, str]] = attrs.field(factory=set, init=False)
+    """(username, verb, resource, namespace) RBAC allows; namespace "" is cluster-wide."""
+    _timers: set[asyncio.TimerHandle] = attrs.field(factory=set, init=False)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -208,24 +133,65 @@ class ApiEmulator(kmock.KubernetesScaffold):
         self.history.clear()
         self.compacted = self.rv
 
-    def fail_next(self, method: str, plural: str, code: int, count: int = 1) -> None:
-        self.failures.append(Failure(method.upper(), plural, code, count))
+    def fail_next(
+        self, method: str, plural: str, code: int, count: int = 1, retry_after: int | None = None
+    ) -> None:
+        self.failures.append(Failure(method.upper(), plural, code, count, retry_after))
 
     def drop_watches(self) -> None:
         """End every open watch stream (as an API server restart does)."""
         for w in self.watchers:
             w.queue.put_nowait(None)
 
+    def stall_watches(self) -> None:
+        """The open watch streams send nothing more, and stay open (a dead connection)."""
+        for w in self.watchers:
+            w.stalled = True
+
+    def lag(self) -> None:
+        """The watch cache stops here (see the module docstring)."""
+        self.cache = Cache(self.rv, copy.deepcopy(self.objects))
+
+    def catch_up(self) -> None:
+        self.cache = None
+
+    def delete_gracefully(self, plural: str, namespace: str, name: str, grace: float) -> None:
+        """DELETE with gracePeriodSeconds: the object lingers with a deletionTimestamp."""
+        key = (plural, namespace, name)
+        obj = copy.deepcopy(self.objects[key])
+        if grace <= 0:
+            self._delete(key)
+            return
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return
+        meta["deletionTimestamp"] = now_rfc3339()
+        meta["deletionGracePeriodSeconds"] = int(grace)
+        self._write(key, obj, "MODIFIED")
+        uid = meta["uid"]
+
+        def gone() -> None:
+            current = self.objects.get(key)
+            if current is not None and current["metadata"]["uid"] == uid:
+                self._delete(key)
+
+        handle = asyncio.get_running_loop().call_later(grace, gone)
+        self._timers.add(handle)
+
     # --------------------------------------------------------------- state changes
-    def _event(self, kind: str, plural: str, obj: dict[str, Any]) -> None:
+    def _event(
+        self, kind: str, plural: str, obj: dict[str, Any], old: dict[str, Any] | None = None
+    ) -> None:
         rv = int(obj["metadata"]["resourceVersion"])
-        self.history.append((rv, plural, {"type": kind, "object": copy.deepcopy(obj)}))
+        self.history.append((rv, plural, {"type": kind, "object": copy.deepcopy(obj), "old": old}))
         while len(self.history) > self.history_limit:
             self.compacted = self.history.popleft()[0]
         ns = obj["metadata"].get("namespace", "")
         for w in self.watchers:
             if w.plural == plural and (w.namespace is None or w.namespace == ns):
-                w.queue.put_nowait({"type": kind, "object": copy.deepcopy(obj)})
+                seen = filtered(kind, obj, old, w.fields)
+                if seen is not None:
+                    w.queue.put_nowait(seen)
 
     def _create(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
         _gv, kind, api_version, _ = RESOURCES[key[0]]
@@ -239,8 +205,9 @@ class ApiEmulator(kmock.KubernetesScaffold):
     def _write(self, key: Key, obj: dict[str, Any], kind: str) -> dict[str, Any]:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
+        old = self.objects.get(key)
         self.objects[key] = obj
-        self._event(kind, key[0], obj)
+        self._event(kind, key[0], obj, copy.deepcopy(old) if old is not None else None)
         return obj
 
     def _delete(self, key: Key) -> dict[str, Any]:
@@ -276,17 +243,39 @@ class ApiEmulator(kmock.KubernetesScaffold):
     ) -> aiohttp.web.StreamResponse:
         method = raw.method.upper()
         plural, ns, name, sub = parsed
-        self.calls.append(rbac_call(method, plural, name, sub, params))
+        call = rbac_call(method, plural, name, sub, params)
+        if raw.path.startswith("/apis/events.k8s.io/"):
+            # events.k8s.io/v1 and core/v1 Events are one resource in two versions: stored
+            # once, in core's form (the v1 fields kept beside).
+            call = ("events.k8s.io", *call[1:])
+            data = core_event(data) if isinstance(data, dict) else data
+        self.calls.append(call)
+        self.requests.append((method, raw.path, dict(params)))
+        if self.delay.get(plural):
+            await asyncio.sleep(self.delay[plural])
+        watching = method == "GET" and params.get("watch") in ("true", "1")
+        listing = method == "GET" and name is None and not watching
+        aliases = {method} | ({"WATCH"} if watching else set()) | ({"LIST"} if listing else set())
         for failure in self.failures:
-            if failure.method == method and failure.plural == plural and failure.count > 0:
+            if failure.method in aliases and failure.plural == plural and failure.count > 0:
                 failure.count -= 1
-                return self._json(status(failure.status, "InjectedFailure", "injected"))
+                answer = status(failure.status, "InjectedFailure", "injected")
+                headers = {}
+                if failure.retry_after is not None:
+                    answer["details"] = {"retryAfterSeconds": failure.retry_after}
+                    headers["Retry-After"] = str(failure.retry_after)
+                return self._json(answer, headers=headers)
         namespaced = RESOURCES[plural][3]
         namespace = (ns or "") if namespaced else ""
-        if method == "GET" and params.get("watch") in ("true", "1"):
+        too_large = self._too_large(params.get("resourceVersion", ""))
+        if (watching or listing) and too_large is not None:
+            return too_large
+        if watching:
             return await self._watch(raw, plural, ns if namespaced else None, params)
-        if method == "GET" and name is None:
-            return self._list(plural, ns if namespaced else None, params.get("fieldSelector", ""))
+        if listing:
+            return self._list(plural, ns if namespaced else None, params)
+        if name is None and method == "POST" and plural in ("tokenreviews", "subjectaccessreviews"):
+            return self._json(self._review(plural, data or {}), 201)
         if name is None and method == "POST":
             body = data or {}
             meta = body.get("metadata") or {}
@@ -306,6 +295,10 @@ class ApiEmulator(kmock.KubernetesScaffold):
         if method == "GET":
             return self._json(obj)
         if method == "DELETE":
+            grace = (data or {}).get("gracePeriodSeconds", params.get("gracePeriodSeconds"))
+            if plural == "pods" and grace:
+                self.delete_gracefully(plural, namespace, name, float(grace))
+                return self._json(self.objects.get(key) or obj)
             return self._json(self._delete(key))
         if method == "POST" and sub == "binding":
             return self._bind(key, obj, data or {})
@@ -313,7 +306,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
             if name in self.refuse_evictions:
                 msg = "Cannot evict pod as it would violate the pod's disruption budget."
                 return self._json(status(429, "TooManyRequests", msg))
-            self._delete(key)
+            self.delete_gracefully(plural, namespace, name, self.eviction_grace)
             return self._json(status(201, "", ""), 201)
         if method == "PUT":
             body = data or {}
@@ -331,6 +324,13 @@ class ApiEmulator(kmock.KubernetesScaffold):
             body["kind"], body["apiVersion"] = obj["kind"], obj["apiVersion"]
             return self._json(self._write(key, body, "MODIFIED"))
         if method == "PATCH":
+            want_uid = ((data or {}).get("metadata") or {}).get("uid")
+            if want_uid and want_uid != obj["metadata"]["uid"]:
+                msg = (
+                    f"Precondition failed: UID in precondition: {want_uid}, "
+                    f"UID in object meta: {obj['metadata']['uid']}"
+                )
+                return self._json(status(409, "Conflict", msg))
             new = copy.deepcopy(obj)
             merge(new, data or {})
             return self._json(self._write(key, new, "MODIFIED"))
@@ -341,6 +341,9 @@ class ApiEmulator(kmock.KubernetesScaffold):
         uid = (body.get("metadata") or {}).get("uid")
         if uid and uid != pod["metadata"]["uid"]:
             return self._json(status(409, "Conflict", "Precondition failed: UID in precondition"))
+        if pod["metadata"].get("deletionTimestamp"):
+            msg = f"pod {key[2]} is being deleted, cannot be assigned to a host"
+            return self._json(status(409, "Conflict", msg))
         bound = (pod.get("spec") or {}).get("nodeName")
         if bound:
             msg = f'pod {key[2]} is already assigned to node "{bound}"'
@@ -366,20 +369,76 @@ class ApiEmulator(kmock.KubernetesScaffold):
                 resources.append({"name": "pods/eviction", "verbs": ["create"], **one})
         return {"kind": "APIResourceList", "groupVersion": group_version, "resources": resources}
 
-    def _list(self, plural: str, namespace: str | None, fields: str = "") -> aiohttp.web.Response:
+    def _review(self, plural: str, body: dict[str, Any]) -> dict[str, Any]:
+        spec = body.get("spec") or {}
+        if plural == "tokenreviews":
+            user = self.users.get(str(spec.get("token") or ""))
+            answer: dict[str, Any] = {"authenticated": user is not None}
+            if user is not None:
+                answer["user"] = user
+        else:
+            attrs_ = spec.get("resourceAttributes") or {}
+            who, verb = spec.get("user"), attrs_.get("verb")
+            resource, namespace = attrs_.get("resource"), attrs_.get("namespace") or ""
+            allowed = (who, verb, resource, "") in self.grants or (
+                namespace and (who, verb, resource, namespace) in self.grants
+            )
+            answer = {"allowed": bool(allowed)}
+        return {**body, "status": answer}
+
+    def _too_large(self, version: str) -> aiohttp.web.Response | None:
+        """A lagging cache asked for a version it has not reached: 504, retry in a second."""
+        if self.cache is None or version in ("", "0") or int(version) <= self.cache.rv:
+            return None
+        answer = status(
+            504, "Timeout", f"Too large resource version: {version}, current: {self.cache.rv}"
+        )
+        answer["details"] = {
+            "causes": [
+                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+            ],
+            "retryAfterSeconds": 1,
+        }
+        return self._json(answer, headers={"Retry-After": "1"})
+
+    def _list(
+        self, plural: str, namespace: str | None, params: Mapping[str, str]
+    ) -> aiohttp.web.Response:
         _gv, kind, api_version, _ = RESOURCES[plural]
+        fields = params.get("fieldSelector", "")
+        objects, rv = self.objects, self.rv
+        if self.cache is not None and params.get("resourceVersion") == "0":
+            objects, rv = self.cache.objects, self.cache.rv
+        token = params.get("continue", "")
+        after: Key | None = None
+        if token:
+            rv, after = read_token(token)
+            if rv < self.compacted or self.expire_continue_tokens:
+                msg = (
+                    "The provided continue parameter is too old to display a consistent "
+                    "list result."
+                )
+                return self._json(status(410, "Expired", msg))
         items = [
             o
-            for (p, ns, _), o in sorted(self.objects.items())
-            if p == plural and (namespace is None or ns == namespace) and selected(o, fields)
+            for key, o in sorted(objects.items())
+            if key[0] == plural
+            and (after is None or key > after)
+            and (namespace is None or key[1] == namespace)
+            and selected(o, fields)
         ]
+        meta: dict[str, Any] = {"resourceVersion": str(rv)}
+        limit = int(params.get("limit") or 0)
+        if limit and len(items) > limit:
+            items = items[:limit]
+            last = items[-1]["metadata"]
+            meta["continue"] = page_token(
+                rv,
+                (plural, last.get("namespace", "") if RESOURCES[plural][3] else "", last["name"]),
+            )
+            meta["remainingItemCount"] = 0
         return self._json(
-            {
-                "kind": f"{kind}List",
-                "apiVersion": api_version,
-                "metadata": {"resourceVersion": str(self.rv)},
-                "items": items,
-            }
+            {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": items}
         )
 
     async def _watch(
@@ -396,7 +455,8 @@ class ApiEmulator(kmock.KubernetesScaffold):
             await response.write(json.dumps(event).encode() + b"\n")
 
         since = params.get("resourceVersion", "")
-        watcher = Watcher(plural, namespace)
+        fields = params.get("fieldSelector", "")
+        watcher = Watcher(plural, namespace, fields)
         if since not in ("", "0") and int(since) < self.compacted:
             gone = status(410, "Expired", f"too old resource version: {since} ({self.compacted})")
             await send({"type": "ERROR", "object": gone})
@@ -405,17 +465,23 @@ class ApiEmulator(kmock.KubernetesScaffold):
         try:
             if since in ("", "0"):
                 for (p, ns, _), o in sorted(self.objects.items()):
-                    if p == plural and (namespace is None or ns == namespace):
+                    mine = p == plural and (namespace is None or ns == namespace)
+                    if mine and selected(o, fields):
                         await send({"type": "ADDED", "object": o})
             else:
                 for rv, p, past in list(self.history):
                     ns = past["object"]["metadata"].get("namespace", "")
                     if rv > int(since) and p == plural and (namespace in (None, ns)):
-                        await send(past)
+                        seen = filtered(past["type"], past["object"], past.get("old"), fields)
+                        if seen is not None:
+                            await send(seen)
             timeout = float(params.get("timeoutSeconds") or 3600)
             deadline = asyncio.get_running_loop().time() + timeout
             bookmarks = params.get("allowWatchBookmarks") == "true"
-            while (left := deadline - asyncio.get_running_loop().time()) > 0:
+            while (left := deadline - asyncio.get_running_loop().time()) > 0 or watcher.stalled:
+                if watcher.stalled:  # a dead connection: nothing, not even the end
+                    await asyncio.sleep(0.05)
+                    continue
                 try:
                     event: dict[str, Any] | None = await asyncio.wait_for(
                         watcher.queue.get(), min(left, self.bookmark_interval)
@@ -444,10 +510,12 @@ class ApiEmulator(kmock.KubernetesScaffold):
         return response
 
     @staticmethod
-    def _json(body: dict[str, Any], code: int | None = None) -> aiohttp.web.Response:
+    def _json(
+        body: dict[str, Any], code: int | None = None, headers: Mapping[str, str] | None = None
+    ) -> aiohttp.web.Response:
         # Exactly "application/json", as the API server sends (clients compare it).
         return aiohttp.web.Response(
             body=json.dumps(body).encode(),
             status=code or int(body.get("code") or 200),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **(headers or {})},
         )

@@ -70,7 +70,9 @@ async def test_the_stack_schedules_pods_of_a_kubernetes_cluster(
     emu.upsert(pod("too-big", "100", priority=0))
     emu.upsert(pod("not-ours", scheduler="volcano"))
 
-    settings = StackSettings.isolated(dev_servers.redis_url, dev_servers.kafka_bootstrap)
+    settings = StackSettings.isolated(
+        dev_servers.redis_url, dev_servers.kafka_bootstrap, take_default_scheduler=True
+    )
     stack = await start_stack(settings=settings, kube=str(api_server.kubeconfig), session_ms=1500)
     try:
         # ---- every pod that fits is bound through pods/binding, none over-commits a node

@@ -12,7 +12,7 @@ import pytest
 
 from cli.stack_commands import up_main
 from shared.config import load_config
-from shared.env import StackSettings
+from shared.env import StackSettings, profile_refusal
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import eventually, node, pod
 
@@ -36,6 +36,43 @@ def test_a_missing_kubeconfig_is_a_clear_error(
     assert (
         capsys.readouterr().err.strip() == f"error: {missing}: kubeconfig {missing}: no such file"
     )
+
+
+def test_a_default_scheduler_profile_is_refused_unless_opted_in(
+    api_server: ApiServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kubernetes mode with upstream's default profile would take kube-scheduler's pods:
+    `berth up` refuses before starting anything, in one line; the adapter refuses the same
+    way (profile_refusal), and the chart fails to render (tests/deploy)."""
+    assert up_main(["--kubeconfig", str(api_server.kubeconfig)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith('error: a profile is named "default-scheduler"')
+    assert "--take-default-scheduler" in line
+    assert profile_refusal(frozenset({"berth"}), False) == ""
+    assert profile_refusal(frozenset({"default-scheduler"}), True) == ""
+    assert "BERTH_KUBE_TAKE_DEFAULT_SCHEDULER=1" in profile_refusal(
+        frozenset({"berth", "default-scheduler"}), False
+    )
+
+
+async def test_the_adapter_refuses_to_start_with_a_default_scheduler_profile(
+    api_server: ApiServer,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")}
+    env.update(BERTH_REDIS_URL="redis://127.0.0.1:1", BERTH_KAFKA_BOOTSTRAP="127.0.0.1:1")
+    env["BERTH_KUBE"] = str(api_server.kubeconfig)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.adapter",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+    )
+    out, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode != 0
+    assert 'a profile is named "default-scheduler"' in out.decode()
+    assert "Traceback" not in out.decode()
 
 
 async def _berth(env: dict[str, str], *args: str) -> tuple[int, str]:
@@ -64,6 +101,7 @@ async def test_berth_up_with_a_kubeconfig_schedules_that_clusters_pods(
         "up",
         "--kubeconfig",
         str(api_server.kubeconfig),
+        "--take-default-scheduler",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         env=env,

@@ -5,6 +5,7 @@ Each takes (dict "root" $ "component" "queue|scheduler|binder").
 
 {{- define "berth.deployment" -}}
 {{- $root := .root }}
+{{- include "berth.kubeProfileCheck" $root }}
 {{- $values := index $root.Values .component -}}
 apiVersion: apps/v1
 kind: Deployment
@@ -46,7 +47,7 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
     spec:
-      serviceAccountName: {{ include "berth.serviceAccountName" $root }}
+      serviceAccountName: {{ include "berth.serviceAccountName" . }}
       automountServiceAccountToken: {{ include "berth.automountToken" . }}
       {{- with $root.Values.imagePullSecrets }}
       imagePullSecrets:

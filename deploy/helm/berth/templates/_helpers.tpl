@@ -61,12 +61,36 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s-%s" (include "berth.fullname" .root | trunc 52 | trimSuffix "-") .component }}
 {{- end }}
 
-{{/* The ServiceAccount the pods run as. */}}
+{{/* The ServiceAccount a component's pods run as: (dict "root" $ "component" c). */}}
 {{- define "berth.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "berth.fullname" .) .Values.serviceAccount.name }}
+{{- if .root.Values.serviceAccount.create }}
+{{- include "berth.componentName" . }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- default "default" .root.Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The components this release runs. */}}
+{{- define "berth.components" -}}
+{{- $out := list "queue" "scheduler" "binder" }}
+{{- if .Values.kubernetes.enabled }}{{ $out = append $out "adapter" }}{{ end }}
+{{- if .Values.dashboard.enabled }}{{ $out = append $out "dashboard" }}{{ end }}
+{{- join "," $out }}
+{{- end }}
+
+{{/*
+Kubernetes mode refuses a profile named default-scheduler (an unnamed lone profile is one)
+unless kubernetes.takeOverDefaultScheduler: berth would take kube-scheduler's pods.
+*/}}
+{{- define "berth.kubeProfileCheck" -}}
+{{- if and .Values.kubernetes.enabled (not .Values.kubernetes.takeOverDefaultScheduler) }}
+{{- $profiles := .Values.schedulerConfig.profiles | default (list dict) }}
+{{- range $profiles }}
+{{- $name := .schedulerName | default (ternary "default-scheduler" "" (eq (len $profiles) 1)) }}
+{{- if eq $name "default-scheduler" }}
+{{- fail "kubernetes.enabled with a profile named \"default-scheduler\": berth would take every pod kube-scheduler schedules; name berth's profiles in schedulerConfig.profiles (e.g. schedulerName: berth), or set kubernetes.takeOverDefaultScheduler=true to replace kube-scheduler" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -76,7 +100,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
 {{- define "berth.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $image := printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- with .Values.image.digest }}
+{{- if not (hasPrefix "sha256:" .) }}
+{{- fail (printf "image.digest %q: expected sha256:<64 hex digits>" .) }}
+{{- end }}
+{{- $image = printf "%s@%s" $image . }}
+{{- end }}
+{{- $image }}
 {{- end }}
 
 {{/*
@@ -159,6 +190,15 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_KAFKA_BOOTSTRAP
   value: {{ required "kafka.bootstrap is required" $root.Values.kafka.bootstrap | quote }}
 {{- include "berth.securityEnv" $root }}
+{{- if $root.Values.redis.users.enabled }}
+- name: BERTH_REDIS_USERNAME
+  value: {{ printf "%s%s" $root.Values.redis.users.usernamePrefix .component | quote }}
+- name: BERTH_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $root.Values.redis.existingSecret }}
+      key: {{ printf "%s-password" .component }}
+{{- end }}
 - name: BERTH_CLUSTER
   value: {{ $root.Values.store.cluster | quote }}
 - name: BERTH_KEY_PREFIX
@@ -183,7 +223,7 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_SEED
   value: {{ $values.seed | int | quote }}
 {{- end }}
-{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder")) }}
+{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder" "dashboard")) }}
 - name: BERTH_KUBE
   value: in-cluster
 {{- end }}
@@ -192,6 +232,10 @@ topic (the scheduler: berth.schedule).
   value: {{ $root.Values.kubernetes.leaseNamespace | default $root.Release.Namespace | quote }}
 - name: BERTH_KUBE_LEASE_NAME
   value: {{ $root.Values.kubernetes.leaseName | default (include "berth.fullname" $root) | quote }}
+{{- if $root.Values.kubernetes.takeOverDefaultScheduler }}
+- name: BERTH_KUBE_TAKE_DEFAULT_SCHEDULER
+  value: "1"
+{{- end }}
 {{- end }}
 {{- if eq .component "agent" }}
 - name: BERTH_NODE_MONITOR_GRACE_PERIOD
@@ -258,10 +302,11 @@ topic (the scheduler: berth.schedule).
 {{- end }}
 
 {{/* Whether a component's pods get the ServiceAccount token: the adapter and the binder
-call the Kubernetes API in Kubernetes mode; nothing else ever does. */}}
+call the Kubernetes API in Kubernetes mode, and the dashboard asks it who a token is;
+nothing else ever does. */}}
 {{- define "berth.automountToken" -}}
 {{- $root := .root }}
-{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder")) -}}
+{{- if and $root.Values.kubernetes.enabled (has .component (list "adapter" "binder" "dashboard")) -}}
 true
 {{- else -}}
 {{ $root.Values.serviceAccount.automount }}

@@ -9,6 +9,12 @@ words.
 {{- define "berth.securityChecks" -}}
 {{- $redis := .Values.redis }}
 {{- $kafka := .Values.kafka }}
+{{- if regexMatch "^rediss?://[^/@]*:[^/@]*@" $redis.url }}
+{{- fail "redis.url carries a password: it would be readable in the Deployments' env and the release notes. Put it in a Secret: redis.existingSecret with passwordKey (the user may stay in the URL)" }}
+{{- end }}
+{{- if and $redis.users.enabled (not $redis.existingSecret) }}
+{{- fail "redis.users.enabled needs redis.existingSecret (the Secret holding each component's <component>-password)" }}
+{{- end }}
 {{- if and $redis.passwordKey (not $redis.existingSecret) }}
 {{- fail "redis.passwordKey needs redis.existingSecret (the Secret holding the password)" }}
 {{- end }}
@@ -47,7 +53,7 @@ words.
 {{- define "berth.securityEnv" -}}
 {{- $redis := .Values.redis }}
 {{- $kafka := .Values.kafka }}
-{{- if $redis.passwordKey }}
+{{- if and $redis.passwordKey (not $redis.users.enabled) }}
 - name: BERTH_REDIS_PASSWORD
   valueFrom:
     secretKeyRef:
