@@ -2,7 +2,8 @@
 of message can produce; receivers check it before they decode anything.
 
 - Keys: one or more per sending component ("queue", "scheduler", "binder"), in a file named by
-  `BERTH_MESSAGE_KEYS` (YAML or JSON: `{component: [base64 key, ...]}`, each key >= 32 bytes).
+  `BERTH_MESSAGE_KEYS` (YAML or JSON: `{component: [base64 key, ...]}`, each key >= 32 bytes),
+  or a directory of one file per component (its keys one per line: a mounted Secret).
   A component signs with the first key of its own list and receivers accept any key of the
   sender's list, so a key is rotated by adding the new one second everywhere, then moving it
   first, then dropping the old one. A process needs only its own keys and those of the senders
@@ -73,7 +74,11 @@ class MessageKeys:
 
     @classmethod
     def load(cls, path: str | Path) -> MessageKeys:
+        """A keys file, or a directory of one file per component named after it, each holding
+        its keys one per line (a Secret mounted with only the keys a process needs)."""
         where = str(path)
+        if Path(path).is_dir():
+            return cls._load_directory(Path(path))
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -83,6 +88,20 @@ class MessageKeys:
         except yaml.YAMLError as exc:
             raise MessageKeysError(f"{where}: not YAML or JSON: {exc}") from exc
         return cls.parse(raw, where)
+
+    @classmethod
+    def _load_directory(cls, directory: Path) -> MessageKeys:
+        raw: dict[str, list[str]] = {}
+        for component in COMPONENTS:
+            file = directory / component
+            if not file.is_file():
+                continue
+            try:
+                text = file.read_text(encoding="ascii")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise MessageKeysError(f"{file}: cannot read it: {exc}") from exc
+            raw[component] = [line.strip() for line in text.splitlines() if line.strip()]
+        return cls.parse(raw, str(directory))
 
     @classmethod
     def parse(cls, raw: object, where: str) -> MessageKeys:

@@ -19,7 +19,7 @@ def test_the_agent_runs_standalone_with_its_settings() -> None:
 
 
 def test_no_agent_in_kubernetes_mode_or_when_disabled() -> None:
-    kube = render({"kubernetes": {"enabled": True}})
+    kube = render({"kubernetes": {"enabled": True, "takeOverDefaultScheduler": True}})
     assert kube.find("Deployment", "agent") is None
     off = render({"agent": {"enabled": False}})
     assert off.find("Deployment", "agent") is None

@@ -148,6 +148,8 @@ def test_the_adapter_and_binder_read_kubernetes_mode_from_the_rendered_env() -> 
     assert deployment["spec"]["replicas"] == 2  # one leads, one stands by
     for component in ("adapter", "binder"):
         env = {k: v for k, v in rendered.env(component).items() if isinstance(v, str)}
+        # Mounted from a Secret (tests/deploy/test_chart_message_keys.py), not here.
+        assert env.pop("BERTH_MESSAGE_KEYS") == "/etc/berth-message-keys"
         settings = StackSettings.from_env(env)
         assert settings.kube == IN_CLUSTER
         pod_spec = rendered.get("Deployment", component).doc["spec"]["template"]["spec"]

@@ -4,6 +4,8 @@ volumes, and the services read exactly the settings the values asked for."""
 
 from __future__ import annotations
 
+import base64
+import os
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,15 @@ def _resolved_env(rendered: Rendered, component: str, files: Path) -> dict[str, 
     env: dict[str, str] = {}
     for name, value in rendered.env(component).items():
         if isinstance(value, str):
-            if value.startswith("/etc/berth-tls/"):
+            if name == "BERTH_MESSAGE_KEYS":
+                # The message keys' Secret, one file per component it holds.
+                secret = volumes[mounts[value]]["secret"]
+                local = files / secret["secretName"]
+                local.mkdir(parents=True, exist_ok=True)
+                for item in secret["items"]:
+                    (local / item["path"]).write_text(base64.b64encode(os.urandom(32)).decode())
+                value = str(local)
+            elif value.startswith("/etc/berth-tls/"):
                 mount, _, key = value.rpartition("/")
                 secret = volumes[mounts[mount]]["secret"]
                 assert {"key": key, "path": key} in secret["items"]
@@ -131,6 +141,7 @@ def test_the_services_read_the_settings_the_values_asked_for(tmp_path: Path) -> 
             "berth",
             "kafka-pw",
             ca=str(tmp_path / "kafka-ca" / "ca.crt"),
+            message_keys=str(tmp_path / "berth-message-keys"),
         )
     env = _resolved_env(rendered, "scheduler", tmp_path)
     env.pop("BERTH_CONFIG")  # the KubeSchedulerConfiguration is not under test here
@@ -144,7 +155,9 @@ def test_the_defaults_add_no_security_settings() -> None:
     for component in COMPONENTS:
         env = rendered.env(component)
         assert not [name for name in env if "PASSWORD" in name or "SECURITY" in name]
-        assert {v["name"] for v in _pod_spec(rendered, component)["volumes"]} == {"config", "tmp"}
+        volumes = {v["name"] for v in _pod_spec(rendered, component)["volumes"]}
+        kafka = {"message-keys"} if component != "agent" else set()
+        assert volumes == {"config", "tmp"} | kafka
 
 
 def test_the_url_and_the_password_from_one_secret() -> None:

@@ -163,3 +163,15 @@ def test_keys_file_round_trip_is_private(tmp_path: Path) -> None:
 def test_a_signer_needs_its_own_key() -> None:
     with pytest.raises(MessageKeysError, match="no message key for binder"):
         Signer(KEYS.only("queue"), "binder", ROLES)
+
+
+def test_a_directory_of_one_file_per_component(tmp_path: Path) -> None:
+    """The chart mounts a Secret with only the keys a process needs: one file per component,
+    its keys one per line (the signing one first)."""
+    (tmp_path / "queue").write_text(_b64(b"q" * 32) + "\n" + _b64(b"o" * 32) + "\n")
+    (tmp_path / "binder").write_text(_b64(b"b" * 40))
+    keys = MessageKeys.load(tmp_path)
+    assert keys.keys == {"queue": (b"q" * 32, b"o" * 32), "binder": (b"b" * 40,)}
+    (tmp_path / "scheduler").write_text("not base64!")
+    with pytest.raises(MessageKeysError, match=r"scheduler\[0\]: not base64"):
+        MessageKeys.load(tmp_path)

@@ -102,6 +102,7 @@ spec:
               readOnly: true
             {{- end }}
             {{- include "berth.securityMounts" $root | nindent 12 }}
+            {{- include "berth.messageKeysMount" . | nindent 12 }}
       volumes:
         - name: config
           configMap:
@@ -115,6 +116,7 @@ spec:
             defaultMode: 0440
         {{- end }}
         {{- include "berth.securityVolumes" $root | nindent 8 }}
+        {{- include "berth.messageKeysVolume" . | nindent 8 }}
       {{- with $values.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}

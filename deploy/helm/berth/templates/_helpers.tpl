@@ -190,6 +190,7 @@ topic (the scheduler: berth.schedule).
 - name: BERTH_KAFKA_BOOTSTRAP
   value: {{ required "kafka.bootstrap is required" $root.Values.kafka.bootstrap | quote }}
 {{- include "berth.securityEnv" $root }}
+{{- include "berth.messageKeysEnv" . }}
 {{- if $root.Values.redis.users.enabled }}
 - name: BERTH_REDIS_USERNAME
   value: {{ printf "%s%s" $root.Values.redis.users.usernamePrefix .component | quote }}

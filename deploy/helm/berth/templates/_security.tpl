@@ -118,3 +118,47 @@ words.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret holding the message keys (messageKeys.existingSecret, or the chart's own). */}}
+{{- define "berth.messageKeysSecret" -}}
+{{- .Values.messageKeys.existingSecret | default (printf "%s-message-keys" (include "berth.fullname" . | trunc 50 | trimSuffix "-")) }}
+{{- end }}
+
+{{/*
+The message keys a component holds: its own (it signs) and those of the components it reads
+(it verifies). Takes (dict "root" $ "component" NAME); empty for a component without Kafka.
+*/}}
+{{- define "berth.messageKeyComponents" -}}
+{{- $needs := dict "queue" (list "queue" "scheduler" "binder") "scheduler" (list "queue" "scheduler") "binder" (list "scheduler" "binder") "adapter" (list "scheduler" "binder") "dashboard" (list "queue" "scheduler" "binder") }}
+{{- join " " (get $needs .component | default list) }}
+{{- end }}
+
+{{- define "berth.messageKeysEnv" -}}
+{{- if include "berth.messageKeyComponents" . }}
+- name: BERTH_MESSAGE_KEYS
+  value: /etc/berth-message-keys
+{{- end }}
+{{- end }}
+
+{{- define "berth.messageKeysMount" -}}
+{{- if include "berth.messageKeyComponents" . }}
+- name: message-keys
+  mountPath: /etc/berth-message-keys
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "berth.messageKeysVolume" -}}
+{{- $components := include "berth.messageKeyComponents" . }}
+{{- if $components }}
+- name: message-keys
+  secret:
+    secretName: {{ include "berth.messageKeysSecret" .root }}
+    defaultMode: 288  # 0440
+    items:
+      {{- range $component := splitList " " $components }}
+      - key: {{ $component }}
+        path: {{ $component }}
+      {{- end }}
+{{- end }}
+{{- end }}
