@@ -118,22 +118,20 @@ class Cohort:
             parent = min(parent, in_parent + limits.borrowing)
         return max(0, local + parent)
 
-    def assign(self, queue: str, request: Mapping[str, int]) -> dict[str, str] | None:
-        """The flavor of each requested resource (the first, in the queue's order, with room
-        for it), or None when some resource fits no flavor. Resources the queue does not
-        cover must not be requested (Kueue: the workload is inadmissible)."""
+    def potential(self, queue: str, fr: FlavorResource) -> int:
+        """The most `queue` could hold of `fr` were every other queue idle (Kueue's
+        PotentialAvailable, the "maximum capacity" of its reasons): its guaranteed part plus
+        what the cohort puts in, within its borrowingLimit."""
         q = self.queues[queue]
-        chosen: dict[str, str] = {}
-        for resource, amount in request.items():
-            if amount <= 0:
-                continue
-            for flavor in q.flavors_of.get(resource, ()):
-                if self.available(queue, (flavor, resource)) >= amount:
-                    chosen[resource] = flavor
-                    break
-            else:
-                return None
-        return chosen
+        limits = q.limits.get(fr)
+        if limits is None:
+            return 0
+        if not q.cohort:
+            return limits.nominal
+        parent = self.cohort_quota(fr)
+        if limits.borrowing is not None:
+            parent = min(parent, limits.lendable + limits.borrowing)
+        return limits.guaranteed + parent
 
     def charge(self, queue: str, request: Mapping[str, int], flavors: Mapping[str, str]) -> None:
         usage = self.usage.setdefault(queue, {})

@@ -19,6 +19,9 @@ from shared.models.kueue import (
     BORROW_POLICIES,
     QUEUEING_STRATEGIES,
     RECLAIM_POLICIES,
+    STOP_POLICIES,
+    WHEN_CAN_BORROW,
+    WHEN_CAN_PREEMPT,
     WITHIN_CLUSTER_QUEUE_POLICIES,
     ClusterQueue,
     LocalQueue,
@@ -115,6 +118,19 @@ def validate_cluster_queue(cq: ClusterQueue) -> None:
             pre.borrow_within_cohort.policy,
             BORROW_POLICIES,
         )
+    fungibility = spec.flavor_fungibility
+    if fungibility.when_can_borrow not in WHEN_CAN_BORROW:
+        raise _unsupported(
+            "spec.flavorFungibility.whenCanBorrow", fungibility.when_can_borrow, WHEN_CAN_BORROW
+        )
+    if fungibility.when_can_preempt not in WHEN_CAN_PREEMPT:
+        raise _unsupported(
+            "spec.flavorFungibility.whenCanPreempt",
+            fungibility.when_can_preempt,
+            WHEN_CAN_PREEMPT,
+        )
+    if spec.stop_policy not in STOP_POLICIES:
+        raise _unsupported("spec.stopPolicy", spec.stop_policy, STOP_POLICIES)
     try:
         weight = parse_quantity(spec.fair_sharing.weight)
     except (QuantityError, ValueError) as e:
