@@ -95,8 +95,11 @@ class Assignment:
         return [r for ps in self.podsets for r in ps.reasons]
 
     def message(self) -> str:
-        """Kueue's "couldn't assign flavors to pod set P: reason, reason"."""
+        """Kueue's "couldn't assign flavors to pod set P: reason, reason" (the reasons alone
+        for a workload of one pod set)."""
         failed = [ps for ps in self.podsets if ps.mode != FIT and ps.reasons]
+        if len(self.podsets) == 1 and failed:
+            return ", ".join(failed[0].reasons)
         return "; ".join(
             f"couldn't assign flavors to pod set {ps.name}: {', '.join(ps.reasons)}"
             for ps in failed

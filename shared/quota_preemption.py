@@ -130,16 +130,24 @@ def plan(
     admitted: Iterable[Candidate],
     *,
     may_evict: Callable[[Candidate], bool] = lambda _: True,
+    assigned: tuple[Mapping[FlavorResource, int], frozenset[FlavorResource]] | None = None,
 ) -> Plan | None:
     """The workloads to evict so that `preemptor` fits, or None (see the module docstring).
-    `may_evict` refuses candidates for reasons of their own (a PodDisruptionBudget)."""
-    assigned = preemption_flavors(cohort, preemptor.queue, preemptor.request)
+    `may_evict` refuses candidates for reasons of their own (a PodDisruptionBudget).
+    `assigned`: the flavor assignment's usage and the (flavor, resource) pairs that need
+    preemption (shared.flavor_assign); without it, `preemption_flavors` decides."""
     if assigned is None:
-        return None
-    flavors, needs = assigned
+        computed = preemption_flavors(cohort, preemptor.queue, preemptor.request)
+        if computed is None:
+            return None
+        flavors, needs = computed
+        request = {(flavors[r], r): a for r, a in preemptor.request.items() if r in flavors}
+    else:
+        request = dict(assigned[0])
+        needs = assigned[1]
+        flavors = {r: f for f, r in request}
     if not needs:
         return Plan(flavors)
-    request = {(flavors[r], r): a for r, a in preemptor.request.items() if r in flavors}
     sim = Cohort(cohort.queues, {q: dict(u) for q, u in cohort.usage.items()})
     queue = preemptor.queue
     in_cohort = bool(cohort.queues[queue].cohort)

@@ -12,14 +12,19 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
   pods included; a pod bound outside admission, e.g. applied with a nodeName, is charged when
   seen).
 - **Quota.** `shared.quota`: nominal quota, borrowing from the cohort within borrowingLimit,
-  lendingLimit keeping a guaranteed part; flavors tried in the queue's order.
+  lendingLimit keeping a guaranteed part. **Flavors** as Kueue assigns them
+  (`shared.flavor_assign`, via `quota_assign`): one flavor per resource group, skipping
+  flavors whose nodeLabels contradict the pod's nodeSelector / required node affinity or
+  whose taints it does not tolerate, flavorFungibility deciding when to try the next.
 - **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
   workload that fits go before an earlier one that does not, StrictFIFO does not. Across the
   queues of a cohort, the workload whose queue would have the lowest weighted dominant
   resource share after admitting it goes first (Kueue's fair sharing, DRF).
-- **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, a resource no flavor
-  covers, "insufficient unused quota for cpu in flavor F, N more needed", or a gang waiting
-  for N more pods, each with the pod's position in its ClusterQueue.
+- **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, or Kueue's flavor
+  reasons, one per rejected flavor ("flavor F doesn't match node affinity", "insufficient
+  unused quota for cpu in flavor F, N more needed", ...), or a gang waiting for N more pods,
+  each with the pod's position in its ClusterQueue. Only a workload whose flavors need
+  preemption (not one that fits no flavor at all) preempts.
 """
 
 from __future__ import annotations
@@ -36,10 +41,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from services.queue.config import QueueConfig
+from services.queue.quota_assign import Placement, assign_pods
 from services.queue.quota_effects import Budgets, admitted_workloads, place_on_flavors, requeue
 from services.queue.quota_report import report
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
+from shared.flavor_assign import FIT, PREEMPT_MODE, Assignment
 from shared.messages import decode_pod
 from shared.metrics import default_metrics
 from shared.models import (
@@ -57,7 +64,6 @@ from shared.models.kueue import (
     LocalQueue,
     ResourceFlavor,
 )
-from shared.models.quantity import format_resource
 from shared.models.selectors import selector_matches
 from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
@@ -123,6 +129,7 @@ class Workload:
     created: float
     pods: dict[str, PodRecord] = field(default_factory=dict)
     requests: dict[str, dict[str, int]] = field(default_factory=dict)
+    placements: dict[str, Placement] = field(default_factory=dict)
     min_member: int = 1
     admitted_members: int = 0
 
@@ -196,7 +203,7 @@ class Admission:
         """Quota-managed pending pods not admitted, by pod key."""
         self.dirty = False
         """Something changed since the last round (a pod waits, quota was freed or changed)."""
-        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float]] = {}
+        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float, Placement]] = {}
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
@@ -364,7 +371,7 @@ class Admission:
             group = pod.labels.get(POD_GROUP_LABEL, "")
             key = f"podgroup:{pod.namespace}/{group}" if group else pod.key
             try:
-                request, created = self._decode(pod, queue)
+                request, created, placement = self._decode(pod, queue)
             except (MessageError, ValueError) as e:  # one unreadable pod waits, with why
                 verdict.waiting[pod.key] = (pod, f"cannot read the pod: {e}")
                 continue
@@ -380,6 +387,7 @@ class Admission:
                     )
             wl.pods[pod.key] = pod
             wl.requests[pod.key] = request
+            wl.placements[pod.key] = placement
             wl.created = min(wl.created, created)
         return out
 
@@ -391,7 +399,9 @@ class Admission:
         reclaim_tried: dict[str, str] = {}
         reclaim_reason: dict[str, str] = {}
         while True:
-            best: tuple[int, tuple[int, float, str], Workload, dict[str, str]] | None = None
+            best: tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]] | None = (
+                None
+            )
             for queue, waiting in by_queue.items():
                 strict = self.queues[queue].spec.queueing_strategy == "StrictFIFO"
                 for wl in waiting:
@@ -399,17 +409,18 @@ class Admission:
                     if missing > 0:
                         reasons[wl.key] = f"gang waiting for {missing} more pod(s)"
                         continue
-                    request = wl.request()
-                    flavors = cohort.assign(queue, request)
-                    if flavors is None:
-                        reasons[wl.key] = self._shortfall(cohort, queue, request)
-                        # Reclaim for the first workload of a queue that does not fit, once
+                    assignment, flavors = assign_pods(
+                        cohort, self.queues[queue], self.flavors, wl.requests, wl.placements
+                    )
+                    if assignment.mode != FIT:
+                        reasons[wl.key] = assignment.message() or "waiting for quota"
+                        # Preempt for the first workload of a queue that does not fit, once
                         # a round (scanning the admitted pods for every waiting one would
-                        # make a round quadratic in the backlog).
+                        # make a round quadratic in the backlog), when its flavors allow.
                         reclaiming = False
-                        if queue not in reclaim_tried:
+                        if queue not in reclaim_tried and assignment.mode == PREEMPT_MODE:
                             reclaim_tried[queue] = wl.key
-                            why, reclaiming = await self._preempt(cohort, wl, request)
+                            why, reclaiming = await self._preempt(cohort, wl, assignment)
                             if reclaiming:
                                 reasons[wl.key] = reclaim_reason[wl.key] = why
                             elif why:  # blocked: the shortfall, and why nothing was evicted
@@ -420,8 +431,7 @@ class Admission:
                         if strict or reclaiming:
                             break
                         continue
-                    extra = {(flavors[r], r): a for r, a in request.items() if r in flavors}
-                    share = cohort.share(queue, extra)
+                    share = cohort.share(queue, assignment.usage)
                     if best is None or (share, wl.order) < (best[0], best[1]):
                         best = (share, wl.order, wl, flavors)
                     break  # this queue's candidate: its first workload that fits
@@ -429,14 +439,14 @@ class Admission:
                 break
             _, _, wl, flavors = best
             await self._write(
-                [(pod, wl.queue, wl.requests[key], flavors) for key, pod in wl.pods.items()],
+                [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in wl.pods.items()],
                 group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
                 created=wl.created,
             )
             self.evicting.pop(wl.key, None)
             for pod in wl.pods.values():
                 self.pending.pop(pod.key, None)
-                if not await place_on_flavors(self.store, self.flavors, pod, flavors):
+                if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
                     verdict.admitted.append(replace(pod, quota_wait=""))
             by_queue[wl.queue].remove(wl)
         everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
@@ -453,7 +463,7 @@ class Admission:
                     verdict.waiting[pod.key] = (pod, message)
 
     async def _preempt(
-        self, cohort: Cohort, wl: Workload, request: dict[str, int]
+        self, cohort: Cohort, wl: Workload, assignment: Assignment
     ) -> tuple[str, bool]:
         """Kueue's preemption (shared.quota_preemption): evict admitted workloads of its own
         queue (withinClusterQueue) or of borrowers in its cohort (reclaimWithinCohort,
@@ -472,9 +482,10 @@ class Admission:
             return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
         already = set().union(*self.evicting.values())
         members = admitted_workloads(self.admitted, already)
-        preemptor = Preemptor(wl.queue, wl.priority, wl.created, request)
+        preemptor = Preemptor(wl.queue, wl.priority, wl.created, wl.request())
         candidates = [c for c, _ in members.values()]
-        found = plan(cohort, policy, preemptor, candidates)
+        assigned = (assignment.usage, assignment.needs_preemption)
+        found = plan(cohort, policy, preemptor, candidates, assigned=assigned)
         if found is None:
             return "", False
         # Budgets are read only when a plan exists (they cost a read of every pod); a plan
@@ -487,6 +498,7 @@ class Admission:
                 preemptor,
                 candidates,
                 may_evict=lambda c: budgets.may_evict(members[c.key][1]),
+                assigned=assigned,
             )
             if found is None:
                 return budgets.refusal, False
@@ -509,25 +521,6 @@ class Admission:
         owners = sorted({victims[key]["cq"] for key in leaving})
         verb = "preempting" if wl.queue in owners else "reclaiming quota"
         return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
-
-    def _shortfall(self, cohort: Cohort, queue: str, request: dict[str, int]) -> str:
-        flavors_of = cohort.queues[queue].flavors_of
-        for resource, amount in sorted(request.items()):
-            if amount <= 0:
-                continue
-            flavors = flavors_of.get(resource, ())
-            if not flavors:
-                return f"resource {resource} is not covered by any flavor"
-            fits = [f for f in flavors if cohort.available(queue, (f, resource)) >= amount]
-            if fits:
-                continue
-            last = flavors[-1]
-            more = amount - cohort.available(queue, (last, resource))
-            return (
-                f"insufficient unused quota for {resource} in flavor {last}, "
-                f"{format_resource(resource, more)} more needed"
-            )
-        return "waiting for quota"
 
     async def _write(
         self,
@@ -576,12 +569,16 @@ class Admission:
             return None, f"namespace {pod.namespace} is not selected by ClusterQueue {queue}"
         return queue, ""
 
-    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float]:
+    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float, Placement]:
         cache_key = (pod.key, pod.resource_version)
         cached = self._decoded.get(cache_key)
         if cached is None:
             body = decode_pod(pod.body, "queued pod")
-            cached = (self._request_of(pod, queue, body), body.metadata.creation_timestamp or 0.0)
+            cached = (
+                self._request_of(pod, queue, body),
+                body.metadata.creation_timestamp or 0.0,
+                Placement.of(body),
+            )
             self._decoded[cache_key] = cached
         return cached
 

@@ -691,9 +691,15 @@ def test_message_names_each_rejected_flavor() -> None:
     cohort.usage[TQ] = dict(case.usage)
     got = assign_flavors(cohort, case.queue, FLAVORS, case.podsets)
     assert got.message() == (
-        "couldn't assign flavors to pod set main: flavor one doesn't match node affinity, "
+        "flavor one doesn't match node affinity, "
         "insufficient unused quota for cpu in flavor two, 1 more needed"
     )
+    two = CASES["each podset requires preemption on a different flavor"]
+    (cohort,) = cohorts_of([two.queue]).values()
+    cohort.usage[TQ] = dict(two.usage)
+    message = assign_flavors(cohort, two.queue, FLAVORS, two.podsets).message()
+    assert message.startswith("couldn't assign flavors to pod set launcher: insufficient")
+    assert "; couldn't assign flavors to pod set workers: insufficient quota" in message
     assert got.needs_preemption == frozenset({("two", "cpu")})
 
 
