@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,7 +152,7 @@ class Tracker:
     """pod key -> the admission (epoch s) it now runs under."""
     due: dict[str, float] = field(default_factory=dict)
     """pod key -> when it finishes (epoch s)."""
-    raw: dict[str, bytes] = field(default_factory=dict)
+    raw: dict[str, bytes | str] = field(default_factory=dict)
     finished: int = 0
     last_end: float = 0.0
 
@@ -169,11 +170,11 @@ class Tracker:
         self.last_end = max(self.last_end, at)
         self.due.pop(key, None)
 
-    def observe(self, admitted: dict[bytes, bytes], now: float) -> None:
+    def observe(self, admitted: Mapping[bytes | str, bytes | str], now: float) -> None:
         """The queue's admitted records now: admissions, re-admissions and evictions."""
         seen = set()
         for raw_key, value in admitted.items():
-            key = raw_key.decode()
+            key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
             record = self.records.get(key)
             if record is None or record.finished_ms is not None:
                 continue

@@ -39,9 +39,10 @@ def finish_result(result: dict[str, Any], rangespec: str | None, text: str | Non
 def bench_kueue(args: argparse.Namespace) -> int:
     from cli.bench.kueue import run_kueue
 
+    if not args.generator:
+        print("error: --mode kueue needs --generator FILE", file=sys.stderr)
+        return 1
     try:
-        if not args.generator:
-            raise ConfigError("--mode kueue needs --generator FILE")
         plan = plan_of(parse_generator(_read(args.generator), args.generator))
         spec_text = _read(args.rangespec) if args.rangespec else None
         if spec_text is not None:
