@@ -53,7 +53,8 @@ def _peak(periods: Iterable[tuple[float, float, int]]) -> int:
 
 
 def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
-    """Kueue's summary (see the module docstring), plus each ClusterQueue's peak usage."""
+    """Kueue's summary (see the module docstring), plus each ClusterQueue's and each cohort's
+    peak cpu usage (mCPU) while workloads held quota."""
     by_queue = {q.name: q for q in plan.queues}
     cq: dict[str, dict[str, Any]] = {}
     for q in plan.queues:
@@ -98,10 +99,14 @@ def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
         }
         for name, w in sorted(wl.items())
     }
+    cohorts: dict[str, list[tuple[float, float, int]]] = {}
+    for name, periods in held.items():
+        cohorts.setdefault(by_queue[name].cohort, []).extend(periods)
     return {
         "clusterQueueClasses": classes,
         "workloadClasses": workloads,
         "peakUsage": {name: _peak(periods) for name, periods in sorted(held.items())},
+        "peakCohortUsage": {name: _peak(periods) for name, periods in sorted(cohorts.items())},
     }
 
 
