@@ -42,11 +42,12 @@ from redis.exceptions import RedisError
 
 from services.queue.config import QueueConfig
 from services.queue.quota_assign import Placement, assign_pods
-from services.queue.quota_effects import Budgets, admitted_workloads, place_on_flavors, requeue
+from services.queue.quota_effects import place_on_flavors
+from services.queue.quota_evict import drain, preempt
 from services.queue.quota_report import report
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
-from shared.flavor_assign import FIT, PREEMPT_MODE, Assignment
+from shared.flavor_assign import FIT, PREEMPT_MODE
 from shared.messages import decode_pod
 from shared.metrics import default_metrics
 from shared.models import (
@@ -58,8 +59,8 @@ from shared.models import (
     pod_requests,
 )
 from shared.models.kueue import (
-    PREEMPTION_NEVER,
     QUEUE_NAME_LABEL,
+    STOP_NONE,
     ClusterQueue,
     LocalQueue,
     ResourceFlavor,
@@ -68,7 +69,6 @@ from shared.models.selectors import selector_matches
 from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
 from shared.quota import Cohort, cohorts_of
-from shared.quota_preemption import Preemptor, plan
 from shared.quota_status import read_reserved
 from shared.store import ClusterStore
 from shared.wire import MessageError
@@ -207,6 +207,8 @@ class Admission:
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
+        self.draining: set[str] = set()
+        """Pods evicted because their ClusterQueue drains (HoldAndDrain), not yet released."""
         self.evictions: dict[str, int] = defaultdict(int)
         """Evictions per ClusterQueue not yet counted by `report`."""
         """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
@@ -355,6 +357,7 @@ class Admission:
         return verdict
 
     async def _admit_all(self, verdict: Verdict) -> None:
+        await drain(self)
         workloads: dict[str, list[Workload]] = defaultdict(list)
         for wl in self._workloads(verdict).values():
             workloads[self.cohort_of[wl.queue]].append(wl)
@@ -403,7 +406,12 @@ class Admission:
                 None
             )
             for queue, waiting in by_queue.items():
-                strict = self.queues[queue].spec.queueing_strategy == "StrictFIFO"
+                spec = self.queues[queue].spec
+                if spec.stop_policy != STOP_NONE:  # Kueue: an inactive queue admits nothing
+                    for wl in waiting:
+                        reasons[wl.key] = f"ClusterQueue {queue} is inactive ({spec.stop_policy})"
+                    continue
+                strict = spec.queueing_strategy == "StrictFIFO"
                 for wl in waiting:
                     missing = wl.min_member - wl.admitted_members - len(wl.pods)
                     if missing > 0:
@@ -420,7 +428,7 @@ class Admission:
                         reclaiming = False
                         if queue not in reclaim_tried and assignment.mode == PREEMPT_MODE:
                             reclaim_tried[queue] = wl.key
-                            why, reclaiming = await self._preempt(cohort, wl, assignment)
+                            why, reclaiming = await preempt(self, cohort, wl, assignment)
                             if reclaiming:
                                 reasons[wl.key] = reclaim_reason[wl.key] = why
                             elif why:  # blocked: the shortfall, and why nothing was evicted
@@ -461,66 +469,6 @@ class Admission:
                 message = f"Waiting for quota in ClusterQueue {queue} ({where}): {reason}"
                 for pod in wl.pods.values():
                     verdict.waiting[pod.key] = (pod, message)
-
-    async def _preempt(
-        self, cohort: Cohort, wl: Workload, assignment: Assignment
-    ) -> tuple[str, bool]:
-        """Kueue's preemption (shared.quota_preemption): evict admitted workloads of its own
-        queue (withinClusterQueue) or of borrowers in its cohort (reclaimWithinCohort,
-        borrowWithinCohort) so that `wl` fits, skipping pods a PodDisruptionBudget protects.
-        Evicted pods go back to waiting (in the store: unbound, same uid), once: `wl` then
-        waits for them to leave. Returns the reason to show ("" when nothing can be
-        preempted) and whether pods are leaving for `wl`."""
-        policy = self.queues[wl.queue].spec.preemption
-        if not self.reclaim or (
-            policy.within_cluster_queue == PREEMPTION_NEVER
-            and policy.reclaim_within_cohort == PREEMPTION_NEVER
-        ):
-            return "", False
-        pending = self.evicting.get(wl.key)
-        if pending and pending & self.admitted.keys():
-            return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
-        already = set().union(*self.evicting.values())
-        members = admitted_workloads(self.admitted, already)
-        preemptor = Preemptor(wl.queue, wl.priority, wl.created, wl.request())
-        candidates = [c for c, _ in members.values()]
-        assigned = (assignment.usage, assignment.needs_preemption)
-        found = plan(cohort, policy, preemptor, candidates, assigned=assigned)
-        if found is None:
-            return "", False
-        # Budgets are read only when a plan exists (they cost a read of every pod); a plan
-        # that a budget refuses is made again without the pods it protects.
-        budgets = await Budgets.load(self.store)
-        if not all(budgets.may_evict(members[t.candidate.key][1]) for t in found.targets):
-            found = plan(
-                cohort,
-                policy,
-                preemptor,
-                candidates,
-                may_evict=lambda c: budgets.may_evict(members[c.key][1]),
-                assigned=assigned,
-            )
-            if found is None:
-                return budgets.refusal, False
-        victims: dict[str, dict[str, Any]] = {}
-        for target in found.targets:
-            for key in members[target.candidate.key][1]:
-                victims[key] = self.admitted[key]
-        leaving: set[str] = set()
-        for key, rec in victims.items():
-            if key in already:
-                leaving.add(key)
-            elif await budgets.evict(key):  # budgets may have moved since the plan
-                await requeue(self.store, key, rec["uid"])
-                self.evictions[rec["cq"]] += 1
-                self.evicted += 1
-                leaving.add(key)
-        if not leaving:
-            return budgets.refusal, False
-        self.evicting[wl.key] = leaving
-        owners = sorted({victims[key]["cq"] for key in leaving})
-        verb = "preempting" if wl.queue in owners else "reclaiming quota"
-        return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
 
     async def _write(
         self,

@@ -1,12 +1,14 @@
 """Quota admission on a real Redis with Kueue's flavor rules (issue 22's two defects): a pod's
 own nodeSelector picks among the flavors and is never overwritten; one flavor serves a whole
-resource group, so usage never splits across flavors nor exceeds a lone queue's nominal."""
+resource group, so usage never splits across flavors nor exceeds a lone queue's nominal. And
+ClusterQueue.spec.stopPolicy."""
 
 from __future__ import annotations
 
 import redis.asyncio as aioredis
 
 from services.queue.admission import Admission
+from services.queue.records import PodRecord
 from shared.models import Pod
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.models.taints import Toleration
@@ -138,3 +140,46 @@ async def test_one_flavor_per_resource_group_and_usage_within_nominal(
     assert usage["q|on-demand|memory"] == 1 << 30
     assert usage["q|on-demand|cpu"] == 1000
     assert usage["q|spot|cpu"] == 2000
+
+
+async def test_stop_policy_hold_then_drain_then_resume(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """ClusterQueue.spec.stopPolicy: Hold admits nothing more, HoldAndDrain also evicts what
+    it admitted (once), None admits again."""
+    admission = await setup(redis_client, redis_prefix, ON_DEMAND_THEN_SPOT)
+    first = pod("first")
+    await submit(admission, first)
+    await admission.admit()
+    assert admission.is_admitted(PodRecord.from_pod(first))
+
+    async def stop(policy: str) -> None:
+        (cq,) = [q for q in admission.queues.values() if q.metadata.name == "q"]
+        cq.spec.stop_policy = policy
+        await admission.store.apply([cq])
+        await admission.load()
+
+    await stop("Hold")
+    await submit(admission, pod("second"))
+    held = await admission.admit()
+    assert not held.admitted
+    assert held.waiting["team/second"][1].endswith("ClusterQueue q is inactive (Hold)")
+    assert admission.is_admitted(PodRecord.from_pod(first))  # Hold keeps it running
+    assert admission.evicted == 0
+
+    await stop("HoldAndDrain")
+    await admission.admit()
+    await admission.admit()  # evicted once, not again while it leaves
+    assert admission.evicted == 1
+    stored = await admission.store.get_pod("team", "first")
+    assert stored is not None
+    assert stored.spec.node_name == ""
+    await admission.gate(PodRecord.from_pod(first), "delete")  # the informer's events
+    await admission.gate(PodRecord.from_pod(stored), "add")
+    drained = await admission.admit()
+    assert not drained.admitted
+    assert await usage_in_redis(admission) == {}
+
+    await stop("None")
+    await admission.admit()
+    assert await usage_in_redis(admission) == {"q|on-demand|cpu": 2000}
