@@ -86,7 +86,7 @@ def preemption_flavors(
     queue's order) it fits now, else the first whose quota could hold it were the cohort
     empty. Returns the flavors and the (flavor, resource) pairs that need preemption, or
     None when some resource fits no flavor even then."""
-    empty = Cohort(cohort.queues)
+    empty = cohort.with_usage({})
     flavors: dict[str, str] = {}
     needs: set[FlavorResource] = set()
     for resource, amount in request.items():
@@ -148,7 +148,7 @@ def plan(
         flavors = {r: f for f, r in request}
     if not needs:
         return Plan(flavors)
-    sim = Cohort(cohort.queues, {q: dict(u) for q, u in cohort.usage.items()})
+    sim = cohort.with_usage({q: dict(u) for q, u in cohort.usage.items()})
     queue = preemptor.queue
     in_cohort = bool(cohort.queues[queue].cohort)
     candidates = sorted(

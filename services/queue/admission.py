@@ -65,6 +65,9 @@ from shared.models.kueue import (
     LocalQueue,
     ResourceFlavor,
 )
+from shared.models.kueue import (
+    Cohort as KueueCohort,
+)
 from shared.models.selectors import selector_matches
 from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
@@ -105,7 +108,9 @@ return 1
 """Release one pod's charge (only the life with that uid, when given)."""
 
 
-QUOTA_KINDS = frozenset({"ClusterQueue", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"})
+QUOTA_KINDS = frozenset(
+    {"ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"}
+)
 """Kinds whose changes change what admission decides (it reloads them)."""
 
 
@@ -244,7 +249,8 @@ class Admission:
             g.key: g.spec.min_member
             for g in cast(list[PodGroup], await self.store.list("PodGroup"))
         }
-        self.cohorts = cohorts_of(self.queues.values())
+        cohort_objects = cast(list[KueueCohort], await self.store.list("Cohort"))
+        self.cohorts = cohorts_of(self.queues.values(), cohort_objects)
         self.cohort_of = {
             name: key for key, cohort in self.cohorts.items() for name in cohort.queues
         }

@@ -6,6 +6,8 @@
   weight; its preemption policy; its flavorFungibility (when to try the next flavor); its
   stopPolicy; the namespaces it serves (namespaceSelector: null selects none, {} all, as in
   Kueue).
+- Cohort (cluster-scoped, kueue.x-k8s.io/v1alpha1): a cohort's own quota (resource groups as
+  a ClusterQueue's) and its parent cohort.
 - LocalQueue (namespaced): a namespace's name for a ClusterQueue. Pods join with the label
   `kueue.x-k8s.io/queue-name`.
 
@@ -135,6 +137,27 @@ class ClusterQueueSpec:
 class ClusterQueue:
     metadata: ObjectMeta = field(default_factory=cluster_meta)
     spec: ClusterQueueSpec = field(default_factory=ClusterQueueSpec)
+
+    @property
+    def key(self) -> str:
+        return self.metadata.name
+
+
+@dataclass(slots=True, kw_only=True)
+class CohortSpec:
+    parent: str = ""
+    """The parent cohort ("" for a root)."""
+    resource_groups: list[ResourceGroup] = field(default_factory=list)
+    fair_sharing: FairSharing = field(default_factory=FairSharing)
+
+
+@dataclass(slots=True, kw_only=True)
+class Cohort:
+    """Kueue's Cohort object: quota of its own, lent to the queues and cohorts
+    below it, and a parent, making cohorts a tree (hierarchical cohorts, KEP-79)."""
+
+    metadata: ObjectMeta = field(default_factory=cluster_meta)
+    spec: CohortSpec = field(default_factory=CohortSpec)
 
     @property
     def key(self) -> str:
