@@ -156,7 +156,7 @@ def plan(
             c
             for c in admitted
             if any(fr in needs for fr in c.usage)
-            and _allowed(policy, preemptor, c, sim, needs, in_cohort)
+            and allowed(policy, preemptor, c, sim, needs, in_cohort)
             and may_evict(c)
         ),
         key=order(queue),
@@ -190,7 +190,7 @@ def plan(
     return minimal(own, True, None)
 
 
-def _allowed(
+def allowed(
     policy: ClusterQueuePreemption,
     preemptor: Preemptor,
     c: Candidate,

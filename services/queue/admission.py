@@ -181,8 +181,11 @@ class Admission:
         *,
         reclaim: bool = True,
         scheduler_names: Collection[str] = (DEFAULT_SCHEDULER_NAME,),
+        fair_sharing: Sequence[str] = (),
     ) -> None:
         self.reclaim = reclaim
+        self.fair_sharing = tuple(fair_sharing)
+        """Fair sharing's preemption strategies (none: classical preemption)."""
         self.scheduler_names = frozenset(scheduler_names)
         """Only pods these profiles schedule are admitted (the others are not ours)."""
         self.metrics = default_metrics()
@@ -226,6 +229,7 @@ class Admission:
             config.key_prefix,
             reclaim=config.reclaim_by_requeue,
             scheduler_names=config.scheduler_names,
+            fair_sharing=config.fair_sharing_strategies,
         )
 
     # ------------------------------------------------------------------ state
@@ -424,7 +428,12 @@ class Admission:
                         reasons[wl.key] = f"gang waiting for {missing} more pod(s)"
                         continue
                     assignment, flavors = assign_pods(
-                        cohort, self.queues[queue], self.flavors, wl.requests, wl.placements
+                        cohort,
+                        self.queues[queue],
+                        self.flavors,
+                        wl.requests,
+                        wl.placements,
+                        fair_sharing=bool(self.fair_sharing),
                     )
                     if assignment.mode != FIT:
                         reasons[wl.key] = assignment.message() or "waiting for quota"

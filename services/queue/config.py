@@ -51,6 +51,9 @@ class QueueConfig:
     reclaim_by_requeue: bool = True
     """Quota reclaim (reclaimWithinCohort) evicts a borrower's pod by putting it back to
     waiting in the store. Off in Kubernetes mode, where the API server owns the pods."""
+    fair_sharing_strategies: tuple[str, ...] = ()
+    """Kueue's fairSharing.preemptionStrategies: preemption across a cohort by dominant
+    resource share (shared.quota_fair_preemption); () keeps classical preemption."""
     topics: Topics = field(default_factory=Topics)
     group_id: str = "berth-queue"
     """Kafka consumer group of the queue replicas."""

@@ -18,6 +18,7 @@ from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics, default_metrics
 from shared.queue_views import QueueCounts
+from shared.quota_fair_preemption import STRATEGIES
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
@@ -84,7 +85,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-inflight", type=int, default=1000, help="per tenant; 0: no cap")
     parser.add_argument("--lease-seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--fair-sharing",
+        default=os.environ.get(ENV_FAIR_SHARING, ""),
+        metavar="STRATEGIES",
+        help="Kueue's fair sharing preemption strategies, comma-separated "
+        "(LessThanOrEqualToFinalShare,LessThanInitialShare); empty: classical preemption",
+    )
     return parser
+
+
+ENV_FAIR_SHARING = "BERTH_FAIR_SHARING"
+"""Fair sharing's preemption strategies for the queue (its --fair-sharing flag's default)."""
+
+
+def fair_sharing_strategies(text: str) -> tuple[str, ...]:
+    """The strategies named in `text` (comma-separated), refused with the known ones."""
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    for name in names:
+        if name not in STRATEGIES:
+            raise SystemExit(
+                f"--fair-sharing: unknown strategy {name!r} (known: {', '.join(STRATEGIES)})"
+            )
+    if len(names) > 2 or (len(names) == 2 and names[1] != STRATEGIES[1]):
+        raise SystemExit(f"--fair-sharing: at most two strategies, the second {STRATEGIES[1]}")
+    return names
 
 
 def config_from_args(args: argparse.Namespace, settings: StackSettings) -> QueueConfig:
@@ -104,6 +129,7 @@ def config_from_args(args: argparse.Namespace, settings: StackSettings) -> Queue
         max_inflight_per_tenant=args.max_inflight,
         lease_seconds=args.lease_seconds,
         reclaim_by_requeue=not settings.kube,
+        fair_sharing_strategies=fair_sharing_strategies(args.fair_sharing),
     )
     if settings.ordered:
         # Concurrent dispatch loops would interleave their batches on berth.schedule.

@@ -47,6 +47,8 @@ def assign_pods(
     flavors: Mapping[str, ResourceFlavor],
     requests: Mapping[str, Mapping[str, int]],
     placements: Mapping[str, Placement],
+    *,
+    fair_sharing: bool = False,
 ) -> tuple[Assignment, dict[str, dict[str, str]]]:
     """The workload's assignment, and each pod's flavors (resource -> flavor) when it fits.
     `requests` and `placements` are by pod key."""
@@ -75,7 +77,7 @@ def assign_pods(
             )
         )
         members.append(keys)
-    assignment = assign_flavors(cohort, cq, flavors, podsets)
+    assignment = assign_flavors(cohort, cq, flavors, podsets, fair_sharing=fair_sharing)
     per_pod: dict[str, dict[str, str]] = {}
     for ps, keys in zip(assignment.podsets, members, strict=False):
         for key in keys:

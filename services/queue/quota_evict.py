@@ -4,13 +4,15 @@ store: unbound, same uid), once each."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from services.queue.quota_effects import Budgets, admitted_workloads, requeue
 from shared.flavor_assign import Assignment
-from shared.models.kueue import PREEMPTION_NEVER, STOP_HOLD_AND_DRAIN
-from shared.quota import Cohort
-from shared.quota_preemption import Preemptor, plan
+from shared.models.kueue import PREEMPTION_NEVER, STOP_HOLD_AND_DRAIN, ClusterQueuePreemption
+from shared.quota import Cohort, FlavorResource
+from shared.quota_fair_preemption import fair_plan
+from shared.quota_preemption import Candidate, Plan, Preemptor, plan
 
 if TYPE_CHECKING:
     from services.queue.admission import Admission, Workload
@@ -39,20 +41,21 @@ async def preempt(
     preemptor = Preemptor(wl.queue, wl.priority, wl.created, wl.request())
     candidates = [c for c, _ in members.values()]
     assigned = (assignment.usage, assignment.needs_preemption)
-    found = plan(cohort, policy, preemptor, candidates, assigned=assigned)
+    found = _plan(self, cohort, policy, preemptor, candidates, assigned)
     if found is None:
         return "", False
     # Budgets are read only when a plan exists (they cost a read of every pod); a plan
     # that a budget refuses is made again without the pods it protects.
     budgets = await Budgets.load(self.store)
     if not all(budgets.may_evict(members[t.candidate.key][1]) for t in found.targets):
-        found = plan(
+        found = _plan(
+            self,
             cohort,
             policy,
             preemptor,
             candidates,
+            assigned,
             may_evict=lambda c: budgets.may_evict(members[c.key][1]),
-            assigned=assigned,
         )
         if found is None:
             return budgets.refusal, False
@@ -75,6 +78,29 @@ async def preempt(
     owners = sorted({victims[key]["cq"] for key in leaving})
     verb = "preempting" if wl.queue in owners else "reclaiming quota"
     return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
+
+
+def _plan(
+    self: Admission,
+    cohort: Cohort,
+    policy: ClusterQueuePreemption,
+    preemptor: Preemptor,
+    candidates: list[Candidate],
+    assigned: tuple[Mapping[FlavorResource, int], frozenset[FlavorResource]],
+    may_evict: Callable[[Candidate], bool] = lambda _: True,
+) -> Plan | None:
+    """Classical preemption, or fair sharing's when its strategies are configured."""
+    if self.fair_sharing:
+        return fair_plan(
+            cohort,
+            policy,
+            preemptor,
+            candidates,
+            assigned,
+            strategies=self.fair_sharing,
+            may_evict=may_evict,
+        )
+    return plan(cohort, policy, preemptor, candidates, may_evict=may_evict, assigned=assigned)
 
 
 async def drain(self: Admission) -> None:
