@@ -40,6 +40,7 @@ import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from services.queue import quota_fair
 from services.queue.config import QueueConfig
 from services.queue.quota_assign import Placement, assign_pods
 from services.queue.quota_effects import place_on_flavors
@@ -47,6 +48,7 @@ from services.queue.quota_evict import drain, preempt
 from services.queue.quota_report import report
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
+from shared.admission_fair import LocalQueueUsage
 from shared.flavor_assign import FIT, PREEMPT_MODE
 from shared.messages import decode_pod
 from shared.metrics import default_metrics
@@ -68,6 +70,7 @@ from shared.models.kueue import (
 from shared.models.kueue import (
     Cohort as KueueCohort,
 )
+from shared.models.quantity import parse_quantity
 from shared.models.selectors import selector_matches
 from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
@@ -137,6 +140,8 @@ class Workload:
     placements: dict[str, Placement] = field(default_factory=dict)
     min_member: int = 1
     admitted_members: int = 0
+    local_queue: str = ""
+    """Its LocalQueue, "namespace/name"."""
 
     def request(self) -> dict[str, int]:
         total: dict[str, int] = defaultdict(int)
@@ -182,7 +187,11 @@ class Admission:
         reclaim: bool = True,
         scheduler_names: Collection[str] = (DEFAULT_SCHEDULER_NAME,),
         fair_sharing: Sequence[str] = (),
+        lq_usage: LocalQueueUsage | None = None,
     ) -> None:
+        self.lq_usage = lq_usage
+        """Admission fair sharing's LocalQueue usage (None: off)."""
+        self.lq_weights: dict[str, float] = {}
         self.reclaim = reclaim
         self.fair_sharing = tuple(fair_sharing)
         """Fair sharing's preemption strategies (none: classical preemption)."""
@@ -230,6 +239,9 @@ class Admission:
             reclaim=config.reclaim_by_requeue,
             scheduler_names=config.scheduler_names,
             fair_sharing=config.fair_sharing_strategies,
+            lq_usage=LocalQueueUsage(config.admission_fair_sharing_half_life_s)
+            if config.admission_fair_sharing_half_life_s > 0
+            else None,
         )
 
     # ------------------------------------------------------------------ state
@@ -240,7 +252,11 @@ class Admission:
             q.metadata.name: q
             for q in cast(list[ClusterQueue], await self.store.list("ClusterQueue"))
         }
-        self.local = cluster_queue_of(cast(list[LocalQueue], await self.store.list("LocalQueue")))
+        local_queues = cast(list[LocalQueue], await self.store.list("LocalQueue"))
+        self.local = cluster_queue_of(local_queues)
+        self.lq_weights = {
+            lq.key: float(parse_quantity(lq.spec.fair_sharing.weight)) for lq in local_queues
+        }
         self.namespaces = {
             ns.metadata.name: dict(ns.metadata.labels)
             for ns in cast(list[Namespace], await self.store.list("Namespace"))
@@ -368,6 +384,7 @@ class Admission:
 
     async def _admit_all(self, verdict: Verdict) -> None:
         await drain(self)
+        quota_fair.refresh(self)
         workloads: dict[str, list[Workload]] = defaultdict(list)
         for wl in self._workloads(verdict).values():
             workloads[self.cohort_of[wl.queue]].append(wl)
@@ -390,7 +407,8 @@ class Admission:
                 continue
             wl = out.get(key)
             if wl is None:
-                wl = out[key] = Workload(key, queue, pod.priority, created)
+                lq = f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}"
+                wl = out[key] = Workload(key, queue, pod.priority, created, local_queue=lq)
                 if group:
                     wl.min_member = self.groups.get(f"{pod.namespace}/{group}", 1)
                     wl.admitted_members = sum(
@@ -408,6 +426,8 @@ class Admission:
         by_queue: dict[str, list[Workload]] = defaultdict(list)
         for wl in sorted(candidates, key=lambda w: w.order):
             by_queue[wl.queue].append(wl)
+        for queue, waiting in by_queue.items():
+            quota_fair.order(self, queue, waiting)
         reasons: dict[str, str] = {}
         reclaim_tried: dict[str, str] = {}
         reclaim_reason: dict[str, str] = {}
@@ -472,6 +492,7 @@ class Admission:
                 if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
                     verdict.admitted.append(replace(pod, quota_wait=""))
             by_queue[wl.queue].remove(wl)
+            quota_fair.admitted(self, wl, by_queue[wl.queue])
         everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
         overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
         shared = cohort.queues[everyone[0].queue].cohort if everyone else ""
@@ -505,6 +526,7 @@ class Admission:
                 "prio": pod.priority,
                 "at": time.time(),
                 "created": created,
+                "lq": f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}",
             }
             args += [pod.key, msgpack.packb(record)]
             self.admitted[pod.key] = record

@@ -54,6 +54,10 @@ class QueueConfig:
     fair_sharing_strategies: tuple[str, ...] = ()
     """Kueue's fairSharing.preemptionStrategies: preemption across a cohort by dominant
     resource share (shared.quota_fair_preemption); () keeps classical preemption."""
+    admission_fair_sharing_half_life_s: float = 0.0
+    """Kueue's admissionFairSharing.usageHalfLifeTime: LocalQueues' usage decays with this
+    half-life, and orders the workloads of UsageBasedAdmissionFairSharing ClusterQueues
+    (0: off)."""
     topics: Topics = field(default_factory=Topics)
     group_id: str = "berth-queue"
     """Kafka consumer group of the queue replicas."""

@@ -92,11 +92,20 @@ def _parser() -> argparse.ArgumentParser:
         help="Kueue's fair sharing preemption strategies, comma-separated "
         "(LessThanOrEqualToFinalShare,LessThanInitialShare); empty: classical preemption",
     )
+    parser.add_argument(
+        "--admission-fair-sharing-half-life",
+        type=float,
+        default=float(os.environ.get(ENV_ADMISSION_FAIR_SHARING, "0") or 0),
+        metavar="SECONDS",
+        help="Kueue's admission fair sharing: LocalQueue usage half-life (0: off)",
+    )
     return parser
 
 
 ENV_FAIR_SHARING = "BERTH_FAIR_SHARING"
 """Fair sharing's preemption strategies for the queue (its --fair-sharing flag's default)."""
+ENV_ADMISSION_FAIR_SHARING = "BERTH_ADMISSION_FAIR_SHARING_HALF_LIFE"
+"""Admission fair sharing's usage half-life in seconds (the queue's flag's default)."""
 
 
 def fair_sharing_strategies(text: str) -> tuple[str, ...]:
@@ -130,6 +139,7 @@ def config_from_args(args: argparse.Namespace, settings: StackSettings) -> Queue
         lease_seconds=args.lease_seconds,
         reclaim_by_requeue=not settings.kube,
         fair_sharing_strategies=fair_sharing_strategies(args.fair_sharing),
+        admission_fair_sharing_half_life_s=args.admission_fair_sharing_half_life,
     )
     if settings.ordered:
         # Concurrent dispatch loops would interleave their batches on berth.schedule.

@@ -49,6 +49,8 @@ STOP_NONE = "None"
 STOP_HOLD = "Hold"
 STOP_HOLD_AND_DRAIN = "HoldAndDrain"
 STOP_POLICIES = (STOP_NONE, STOP_HOLD, STOP_HOLD_AND_DRAIN)
+USAGE_BASED = "UsageBasedAdmissionFairSharing"
+ADMISSION_MODES = (USAGE_BASED, "NoAdmissionFairSharing")
 
 
 def quota_value(resource: str, quantity: int | str) -> int:
@@ -121,6 +123,14 @@ class FlavorFungibility:
 
 
 @dataclass(slots=True, kw_only=True)
+class AdmissionScope:
+    """admissionMode: UsageBasedAdmissionFairSharing orders the queue's workloads by their
+    LocalQueue's recent usage (shared.admission_fair); NoAdmissionFairSharing does not."""
+
+    admission_mode: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
 class ClusterQueueSpec:
     cohort: str = ""
     namespace_selector: LabelSelector | None = None
@@ -129,6 +139,7 @@ class ClusterQueueSpec:
     preemption: ClusterQueuePreemption = field(default_factory=ClusterQueuePreemption)
     fair_sharing: FairSharing = field(default_factory=FairSharing)
     flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    admission_scope: AdmissionScope | None = None
     stop_policy: str = STOP_NONE
     """None admits; Hold admits nothing more; HoldAndDrain also evicts what it admitted."""
 
@@ -167,6 +178,8 @@ class Cohort:
 @dataclass(slots=True, kw_only=True)
 class LocalQueueSpec:
     cluster_queue: str = ""
+    fair_sharing: FairSharing = field(default_factory=FairSharing)
+    """Its weight under admission fair sharing."""
 
 
 @dataclass(slots=True, kw_only=True)

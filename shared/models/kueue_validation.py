@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.models.kueue import (
+    ADMISSION_MODES,
     BORROW_POLICIES,
     QUEUEING_STRATEGIES,
     RECLAIM_POLICIES,
@@ -143,6 +144,11 @@ def validate_cluster_queue(cq: ClusterQueue) -> None:
             fungibility.when_can_preempt,
             WHEN_CAN_PREEMPT,
         )
+    scope = spec.admission_scope
+    if scope is not None and scope.admission_mode not in ADMISSION_MODES:
+        raise _unsupported(
+            "spec.admissionScope.admissionMode", scope.admission_mode, ADMISSION_MODES
+        )
     if spec.stop_policy not in STOP_POLICIES:
         raise _unsupported("spec.stopPolicy", spec.stop_policy, STOP_POLICIES)
     try:
@@ -171,6 +177,12 @@ def validate_kueue_cohort(cohort: KueueCohort) -> None:
 def validate_local_queue(lq: LocalQueue) -> None:
     if not lq.spec.cluster_queue:
         raise fail("spec.clusterQueue", "Required value")
+    try:
+        weight = parse_quantity(lq.spec.fair_sharing.weight)
+    except (QuantityError, ValueError) as e:
+        raise fail("spec.fairSharing.weight", f"invalid quantity: {e}") from None
+    if weight < 0:
+        raise fail("spec.fairSharing.weight", "Invalid value: must be non-negative")
 
 
 def validate_resource_flavor(rf: ResourceFlavor) -> None:
