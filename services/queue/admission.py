@@ -40,11 +40,12 @@ import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.queue import quota_fair
+from services.queue import quota_fair, quota_ready
 from services.queue.config import QueueConfig
 from services.queue.quota_assign import Placement, assign_pods
 from services.queue.quota_effects import place_on_flavors
 from services.queue.quota_evict import drain, preempt
+from services.queue.quota_ready import Readiness, WaitForPodsReady
 from services.queue.quota_report import report
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
@@ -188,7 +189,9 @@ class Admission:
         scheduler_names: Collection[str] = (DEFAULT_SCHEDULER_NAME,),
         fair_sharing: Sequence[str] = (),
         lq_usage: LocalQueueUsage | None = None,
+        wait_for_pods_ready: WaitForPodsReady | None = None,
     ) -> None:
+        self.readiness = Readiness(wait_for_pods_ready or WaitForPodsReady())
         self.lq_usage = lq_usage
         """Admission fair sharing's LocalQueue usage (None: off)."""
         self.lq_weights: dict[str, float] = {}
@@ -242,6 +245,7 @@ class Admission:
             lq_usage=LocalQueueUsage(config.admission_fair_sharing_half_life_s)
             if config.admission_fair_sharing_half_life_s > 0
             else None,
+            wait_for_pods_ready=config.wait_for_pods_ready,
         )
 
     # ------------------------------------------------------------------ state
@@ -316,6 +320,8 @@ class Admission:
             self._forget(pod.key)
             if self.managed(pod) and not self.is_admitted(pod):
                 await self._charge_bound(pod)
+            elif self.is_admitted(pod):
+                self.readiness.bound.add(pod.key)
             return pod
         if not self.managed(pod) or self.is_admitted(pod):
             return pod
@@ -384,6 +390,7 @@ class Admission:
 
     async def _admit_all(self, verdict: Verdict) -> None:
         await drain(self)
+        await quota_ready.check(self)
         quota_fair.refresh(self)
         workloads: dict[str, list[Workload]] = defaultdict(list)
         for wl in self._workloads(verdict).values():
@@ -442,7 +449,11 @@ class Admission:
                         reasons[wl.key] = f"ClusterQueue {queue} is inactive ({spec.stop_policy})"
                     continue
                 strict = spec.queueing_strategy == "StrictFIFO"
+                now = time.time()
                 for wl in waiting:
+                    if why := self.readiness.waiting_reason(wl, now):
+                        reasons[wl.key] = why
+                        continue
                     missing = wl.min_member - wl.admitted_members - len(wl.pods)
                     if missing > 0:
                         reasons[wl.key] = f"gang waiting for {missing} more pod(s)"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.queue.hints import QueueingHints
+from services.queue.quota_ready import WaitForPodsReady
 from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
@@ -58,6 +59,8 @@ class QueueConfig:
     """Kueue's admissionFairSharing.usageHalfLifeTime: LocalQueues' usage decays with this
     half-life, and orders the workloads of UsageBasedAdmissionFairSharing ClusterQueues
     (0: off)."""
+    wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
+    """Kueue's waitForPodsReady for quota-admitted workloads (services/queue/quota_ready)."""
     topics: Topics = field(default_factory=Topics)
     group_id: str = "berth-queue"
     """Kafka consumer group of the queue replicas."""

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from services.queue.config import QueueConfig
+from services.queue.quota_ready import WaitForPodsReady
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
 from shared.env import REDIS_CONNECTIONS, StackSettings
@@ -99,9 +100,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="Kueue's admission fair sharing: LocalQueue usage half-life (0: off)",
     )
+    parser.add_argument(
+        "--wait-for-pods-ready-timeout",
+        type=float,
+        default=float(os.environ.get(ENV_WAIT_FOR_PODS_READY, "0") or 0),
+        metavar="SECONDS",
+        help="Kueue's waitForPodsReady: requeue an admitted workload not bound in time (0: off)",
+    )
+    parser.add_argument("--wait-for-pods-ready-block", action="store_true")
+    parser.add_argument("--requeue-backoff-base", type=float, default=60.0, metavar="SECONDS")
+    parser.add_argument("--requeue-backoff-max", type=float, default=3600.0, metavar="SECONDS")
+    parser.add_argument("--requeue-backoff-limit", type=int, default=None, metavar="N")
     return parser
 
 
+ENV_WAIT_FOR_PODS_READY = "BERTH_WAIT_FOR_PODS_READY_TIMEOUT"
+"""waitForPodsReady's timeout in seconds (the queue's flag's default)."""
 ENV_FAIR_SHARING = "BERTH_FAIR_SHARING"
 """Fair sharing's preemption strategies for the queue (its --fair-sharing flag's default)."""
 ENV_ADMISSION_FAIR_SHARING = "BERTH_ADMISSION_FAIR_SHARING_HALF_LIFE"
@@ -140,6 +154,13 @@ def config_from_args(args: argparse.Namespace, settings: StackSettings) -> Queue
         reclaim_by_requeue=not settings.kube,
         fair_sharing_strategies=fair_sharing_strategies(args.fair_sharing),
         admission_fair_sharing_half_life_s=args.admission_fair_sharing_half_life,
+        wait_for_pods_ready=WaitForPodsReady(
+            args.wait_for_pods_ready_timeout,
+            args.wait_for_pods_ready_block,
+            args.requeue_backoff_base,
+            args.requeue_backoff_max,
+            args.requeue_backoff_limit,
+        ),
     )
     if settings.ordered:
         # Concurrent dispatch loops would interleave their batches on berth.schedule.
