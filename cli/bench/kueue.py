@@ -155,6 +155,9 @@ class Tracker:
     raw: dict[str, bytes | str] = field(default_factory=dict)
     finished: int = 0
     last_end: float = 0.0
+    peak: dict[str, int] = field(default_factory=dict)
+    """ClusterQueue -> the most cpu (mCPU) admission held for it at once, as sampled."""
+    cohort_peak: dict[str, int] = field(default_factory=dict)
 
     def ms(self, at: float) -> float:
         return (at - self.started) * 1000 * self.scale
@@ -193,6 +196,21 @@ class Tracker:
             self.records[key].evictions += 1
             self.raw.pop(key, None)
             self._end(key, now)
+
+    def sample(self, usage: Mapping[bytes | str, bytes | str]) -> None:
+        """The queue's usage hash now ("<cq>|<flavor>|<resource>" -> amount): the peaks."""
+        cohort_of = {q.name: q.cohort for q in self.plan.queues}
+        cohorts: dict[str, int] = {}
+        for raw_field, raw_amount in usage.items():
+            name = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
+            queue, _, resource = name.split("|", 2)
+            if resource != "cpu" or queue not in cohort_of:
+                continue
+            amount = int(raw_amount)
+            self.peak[queue] = max(self.peak.get(queue, 0), amount)
+            cohorts[cohort_of[queue]] = cohorts.get(cohort_of[queue], 0) + amount
+        for cohort, amount in cohorts.items():
+            self.cohort_peak[cohort] = max(self.cohort_peak.get(cohort, 0), amount)
 
     def finish(self, key: str, at: float) -> None:
         self._end(key, at)
@@ -241,7 +259,8 @@ async def _create(run: Pipeline, tracker: Tracker) -> None:
 
 async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
     """Create, watch and finish until every workload is finished (True) or the timeout."""
-    admitted_key = QueueKeys(run.client.settings.queue_prefix).quota_admitted
+    keys = QueueKeys(run.client.settings.queue_prefix)
+    admitted_key, usage_key = keys.quota_admitted, keys.quota_usage
     creator = asyncio.create_task(_create(run, tracker), name="kueue-create")
     deadline = time.time() + timeout_s
     total = len(tracker.plan.workloads)
@@ -251,6 +270,7 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
                 raise creator.exception()  # type: ignore[misc]
             now = time.time()
             tracker.observe(await run.client.redis.hgetall(admitted_key), now)
+            tracker.sample(await run.client.redis.hgetall(usage_key))
             for key, at in sorted(tracker.due.items(), key=lambda kv: kv[1]):
                 if at > now:
                     break
@@ -317,6 +337,10 @@ async def run_kueue_async(
         "lowerBoundWallMs": bound,
         "wallToLowerBound": round(wall_ms / bound, 3) if bound else None,
         **summary,
+        # What admission held (its usage in Redis), sampled every POLL_S: per ClusterQueue
+        # within nominal + borrowingLimit, per cohort within its nominal quota.
+        "peakUsage": dict(sorted(tracker.peak.items())),
+        "peakCohortUsage": dict(sorted(tracker.cohort_peak.items())),
         "cpuSeconds": cpu,
         "cpuSecondsTotal": round(total_cpu, 2),
         "cpuMsPerWorkload": round(total_cpu * 1000 / max(len(records), 1), 2),

@@ -39,35 +39,19 @@ class WorkloadRecord:
     """Admitted from, to (to an eviction or its finish): when it held its quota."""
 
 
-def _peak(periods: Iterable[tuple[float, float, int]]) -> int:
-    events = sorted(
-        [(start, amount) for start, _, amount in periods]
-        + [(end, -amount) for _, end, amount in periods],
-        key=lambda e: (e[0], e[1]),  # a release at the same instant goes first
-    )
-    now = best = 0
-    for _, delta in events:
-        now += delta
-        best = max(best, now)
-    return best
-
-
 def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
-    """Kueue's summary (see the module docstring), plus each ClusterQueue's and each cohort's
-    peak cpu usage (mCPU) while workloads held quota."""
+    """Kueue's summary (see the module docstring)."""
     by_queue = {q.name: q for q in plan.queues}
     cq: dict[str, dict[str, Any]] = {}
     for q in plan.queues:
         entry = cq.setdefault(q.class_name, {"cpuUsed": 0.0, "nominalQuota": 0, "last": 0.0})
         entry["nominalQuota"] += q.spec.nominal_milli
     wl: dict[str, dict[str, Any]] = {}
-    held: dict[str, list[tuple[float, float, int]]] = {}
     for r in records:
         cls = cq[by_queue[r.queue].class_name]
         for start, end in r.periods:
             cls["cpuUsed"] += r.cpu_milli * (end - start)
             cls["last"] = max(cls["last"], end)
-            held.setdefault(r.queue, []).append((start, end, r.cpu_milli))
         w = wl.setdefault(
             r.class_name, {"count": 0, "admit": 0.0, "finish": 0.0, "totalEvictions": 0}
         )
@@ -99,15 +83,7 @@ def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
         }
         for name, w in sorted(wl.items())
     }
-    cohorts: dict[str, list[tuple[float, float, int]]] = {}
-    for name, periods in held.items():
-        cohorts.setdefault(by_queue[name].cohort, []).extend(periods)
-    return {
-        "clusterQueueClasses": classes,
-        "workloadClasses": workloads,
-        "peakUsage": {name: _peak(periods) for name, periods in sorted(held.items())},
-        "peakCohortUsage": {name: _peak(periods) for name, periods in sorted(cohorts.items())},
-    }
+    return {"clusterQueueClasses": classes, "workloadClasses": workloads}
 
 
 def check_range(summary: Mapping[str, Any], wall_ms: int, mcpu: int, spec: RangeSpec) -> list[str]:
