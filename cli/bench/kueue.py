@@ -56,7 +56,7 @@ from shared.queue_keys import QueueKeys
 FLAVOR = "rf"
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 """Kueue's generator labels its objects with their class; so does this one."""
-POLL_S = 0.05
+POLL_S = 0.02
 """How often the admitted records are read (and due workloads finished)."""
 NODE_CPU_MILLI = 64_000
 
@@ -271,12 +271,14 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
             now = time.time()
             tracker.observe(await run.client.redis.hgetall(admitted_key), now)
             tracker.sample(await run.client.redis.hgetall(usage_key))
-            for key, at in sorted(tracker.due.items(), key=lambda kv: kv[1]):
-                if at > now:
-                    break
-                namespace, _, name = key.partition("/")
-                await finish_workload(run.client, namespace, name)
-                tracker.finish(key, time.time())
+            due = [key for key, at in tracker.due.items() if at <= now]
+            if due:
+                await asyncio.gather(
+                    *(finish_workload(run.client, *key.split("/", 1)) for key in due)
+                )
+                done = time.time()
+                for key in due:
+                    tracker.finish(key, done)
             await asyncio.sleep(POLL_S)
     finally:
         if not creator.done():

@@ -43,7 +43,7 @@ from redis.exceptions import RedisError
 from services.queue import quota_fair, quota_ready
 from services.queue.config import QueueConfig
 from services.queue.quota_assign import Placement, assign_pods
-from services.queue.quota_effects import place_on_flavors
+from services.queue.quota_effects import place_on_flavors, requeue
 from services.queue.quota_evict import drain, preempt
 from services.queue.quota_ready import Readiness, WaitForPodsReady
 from services.queue.quota_report import report
@@ -157,6 +157,8 @@ class Workload:
 
 
 TenantOf = Callable[[PodRecord], str]
+_Best = tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]]
+"""A queue's candidate in a round: share, order, workload, each pod's flavors."""
 
 
 @dataclass
@@ -227,6 +229,8 @@ class Admission:
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
+        self.requeued: dict[str, str] = {}
+        """Pods admission put back to waiting (key -> uid), until admitted again."""
         self.draining: set[str] = set()
         """Pods evicted because their ClusterQueue drains (HoldAndDrain), not yet released."""
         self.evictions: dict[str, int] = defaultdict(int)
@@ -358,16 +362,16 @@ class Admission:
                 usage[(flavor, resource)] = usage.get((flavor, resource), 0) - amount
 
     async def _charge_bound(self, pod: PodRecord) -> None:
+        if self.requeued.get(pod.key) == pod.uid:  # evicted, then bound by a stale proposal
+            log.info("quota: %s was bound after its eviction; evicting it again", pod.key)
+            return await requeue(self.store, pod.key, pod.uid)
         queue, _ = self._queue_of(pod)
         if queue is None:
             return
         request = self._request_of(pod, queue)
         cohort = self.cohorts[self.cohort_of[queue]]
-        flavors = {
-            r: cohort.queues[queue].flavors_of[r][0]
-            for r in request
-            if r in cohort.queues[queue].flavors_of
-        }
+        flavors_of = cohort.queues[queue].flavors_of
+        flavors = {r: flavors_of[r][0] for r in request if r in flavors_of}
         await self._write([(pod, queue, request, flavors)])
 
     # ------------------------------------------------------------------ rounds
@@ -438,10 +442,11 @@ class Admission:
         reasons: dict[str, str] = {}
         reclaim_tried: dict[str, str] = {}
         reclaim_reason: dict[str, str] = {}
+        skip: dict[str, bool] = {}
+        """Workloads found not admissible this round (quota only shrinks within a round):
+        not looked at again; True when it holds its queue's turn."""
         while True:
-            best: tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]] | None = (
-                None
-            )
+            best: _Best | None = None
             for queue, waiting in by_queue.items():
                 spec = self.queues[queue].spec
                 if spec.stop_policy != STOP_NONE:  # Kueue: an inactive queue admits nothing
@@ -451,6 +456,11 @@ class Admission:
                 strict = spec.queueing_strategy == "StrictFIFO"
                 now = time.time()
                 for wl in waiting:
+                    if wl.key in skip:
+                        if skip[wl.key]:
+                            break
+                        continue
+                    skip[wl.key] = False
                     if why := self.readiness.waiting_reason(wl, now):
                         reasons[wl.key] = why
                         continue
@@ -483,8 +493,10 @@ class Admission:
                             reasons[wl.key] = reclaim_reason[wl.key]
                         # A workload that pods are leaving for holds its queue's turn.
                         if strict or reclaiming:
+                            skip[wl.key] = True
                             break
                         continue
+                    del skip[wl.key]  # it fits: looked at again after the next admission
                     share = cohort.share(queue, assignment.usage)
                     if best is None or (share, wl.order) < (best[0], best[1]):
                         best = (share, wl.order, wl, flavors)
@@ -540,6 +552,7 @@ class Admission:
                 "lq": f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}",
             }
             args += [pod.key, msgpack.packb(record)]
+            self.requeued.pop(pod.key, None)
             self.admitted[pod.key] = record
             for fld, amount in charge.items():
                 deltas[fld] += amount

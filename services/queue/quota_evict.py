@@ -68,7 +68,7 @@ async def preempt(
         if key in already:
             leaving.add(key)
         elif await budgets.evict(key):  # budgets may have moved since the plan
-            await requeue(self.store, key, rec["uid"])
+            await evict(self, key, rec["uid"])
             self.evictions[rec["cq"]] += 1
             self.evicted += 1
             leaving.add(key)
@@ -78,6 +78,14 @@ async def preempt(
     owners = sorted({victims[key]["cq"] for key in leaving})
     verb = "preempting" if wl.queue in owners else "reclaiming quota"
     return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
+
+
+async def evict(self: Admission, key: str, uid: str) -> None:
+    """Put an admitted pod back to waiting (quota_effects.requeue), remembering it: if a
+    proposal already in flight binds it anyway, admission evicts it again instead of
+    charging it (a pod bound outside admission is otherwise charged on sight)."""
+    await requeue(self.store, key, uid)
+    self.requeued[key] = uid
 
 
 def _plan(
@@ -114,7 +122,7 @@ async def drain(self: Admission) -> None:
         return
     for key, rec in list(self.admitted.items()):
         if rec["cq"] in draining and key not in self.draining:
-            await requeue(self.store, key, rec["uid"])
+            await evict(self, key, rec["uid"])
             self.evictions[rec["cq"]] += 1
             self.evicted += 1
             self.draining.add(key)

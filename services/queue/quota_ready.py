@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from services.queue.quota_effects import admitted_workloads, requeue
+from services.queue.quota_effects import admitted_workloads
+from services.queue.quota_evict import evict
 
 if TYPE_CHECKING:
     from services.queue.admission import Admission, Workload
@@ -86,7 +87,7 @@ async def check(self: Admission) -> None:
         n = ready.requeued[key] = ready.requeued.get(key, 0) + 1
         ready.until[key] = now + ready.backoff(n)
         for pod in pods:
-            await requeue(self.store, pod, self.admitted[pod]["uid"])
+            await evict(self, pod, self.admitted[pod]["uid"])
             ready.leaving.add(pod)
             self.evictions[candidate.queue] += 1
             self.evicted += 1

@@ -5,6 +5,8 @@ ClusterQueue.spec.stopPolicy."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import redis.asyncio as aioredis
 
 from services.queue.admission import Admission
@@ -183,3 +185,30 @@ async def test_stop_policy_hold_then_drain_then_resume(
     await stop("None")
     await admission.admit()
     assert await usage_in_redis(admission) == {"q|on-demand|cpu": 2000}
+
+
+async def test_a_pod_bound_after_its_eviction_is_evicted_again_not_charged(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """An evicted pod that a proposal already in flight binds anyway (a stale binding) would
+    be charged on sight, above the quota; admission evicts it again instead."""
+    admission = await setup(redis_client, redis_prefix, ON_DEMAND_THEN_SPOT)
+    first = pod("first")
+    await submit(admission, first)
+    await admission.admit()
+    (cq,) = admission.queues.values()
+    cq.spec.stop_policy = "HoldAndDrain"
+    await admission.store.apply([cq])
+    await admission.load()
+    await admission.admit()
+    assert admission.evicted == 1
+    await admission.gate(PodRecord.from_pod(first), "delete")  # the eviction's own events
+    stored = await admission.store.get_pod("team", "first")
+    assert stored is not None
+    await admission.gate(PodRecord.from_pod(stored), "add")
+    stale = PodRecord.from_pod(stored)
+    await admission.gate(replace(stale, node_name="n1"), "update")  # the stale binding
+    assert await usage_in_redis(admission) == {}
+    again = await admission.store.get_pod("team", "first")
+    assert again is not None
+    assert again.spec.node_name == ""
