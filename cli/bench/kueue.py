@@ -59,6 +59,8 @@ CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 POLL_S = 0.02
 """How often the admitted records are read (and due workloads finished)."""
 NODE_CPU_MILLI = 64_000
+FINISH_AT_ONCE = 8
+"""Workloads finished concurrently (within the client's Redis connections)."""
 
 
 async def finish_workload(client: StackClient, namespace: str, name: str) -> None:
@@ -272,12 +274,13 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
             tracker.observe(await run.client.redis.hgetall(admitted_key), now)
             tracker.sample(await run.client.redis.hgetall(usage_key))
             due = [key for key, at in tracker.due.items() if at <= now]
-            if due:
+            for i in range(0, len(due), FINISH_AT_ONCE):
+                chunk = due[i : i + FINISH_AT_ONCE]
                 await asyncio.gather(
-                    *(finish_workload(run.client, *key.split("/", 1)) for key in due)
+                    *(finish_workload(run.client, *key.split("/", 1)) for key in chunk)
                 )
                 done = time.time()
-                for key in due:
+                for key in chunk:
                     tracker.finish(key, done)
             await asyncio.sleep(POLL_S)
     finally:
