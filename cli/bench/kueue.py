@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,11 +53,15 @@ from shared.models import (
 )
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.queue_keys import QueueKeys
+from shared.stats import percentile
 
 FLAVOR = "rf"
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 """Kueue's generator labels its objects with their class; so does this one."""
 POLL_S = 0.02
+ESTIMATES_POLL_S = 0.5
+"""How often the waiting pods' reasons are read for their estimates."""
+ESTIMATE = re.compile(r"admission estimated in ~(\d+)s")
 """How often the admitted records are read (and due workloads finished)."""
 NODE_CPU_MILLI = 64_000
 FINISH_AT_ONCE = 8
@@ -160,6 +165,10 @@ class Tracker:
     peak: dict[str, int] = field(default_factory=dict)
     """ClusterQueue -> the most cpu (mCPU) admission held for it at once, as sampled."""
     cohort_peak: dict[str, int] = field(default_factory=dict)
+    predicted: dict[str, float] = field(default_factory=dict)
+    """pod key -> when the queue's first estimate said it would be admitted (epoch s)."""
+    estimate_errors: list[float] = field(default_factory=list)
+    """Admitted minus predicted (seconds), one per estimated workload."""
 
     def ms(self, at: float) -> float:
         return (at - self.started) * 1000 * self.scale
@@ -193,6 +202,8 @@ class Tracker:
                 self._end(key, at)
             self.admitted_at[key] = at
             record.admitted_ms = self.ms(at)
+            if key in self.predicted:
+                self.estimate_errors.append(at - self.predicted.pop(key))
             self.due[key] = at + self.planned[key].runtime_ms / 1000 / self.scale
         for key in [k for k in self.admitted_at if k not in seen]:
             self.records[key].evictions += 1
@@ -213,6 +224,32 @@ class Tracker:
             cohorts[cohort_of[queue]] = cohorts.get(cohort_of[queue], 0) + amount
         for cohort, amount in cohorts.items():
             self.cohort_peak[cohort] = max(self.cohort_peak.get(cohort, 0), amount)
+
+    def read_estimates(self, whys: Mapping[bytes | str, bytes | str], now: float) -> None:
+        """The queue's reasons of waiting pods: the first estimate of each not yet admitted."""
+        for raw_key, blob in whys.items():
+            key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+            if key in self.predicted or key in self.admitted_at or key not in self.records:
+                continue
+            if self.records[key].admitted_ms is not None:
+                continue
+            message = msgpack.unpackb(blob, raw=False).get("msg", "")
+            found = ESTIMATE.search(message)
+            if found:
+                self.predicted[key] = now + int(found.group(1))
+
+    def estimates(self) -> dict[str, Any]:
+        """How close the estimates were (config-time ms)."""
+        errors = sorted(abs(e) * 1000 * self.scale for e in self.estimate_errors)
+        signed = sorted(e * 1000 * self.scale for e in self.estimate_errors)
+        if not errors:
+            return {"count": 0}
+        return {
+            "count": len(errors),
+            "medianAbsErrorMs": int(percentile(errors, 50)),
+            "p90AbsErrorMs": int(percentile(errors, 90)),
+            "medianErrorMs": int(percentile(signed, 50)),
+        }
 
     def finish(self, key: str, at: float) -> None:
         self._end(key, at)
@@ -266,6 +303,7 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
     creator = asyncio.create_task(_create(run, tracker), name="kueue-create")
     deadline = time.time() + timeout_s
     total = len(tracker.plan.workloads)
+    next_estimates = 0.0
     try:
         while tracker.finished < total and time.time() < deadline:
             if creator.done() and creator.exception() is not None:
@@ -273,6 +311,11 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
             now = time.time()
             tracker.observe(await run.client.redis.hgetall(admitted_key), now)
             tracker.sample(await run.client.redis.hgetall(usage_key))
+            if now >= next_estimates:  # the queue's reasons, for how good its estimates are
+                next_estimates = now + ESTIMATES_POLL_S
+                for queue in tracker.plan.queues:
+                    whys = await run.client.redis.hgetall(keys.key(queue.name, "why"))
+                    tracker.read_estimates(whys, now)
             due = [key for key, at in tracker.due.items() if at <= now]
             for i in range(0, len(due), FINISH_AT_ONCE):
                 chunk = due[i : i + FINISH_AT_ONCE]
@@ -346,6 +389,9 @@ async def run_kueue_async(
         # within nominal + borrowingLimit, per cohort within its nominal quota.
         "peakUsage": dict(sorted(tracker.peak.items())),
         "peakCohortUsage": dict(sorted(tracker.cohort_peak.items())),
+        # The queue's estimated admission times (in waiting pods' reasons), against the
+        # admissions that followed: admitted minus predicted.
+        "admissionEstimates": tracker.estimates(),
         "cpuSeconds": cpu,
         "cpuSecondsTotal": round(total_cpu, 2),
         "cpuMsPerWorkload": round(total_cpu * 1000 / max(len(records), 1), 2),

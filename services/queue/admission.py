@@ -44,9 +44,11 @@ from services.queue import quota_fair, quota_ready
 from services.queue.config import QueueConfig
 from services.queue.quota_assign import Placement, assign_pods
 from services.queue.quota_effects import place_on_flavors, requeue
+from services.queue.quota_estimate import estimates
 from services.queue.quota_evict import drain, preempt
 from services.queue.quota_ready import Readiness, WaitForPodsReady
 from services.queue.quota_report import report
+from services.queue.quota_scripts import COMMIT, RELEASE
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
 from shared.admission_fair import LocalQueueUsage
@@ -76,6 +78,7 @@ from shared.models.selectors import selector_matches
 from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
 from shared.quota import Cohort, cohorts_of
+from shared.quota_eta import Releases
 from shared.quota_status import read_reserved
 from shared.store import ClusterStore
 from shared.wire import MessageError
@@ -84,33 +87,6 @@ log = logging.getLogger(__name__)
 
 QUOTA_PLUGIN = "Quota"
 """The 'plugin' a quota-waiting pod names (berth get pods: status Quota)."""
-
-_COMMIT = """
-for i = 1, tonumber(ARGV[1]) do
-  redis.call('HSET', KEYS[1], ARGV[2 * i], ARGV[2 * i + 1])
-end
-local n = tonumber(ARGV[1])
-local at = 2 * n + 2
-for j = 1, tonumber(ARGV[at]) do
-  redis.call('HINCRBY', KEYS[2], ARGV[at + 2 * j - 1], ARGV[at + 2 * j])
-end
-return n
-"""
-"""Admit: ARGV n, n x (pod key, record), m, m x (usage field, delta)."""
-
-_RELEASE = """
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local rec = cmsgpack.unpack(raw)
-if ARGV[2] ~= '' and rec.uid ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-for field, amount in pairs(rec.charge) do
-  redis.call('HINCRBY', KEYS[2], field, -amount)
-end
-return 1
-"""
-"""Release one pod's charge (only the life with that uid, when given)."""
-
 
 QUOTA_KINDS = frozenset(
     {"ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"}
@@ -209,8 +185,8 @@ class Admission:
         self.keys = QueueKeys(prefix)
         self.admitted_key = self.keys.quota_admitted
         self.usage_key = self.keys.quota_usage
-        self._commit = redis.register_script(_COMMIT)
-        self._release = redis.register_script(_RELEASE)
+        self._commit = redis.register_script(COMMIT)
+        self._release = redis.register_script(RELEASE)
         self.loaded = False
         self.queues: dict[str, ClusterQueue] = {}
         self.local: dict[str, str] = {}
@@ -229,6 +205,8 @@ class Admission:
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
+        self.releases = Releases()
+        """What each ClusterQueue gave back lately (its throughput, for the estimates)."""
         self.requeued: dict[str, str] = {}
         """Pods admission put back to waiting (key -> uid), until admitted again."""
         self.draining: set[str] = set()
@@ -352,6 +330,8 @@ class Admission:
             return  # not admitted, or an older life of the name (its charge is gone already)
         del self.admitted[key]
         self.dirty = True
+        amounts = {f.split("|", 2)[2]: a for f, a in record["charge"].items()}
+        self.releases.record(record["cq"], time.time(), amounts)
         await self._release(keys=[self.admitted_key, self.usage_key], args=[key, uid])
         queue = record["cq"]
         cohort = self.cohorts.get(self.cohort_of.get(queue, ""))
@@ -520,8 +500,9 @@ class Admission:
         overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
         shared = cohort.queues[everyone[0].queue].cohort if everyone else ""
         for queue, waiting in by_queue.items():
+            eta = estimates(self, cohort, queue, waiting)
             for position, wl in enumerate(waiting, start=1):
-                reason = reasons.get(wl.key, "waiting for quota")
+                reason = reasons.get(wl.key, "waiting for quota") + eta.get(wl.key, "")
                 where = f"position {position} of {len(waiting)}"
                 if shared:  # and across the cohort, in priority then creation order
                     where += f"; {overall[wl.key]} of {len(everyone)} in cohort {shared}"

@@ -47,6 +47,11 @@ async def test_small_kueue_config_end_to_end(dev_servers: DevServers) -> None:
     assert result["wallMs"] >= result["lowerBoundWallMs"]
     assert result["wallToLowerBound"] >= 1.0
     assert result["cpuSecondsTotal"] > 0
+    # The queue's estimated admission times were read from waiting pods' reasons and
+    # compared with the admissions that followed.
+    estimates = result["admissionEstimates"]
+    assert estimates["count"] > 0
+    assert 0 <= estimates["medianAbsErrorMs"] <= estimates["p90AbsErrorMs"]
     # The loose range is met; an impossible one fails with the checker's reasons.
     assert finish_result(dict(result), "small", (SMALL / "rangespec.yaml").read_text()) == 0
     impossible = (
