@@ -351,12 +351,11 @@ def _joins_a_gang(event: PodChange) -> bool:
 
 def _brings_work(events: Sequence[QueueEvent]) -> bool:
     """Whether the queue may have something new to dispatch after these events: a pending pod
-    added or changed, a deleted pod (its quota may admit a waiting one), or a cluster event
-    that may wake parked pods."""
+    added or changed, or a cluster event that may wake parked pods."""
     for event in events:
         if isinstance(event, ClusterEvent | QuotaObjectsChanged):
             return True
-        if event.op == "delete" or not event.pod.node_name:
+        if event.op != "delete" and not event.pod.node_name:
             return True
     return False
 
