@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any, cast
 
 from shared.models.kueue import ClusterQueue, ResourceGroup, quota_value
 from shared.models.kueue import Cohort as KueueCohort
@@ -119,7 +120,7 @@ class _Walk:
         self.tree = tree
         self.fr = fr
         self.kids = tree.children()
-        self._subtree: dict[Node, int] = {}
+        self._subtree: dict[Node, int] = tree._cache().setdefault(("subtree", fr), {})
         self._usage: dict[Node, int] = {}
 
     def limits(self, node: Node) -> Limits | None:
@@ -194,9 +195,18 @@ class Cohort:
     usage: dict[str, dict[FlavorResource, int]] = field(default_factory=dict)
     nodes: dict[str, CohortQuota] = field(default_factory=dict)
     """The tree's Cohort objects (a cohort only named by queues has no quota of its own)."""
+    static: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """What depends on quotas only (children, subtree quotas), computed once per shape."""
 
     def with_usage(self, usage: dict[str, dict[FlavorResource, int]]) -> Cohort:
-        return Cohort(self.queues, usage, self.nodes)
+        return Cohort(self.queues, usage, self.nodes, self.static)
+
+    def _cache(self) -> dict[Any, Any]:
+        shape = (len(self.queues), len(self.nodes))
+        if self.static.get("shape") != shape:  # queues or cohorts added since: start again
+            self.static.clear()
+            self.static["shape"] = shape
+        return self.static
 
     def parent(self, node: Node) -> Node | None:
         is_queue, name = node
@@ -209,7 +219,11 @@ class Cohort:
 
     def children(self) -> dict[str, list[Node]]:
         """cohort name -> its queues and cohorts."""
+        cache = self._cache()
+        if "kids" in cache:
+            return cast(dict[str, list[Node]], cache["kids"])
         kids: dict[str, list[Node]] = {}
+        cache["kids"] = kids
         for name, q in self.queues.items():
             if q.cohort:
                 kids.setdefault(q.cohort, []).append((True, name))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -38,6 +39,7 @@ from cli.client import StackClient
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from services.scheduler import read_heartbeats
+from shared.env import ENV_PROFILE_DIR
 from shared.models import (
     Container,
     Manifests,
@@ -340,11 +342,14 @@ async def run_kueue_async(
     workers: int = 1,
     binders: int = 1,
     servers: DevServers | None = None,
+    profile_dir: str | None = None,
 ) -> dict[str, Any]:
-    """See the module docstring; `servers` reuses a running Redis and broker (tests)."""
+    """See the module docstring; `servers` reuses a running Redis and broker (tests);
+    `profile_dir` gets a cProfile dump per service process."""
     if time_scale <= 0:
         raise ValueError("--time-scale must be positive")
     nodes = nodes_for(plan)
+    profile = await asyncio.to_thread(os.path.abspath, profile_dir) if profile_dir else None
     async with pipeline(
         workers=workers,
         binders=binders,
@@ -352,6 +357,7 @@ async def run_kueue_async(
         single_tenant=None,
         ordered=False,
         session_ms=3000,
+        extra_env={ENV_PROFILE_DIR: profile} if profile else None,
     ) as run:
         objects = quota_objects(plan)
         objects.nodes = nodes

@@ -53,6 +53,7 @@ def bench_kueue(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             workers=args.workers,
             binders=args.binders,
+            profile_dir=args.profile,
         )
     except (ConfigError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
