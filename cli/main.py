@@ -14,6 +14,7 @@
     berth demo --tenants [--plot FILE.png] # ClusterQueues borrowing, reclaiming, sharing a cohort
     berth bench --mode distributed --workers N --binders M [--nodes N] [--pods P] [-o json]
     berth bench --mode distributed --model [--nodes N] [--pods P] [-o json]
+    berth bench --mode kueue --generator FILE [--rangespec FILE] [--time-scale K] [-o json]
 
 Each command imports what it needs when it runs, so `berth --help` stays instant.
 """
@@ -91,6 +92,11 @@ def _print_figures(result: Mapping[str, object], output: str) -> None:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from cli.bench.floor import floor_pods_per_s, with_floor
+
+    if args.mode == "kueue":
+        from cli.bench.kueue_cli import bench_kueue
+
+        return bench_kueue(args)
 
     # The reference, measured here, in this process, before the figure it is compared with.
     floor = floor_pods_per_s()
@@ -201,7 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="benchmarks that print figures")
     bench.add_argument(
-        "--mode", choices=["in-process", "distributed", "queue"], default="in-process"
+        "--mode", choices=["in-process", "distributed", "queue", "kueue"], default="in-process"
     )
     bench.add_argument("--workload", default="scheduling-basic")
     bench.add_argument("--nodes", type=int, default=5000)
@@ -233,6 +239,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-reuse",
         action="store_true",
         help="in-process: evaluate every node for every pod (no scheduling signatures)",
+    )
+    bench.add_argument("--generator", metavar="FILE", help="kueue: Kueue's generator.yaml")
+    bench.add_argument("--rangespec", metavar="FILE", help="kueue: Kueue's rangespec.yaml")
+    bench.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="kueue: run the config this many times faster (figures in the config's time)",
+    )
+    bench.add_argument(
+        "--timeout", type=float, default=3600.0, help="kueue: give up after this many seconds"
     )
     bench.add_argument("-o", "--output", choices=["json", "table"], default="table")
     bench.set_defaults(run=_cmd_bench)

@@ -238,8 +238,9 @@ _KINDS = {
     "resourceflavor": "ResourceFlavor",
     "clusterqueue": "ClusterQueue",
     "localqueue": "LocalQueue",
+    "cohort": "Cohort",
 }
-_CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ResourceFlavor", "ClusterQueue"}
+_CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ResourceFlavor", "ClusterQueue", "Cohort"}
 
 
 def _delete_targets(args: argparse.Namespace) -> list[tuple[str, str, str]]:

@@ -1,21 +1,24 @@
 """Quota arithmetic of Kueue's ClusterQueues and cohorts, exact and pure.
 
-This module is the reference: the queue's admission script (services/queue/lua/admit.lua)
-computes the same thing in Redis, and a randomized test compares the two. Kueue's model
-(pkg/cache resource nodes, KEP-1224 lendingLimit), one level of cohort:
+Kueue's model (pkg/cache resource nodes, KEP-1224 lendingLimit, KEP-79 hierarchical cohorts):
+ClusterQueues and cohorts form trees. A cohort is named by its queues' `spec.cohort`; a Cohort
+object of that name adds quota of its own (resource groups as a ClusterQueue's) and a parent
+cohort. Per node and (flavor, resource):
 
-- A ClusterQueue has, per (flavor, resource), a nominal quota, an optional borrowingLimit and an
-  optional lendingLimit. `guaranteed = nominal - lendingLimit` (0 without a lendingLimit) is
-  never lent; the rest, `nominal - guaranteed`, is put into the cohort.
-- A cohort's quota is what its queues put in; its usage is what its queues use beyond their
-  guaranteed part.
-- What a queue may still take (`available`): its unused guaranteed part, plus what the cohort
-  has left, capped by borrowingLimit (it may use at most nominal + borrowingLimit). A queue
-  without a cohort has exactly its nominal quota.
+- `subtree` quota: a queue's nominal quota; a cohort's own nominal plus what each child puts
+  in (its subtree minus its guaranteed part);
+- `guaranteed = subtree - lendingLimit` (0 without a lendingLimit) is never lent to the parent;
+- usage: a queue's; a cohort's, what its children use beyond their guaranteed parts;
+- what a node may still take (`available`): its unused guaranteed part, plus what its parent
+  has available, capped by borrowingLimit (at most subtree + borrowingLimit in all); a root
+  has its subtree quota minus its usage. A queue without a cohort has exactly its nominal.
+- `potential`: the same with every other queue idle (Kueue's PotentialAvailable).
 - Fair sharing (DRF): a queue's share is the largest, over resources, of what it borrows
-  (usage above nominal) over what the cohort can lend for that resource, divided by its weight
+  (usage above nominal) over what the root can lend for that resource, divided by its weight
   (weight 0: infinite). Kueue reports it x1000 as an integer; so does `share`.
 
+With one level (no Cohort objects), this is the cohort of Kueue's first versions: a cohort's
+quota is what its queues lend, its usage what they use beyond their guaranteed parts.
 Amounts are integers in berth's units (milli-CPU, bytes, counts), as `kueue.quota_value` makes.
 """
 
@@ -23,10 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any, cast
 
-from shared.models.kueue import ClusterQueue, quota_value
+from shared.models.kueue import ClusterQueue, ResourceGroup, quota_value
+from shared.models.kueue import Cohort as KueueCohort
 from shared.models.quantity import parse_quantity
 
 FlavorResource = tuple[str, str]
@@ -64,76 +69,207 @@ class QueueQuota:
 
     @classmethod
     def of(cls, cq: ClusterQueue) -> QueueQuota:
-        limits: dict[FlavorResource, Limits] = {}
         flavors_of: dict[str, tuple[str, ...]] = {}
         for group in cq.spec.resource_groups:
             for resource in group.covered_resources:
                 flavors_of[resource] = tuple(f.name for f in group.flavors)
-            for flavor in group.flavors:
-                for q in flavor.resources:
-                    limits[(flavor.name, q.name)] = Limits(
-                        quota_value(q.name, q.nominal_quota),
-                        None
-                        if q.borrowing_limit is None
-                        else quota_value(q.name, q.borrowing_limit),
-                        None if q.lending_limit is None else quota_value(q.name, q.lending_limit),
-                    )
         weight = Fraction(parse_quantity(cq.spec.fair_sharing.weight))
+        limits = limits_of(cq.spec.resource_groups)
         return cls(cq.metadata.name, cq.spec.cohort, limits, flavors_of, weight)
+
+
+def limits_of(groups: Iterable[ResourceGroup]) -> dict[FlavorResource, Limits]:
+    limits: dict[FlavorResource, Limits] = {}
+    for group in groups:
+        for flavor in group.flavors:
+            for q in flavor.resources:
+                limits[(flavor.name, q.name)] = Limits(
+                    quota_value(q.name, q.nominal_quota),
+                    None if q.borrowing_limit is None else quota_value(q.name, q.borrowing_limit),
+                    None if q.lending_limit is None else quota_value(q.name, q.lending_limit),
+                )
+    return limits
+
+
+@dataclass(frozen=True, slots=True)
+class CohortQuota:
+    """A Cohort object's own quota and its parent cohort."""
+
+    name: str
+    parent: str
+    limits: Mapping[FlavorResource, Limits]
+    weight: Fraction = Fraction(1)
+
+    @classmethod
+    def of(cls, cohort: KueueCohort) -> CohortQuota:
+        weight = Fraction(parse_quantity(cohort.spec.fair_sharing.weight))
+        return cls(
+            cohort.metadata.name, cohort.spec.parent, limits_of(cohort.spec.resource_groups), weight
+        )
+
+
+Node = tuple[bool, str]
+"""(is a ClusterQueue, name): a node of a cohort tree."""
+
+
+class _Walk:
+    """One (flavor, resource) over a tree: subtree quota, guaranteed part and usage of each
+    node, computed once."""
+
+    def __init__(self, tree: Cohort, fr: FlavorResource) -> None:
+        self.tree = tree
+        self.fr = fr
+        self.kids = tree.children()
+        self._subtree: dict[Node, int] = tree._cache().setdefault(("subtree", fr), {})
+        self._usage: dict[Node, int] = {}
+
+    def limits(self, node: Node) -> Limits | None:
+        is_queue, name = node
+        if is_queue:
+            return self.tree.queues[name].limits.get(self.fr)
+        own = self.tree.nodes.get(name)
+        return None if own is None else own.limits.get(self.fr)
+
+    def subtree(self, node: Node) -> int:
+        found = self._subtree.get(node)
+        if found is None:
+            limits = self.limits(node)
+            found = 0 if limits is None else limits.nominal
+            if not node[0]:
+                found += sum(
+                    self.subtree(kid) - self.guaranteed(kid) for kid in self.kids.get(node[1], ())
+                )
+            self._subtree[node] = found
+        return found
+
+    def guaranteed(self, node: Node) -> int:
+        limits = self.limits(node)
+        if limits is None or limits.lending is None:
+            return 0
+        return max(0, self.subtree(node) - limits.lending)
+
+    def usage(self, node: Node) -> int:
+        found = self._usage.get(node)
+        if found is None:
+            if node[0]:
+                found = self.tree.used(node[1], self.fr)
+            else:
+                found = sum(
+                    max(0, self.usage(kid) - self.guaranteed(kid))
+                    for kid in self.kids.get(node[1], ())
+                )
+            self._usage[node] = found
+        return found
+
+    def available(self, node: Node) -> int:
+        parent = self.tree.parent(node)
+        subtree, usage = self.subtree(node), self.usage(node)
+        if parent is None:
+            return subtree - usage
+        guaranteed = self.guaranteed(node)
+        local = max(0, guaranteed - usage)
+        above = self.available(parent)
+        limits = self.limits(node)
+        if limits is not None and limits.borrowing is not None:
+            in_parent = subtree - guaranteed - max(0, usage - guaranteed)
+            above = min(above, in_parent + limits.borrowing)
+        return local + above
+
+    def potential(self, node: Node) -> int:
+        parent = self.tree.parent(node)
+        if parent is None:
+            return self.subtree(node)
+        most = self.guaranteed(node) + self.potential(parent)
+        limits = self.limits(node)
+        if limits is not None and limits.borrowing is not None:
+            most = min(most, self.subtree(node) + limits.borrowing)
+        return most
 
 
 @dataclass
 class Cohort:
-    """The queues sharing one cohort (or one queue alone) and their usage."""
+    """One tree: the queues under one root cohort (or one queue alone), the Cohort objects
+    among its cohorts, and the queues' usage."""
 
     queues: dict[str, QueueQuota]
     usage: dict[str, dict[FlavorResource, int]] = field(default_factory=dict)
+    nodes: dict[str, CohortQuota] = field(default_factory=dict)
+    """The tree's Cohort objects (a cohort only named by queues has no quota of its own)."""
+    static: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    """What depends on quotas only (children, subtree quotas), computed once per shape."""
+
+    def with_usage(self, usage: dict[str, dict[FlavorResource, int]]) -> Cohort:
+        return Cohort(self.queues, usage, self.nodes, self.static)
+
+    def _cache(self) -> dict[Any, Any]:
+        shape = (len(self.queues), len(self.nodes))
+        if self.static.get("shape") != shape:  # queues or cohorts added since: start again
+            self.static.clear()
+            self.static["shape"] = shape
+        return self.static
+
+    def parent(self, node: Node) -> Node | None:
+        is_queue, name = node
+        if is_queue:
+            cohort = self.queues[name].cohort
+        else:
+            own = self.nodes.get(name)
+            cohort = "" if own is None else own.parent
+        return (False, cohort) if cohort else None
+
+    def children(self) -> dict[str, list[Node]]:
+        """cohort name -> its queues and cohorts."""
+        cache = self._cache()
+        if "kids" in cache:
+            return cast(dict[str, list[Node]], cache["kids"])
+        kids: dict[str, list[Node]] = {}
+        cache["kids"] = kids
+        for name, q in self.queues.items():
+            if q.cohort:
+                kids.setdefault(q.cohort, []).append((True, name))
+        for name, c in self.nodes.items():
+            if c.parent:
+                kids.setdefault(c.parent, []).append((False, name))
+        return kids
+
+    def root(self) -> Node | None:
+        """The root cohort (None for a queue alone)."""
+        node: Node | None = None
+        for name in self.queues:
+            node = (True, name)
+            break
+        if node is None:
+            return None
+        seen = set()
+        while (up := self.parent(node)) is not None and up not in seen:
+            seen.add(up)
+            node = up
+        return None if node[0] else node
 
     def used(self, queue: str, fr: FlavorResource) -> int:
         return self.usage.get(queue, {}).get(fr, 0)
 
     def cohort_quota(self, fr: FlavorResource) -> int:
-        return sum(q.limits[fr].lendable for q in self.queues.values() if fr in q.limits)
+        """What the root cohort holds of `fr` (all the tree can lend)."""
+        root = self.root()
+        return 0 if root is None else _Walk(self, fr).subtree(root)
 
     def cohort_usage(self, fr: FlavorResource) -> int:
-        return sum(
-            max(0, self.used(name, fr) - q.limits[fr].guaranteed)
-            for name, q in self.queues.items()
-            if fr in q.limits
-        )
+        root = self.root()
+        return 0 if root is None else _Walk(self, fr).usage(root)
 
     def available(self, queue: str, fr: FlavorResource) -> int:
         """What `queue` may still take of `fr` (see the module docstring)."""
-        q = self.queues[queue]
-        limits = q.limits.get(fr)
-        if limits is None:
+        if fr not in self.queues[queue].limits:
             return 0
-        used = self.used(queue, fr)
-        if not q.cohort:
-            return max(0, limits.nominal - used)
-        local = max(0, limits.guaranteed - used)
-        parent = self.cohort_quota(fr) - self.cohort_usage(fr)
-        if limits.borrowing is not None:
-            in_parent = limits.lendable - max(0, used - limits.guaranteed)
-            parent = min(parent, in_parent + limits.borrowing)
-        return max(0, local + parent)
+        return max(0, _Walk(self, fr).available((True, queue)))
 
-    def assign(self, queue: str, request: Mapping[str, int]) -> dict[str, str] | None:
-        """The flavor of each requested resource (the first, in the queue's order, with room
-        for it), or None when some resource fits no flavor. Resources the queue does not
-        cover must not be requested (Kueue: the workload is inadmissible)."""
-        q = self.queues[queue]
-        chosen: dict[str, str] = {}
-        for resource, amount in request.items():
-            if amount <= 0:
-                continue
-            for flavor in q.flavors_of.get(resource, ()):
-                if self.available(queue, (flavor, resource)) >= amount:
-                    chosen[resource] = flavor
-                    break
-            else:
-                return None
-        return chosen
+    def potential(self, queue: str, fr: FlavorResource) -> int:
+        """The most `queue` could hold of `fr` were every other queue idle (Kueue's
+        PotentialAvailable, the "maximum capacity" of its reasons)."""
+        if fr not in self.queues[queue].limits:
+            return 0
+        return _Walk(self, fr).potential((True, queue))
 
     def charge(self, queue: str, request: Mapping[str, int], flavors: Mapping[str, str]) -> None:
         usage = self.usage.setdefault(queue, {})
@@ -171,12 +307,35 @@ class Cohort:
         return math.floor(best / q.weight)
 
 
-def cohorts_of(queues: Iterable[ClusterQueue]) -> dict[str, Cohort]:
-    """One Cohort per cohort name; a queue without a cohort is a cohort of its own, keyed
-    "/<queue name>" (no cohort name starts with "/")."""
+def cohorts_of(
+    queues: Iterable[ClusterQueue], cohorts: Iterable[KueueCohort] = ()
+) -> dict[str, Cohort]:
+    """One Cohort (tree) per root cohort, keyed by its name; a queue without a cohort is a
+    tree of its own, keyed "/<queue name>" (no cohort name starts with "/"). A parent loop
+    is cut where it closes (the cohort whose parent would close it is a root)."""
+    objects = {c.metadata.name: CohortQuota.of(c) for c in cohorts}
+    parent = {name: c.parent for name, c in objects.items()}
+    for name in sorted(parent):  # cut each parent loop where it closes
+        seen = [name]
+        while parent.get(seen[-1]):
+            up = parent[seen[-1]]
+            if up in seen:
+                parent[seen[-1]] = ""
+                break
+            seen.append(up)
+
+    def root_of(name: str) -> str:
+        while parent.get(name):
+            name = parent[name]
+        return name
+
     out: dict[str, Cohort] = {}
     for cq in queues:
         quota = QueueQuota.of(cq)
-        key = quota.cohort or f"/{quota.name}"
+        key = root_of(quota.cohort) if quota.cohort else f"/{quota.name}"
         out.setdefault(key, Cohort({})).queues[quota.name] = quota
+    for name, c in objects.items():
+        tree = out.get(root_of(name))
+        if tree is not None:
+            tree.nodes[name] = replace(c, parent=parent.get(name, ""))
     return out

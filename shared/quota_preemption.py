@@ -86,7 +86,7 @@ def preemption_flavors(
     queue's order) it fits now, else the first whose quota could hold it were the cohort
     empty. Returns the flavors and the (flavor, resource) pairs that need preemption, or
     None when some resource fits no flavor even then."""
-    empty = Cohort(cohort.queues)
+    empty = cohort.with_usage({})
     flavors: dict[str, str] = {}
     needs: set[FlavorResource] = set()
     for resource, amount in request.items():
@@ -130,17 +130,25 @@ def plan(
     admitted: Iterable[Candidate],
     *,
     may_evict: Callable[[Candidate], bool] = lambda _: True,
+    assigned: tuple[Mapping[FlavorResource, int], frozenset[FlavorResource]] | None = None,
 ) -> Plan | None:
     """The workloads to evict so that `preemptor` fits, or None (see the module docstring).
-    `may_evict` refuses candidates for reasons of their own (a PodDisruptionBudget)."""
-    assigned = preemption_flavors(cohort, preemptor.queue, preemptor.request)
+    `may_evict` refuses candidates for reasons of their own (a PodDisruptionBudget).
+    `assigned`: the flavor assignment's usage and the (flavor, resource) pairs that need
+    preemption (shared.flavor_assign); without it, `preemption_flavors` decides."""
     if assigned is None:
-        return None
-    flavors, needs = assigned
+        computed = preemption_flavors(cohort, preemptor.queue, preemptor.request)
+        if computed is None:
+            return None
+        flavors, needs = computed
+        request = {(flavors[r], r): a for r, a in preemptor.request.items() if r in flavors}
+    else:
+        request = dict(assigned[0])
+        needs = assigned[1]
+        flavors = {r: f for f, r in request}
     if not needs:
         return Plan(flavors)
-    request = {(flavors[r], r): a for r, a in preemptor.request.items() if r in flavors}
-    sim = Cohort(cohort.queues, {q: dict(u) for q, u in cohort.usage.items()})
+    sim = cohort.with_usage({q: dict(u) for q, u in cohort.usage.items()})
     queue = preemptor.queue
     in_cohort = bool(cohort.queues[queue].cohort)
     candidates = sorted(
@@ -148,7 +156,7 @@ def plan(
             c
             for c in admitted
             if any(fr in needs for fr in c.usage)
-            and _allowed(policy, preemptor, c, sim, needs, in_cohort)
+            and allowed(policy, preemptor, c, sim, needs, in_cohort)
             and may_evict(c)
         ),
         key=order(queue),
@@ -182,7 +190,7 @@ def plan(
     return minimal(own, True, None)
 
 
-def _allowed(
+def allowed(
     policy: ClusterQueuePreemption,
     preemptor: Preemptor,
     c: Candidate,

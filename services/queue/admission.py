@@ -12,14 +12,19 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
   pods included; a pod bound outside admission, e.g. applied with a nodeName, is charged when
   seen).
 - **Quota.** `shared.quota`: nominal quota, borrowing from the cohort within borrowingLimit,
-  lendingLimit keeping a guaranteed part; flavors tried in the queue's order.
+  lendingLimit keeping a guaranteed part. **Flavors** as Kueue assigns them
+  (`shared.flavor_assign`, via `quota_assign`): one flavor per resource group, skipping
+  flavors whose nodeLabels contradict the pod's nodeSelector / required node affinity or
+  whose taints it does not tolerate, flavorFungibility deciding when to try the next.
 - **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
   workload that fits go before an earlier one that does not, StrictFIFO does not. Across the
   queues of a cohort, the workload whose queue would have the lowest weighted dominant
   resource share after admitting it goes first (Kueue's fair sharing, DRF).
-- **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, a resource no flavor
-  covers, "insufficient unused quota for cpu in flavor F, N more needed", or a gang waiting
-  for N more pods, each with the pod's position in its ClusterQueue.
+- **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, or Kueue's flavor
+  reasons, one per rejected flavor ("flavor F doesn't match node affinity", "insufficient
+  unused quota for cpu in flavor F, N more needed", ...), or a gang waiting for N more pods,
+  each with the pod's position in its ClusterQueue. Only a workload whose flavors need
+  preemption (not one that fits no flavor at all) preempts.
 """
 
 from __future__ import annotations
@@ -35,11 +40,19 @@ import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from services.queue import quota_fair, quota_ready
 from services.queue.config import QueueConfig
-from services.queue.quota_effects import Budgets, admitted_workloads, place_on_flavors, requeue
+from services.queue.quota_assign import Placement, assign_pods
+from services.queue.quota_effects import place_on_flavors, requeue
+from services.queue.quota_estimate import estimates
+from services.queue.quota_evict import drain, preempt
+from services.queue.quota_ready import Readiness, WaitForPodsReady
 from services.queue.quota_report import report
+from services.queue.quota_scripts import COMMIT, RELEASE
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
+from shared.admission_fair import LocalQueueUsage
+from shared.flavor_assign import FIT, PREEMPT_MODE
 from shared.messages import decode_pod
 from shared.metrics import default_metrics
 from shared.models import (
@@ -51,18 +64,21 @@ from shared.models import (
     pod_requests,
 )
 from shared.models.kueue import (
-    PREEMPTION_NEVER,
     QUEUE_NAME_LABEL,
+    STOP_NONE,
     ClusterQueue,
     LocalQueue,
     ResourceFlavor,
 )
-from shared.models.quantity import format_resource
+from shared.models.kueue import (
+    Cohort as KueueCohort,
+)
+from shared.models.quantity import parse_quantity
 from shared.models.selectors import selector_matches
 from shared.pod_status import cluster_queue_of
 from shared.queue_keys import QueueKeys
 from shared.quota import Cohort, cohorts_of
-from shared.quota_preemption import Preemptor, plan
+from shared.quota_eta import Releases
 from shared.quota_status import read_reserved
 from shared.store import ClusterStore
 from shared.wire import MessageError
@@ -72,34 +88,9 @@ log = logging.getLogger(__name__)
 QUOTA_PLUGIN = "Quota"
 """The 'plugin' a quota-waiting pod names (berth get pods: status Quota)."""
 
-_COMMIT = """
-for i = 1, tonumber(ARGV[1]) do
-  redis.call('HSET', KEYS[1], ARGV[2 * i], ARGV[2 * i + 1])
-end
-local n = tonumber(ARGV[1])
-local at = 2 * n + 2
-for j = 1, tonumber(ARGV[at]) do
-  redis.call('HINCRBY', KEYS[2], ARGV[at + 2 * j - 1], ARGV[at + 2 * j])
-end
-return n
-"""
-"""Admit: ARGV n, n x (pod key, record), m, m x (usage field, delta)."""
-
-_RELEASE = """
-local raw = redis.call('HGET', KEYS[1], ARGV[1])
-if not raw then return 0 end
-local rec = cmsgpack.unpack(raw)
-if ARGV[2] ~= '' and rec.uid ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-for field, amount in pairs(rec.charge) do
-  redis.call('HINCRBY', KEYS[2], field, -amount)
-end
-return 1
-"""
-"""Release one pod's charge (only the life with that uid, when given)."""
-
-
-QUOTA_KINDS = frozenset({"ClusterQueue", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"})
+QUOTA_KINDS = frozenset(
+    {"ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"}
+)
 """Kinds whose changes change what admission decides (it reloads them)."""
 
 
@@ -123,8 +114,11 @@ class Workload:
     created: float
     pods: dict[str, PodRecord] = field(default_factory=dict)
     requests: dict[str, dict[str, int]] = field(default_factory=dict)
+    placements: dict[str, Placement] = field(default_factory=dict)
     min_member: int = 1
     admitted_members: int = 0
+    local_queue: str = ""
+    """Its LocalQueue, "namespace/name"."""
 
     def request(self) -> dict[str, int]:
         total: dict[str, int] = defaultdict(int)
@@ -139,6 +133,8 @@ class Workload:
 
 
 TenantOf = Callable[[PodRecord], str]
+_Best = tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]]
+"""A queue's candidate in a round: share, order, workload, each pod's flavors."""
 
 
 @dataclass
@@ -169,8 +165,17 @@ class Admission:
         *,
         reclaim: bool = True,
         scheduler_names: Collection[str] = (DEFAULT_SCHEDULER_NAME,),
+        fair_sharing: Sequence[str] = (),
+        lq_usage: LocalQueueUsage | None = None,
+        wait_for_pods_ready: WaitForPodsReady | None = None,
     ) -> None:
+        self.readiness = Readiness(wait_for_pods_ready or WaitForPodsReady())
+        self.lq_usage = lq_usage
+        """Admission fair sharing's LocalQueue usage (None: off)."""
+        self.lq_weights: dict[str, float] = {}
         self.reclaim = reclaim
+        self.fair_sharing = tuple(fair_sharing)
+        """Fair sharing's preemption strategies (none: classical preemption)."""
         self.scheduler_names = frozenset(scheduler_names)
         """Only pods these profiles schedule are admitted (the others are not ours)."""
         self.metrics = default_metrics()
@@ -180,8 +185,8 @@ class Admission:
         self.keys = QueueKeys(prefix)
         self.admitted_key = self.keys.quota_admitted
         self.usage_key = self.keys.quota_usage
-        self._commit = redis.register_script(_COMMIT)
-        self._release = redis.register_script(_RELEASE)
+        self._commit = redis.register_script(COMMIT)
+        self._release = redis.register_script(RELEASE)
         self.loaded = False
         self.queues: dict[str, ClusterQueue] = {}
         self.local: dict[str, str] = {}
@@ -196,10 +201,16 @@ class Admission:
         """Quota-managed pending pods not admitted, by pod key."""
         self.dirty = False
         """Something changed since the last round (a pod waits, quota was freed or changed)."""
-        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float]] = {}
+        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float, Placement]] = {}
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
+        self.releases = Releases()
+        """What each ClusterQueue gave back lately (its throughput, for the estimates)."""
+        self.requeued: dict[str, str] = {}
+        """Pods admission put back to waiting (key -> uid), until admitted again."""
+        self.draining: set[str] = set()
+        """Pods evicted because their ClusterQueue drains (HoldAndDrain), not yet released."""
         self.evictions: dict[str, int] = defaultdict(int)
         """Evictions per ClusterQueue not yet counted by `report`."""
         """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
@@ -212,6 +223,11 @@ class Admission:
             config.key_prefix,
             reclaim=config.reclaim_by_requeue,
             scheduler_names=config.scheduler_names,
+            fair_sharing=config.fair_sharing_strategies,
+            lq_usage=LocalQueueUsage(config.admission_fair_sharing_half_life_s)
+            if config.admission_fair_sharing_half_life_s > 0
+            else None,
+            wait_for_pods_ready=config.wait_for_pods_ready,
         )
 
     # ------------------------------------------------------------------ state
@@ -222,7 +238,11 @@ class Admission:
             q.metadata.name: q
             for q in cast(list[ClusterQueue], await self.store.list("ClusterQueue"))
         }
-        self.local = cluster_queue_of(cast(list[LocalQueue], await self.store.list("LocalQueue")))
+        local_queues = cast(list[LocalQueue], await self.store.list("LocalQueue"))
+        self.local = cluster_queue_of(local_queues)
+        self.lq_weights = {
+            lq.key: float(parse_quantity(lq.spec.fair_sharing.weight)) for lq in local_queues
+        }
         self.namespaces = {
             ns.metadata.name: dict(ns.metadata.labels)
             for ns in cast(list[Namespace], await self.store.list("Namespace"))
@@ -235,7 +255,8 @@ class Admission:
             g.key: g.spec.min_member
             for g in cast(list[PodGroup], await self.store.list("PodGroup"))
         }
-        self.cohorts = cohorts_of(self.queues.values())
+        cohort_objects = cast(list[KueueCohort], await self.store.list("Cohort"))
+        self.cohorts = cohorts_of(self.queues.values(), cohort_objects)
         self.cohort_of = {
             name: key for key, cohort in self.cohorts.items() for name in cohort.queues
         }
@@ -281,6 +302,8 @@ class Admission:
             self._forget(pod.key)
             if self.managed(pod) and not self.is_admitted(pod):
                 await self._charge_bound(pod)
+            elif self.is_admitted(pod):
+                self.readiness.bound.add(pod.key)
             return pod
         if not self.managed(pod) or self.is_admitted(pod):
             return pod
@@ -307,6 +330,8 @@ class Admission:
             return  # not admitted, or an older life of the name (its charge is gone already)
         del self.admitted[key]
         self.dirty = True
+        amounts = {f.split("|", 2)[2]: a for f, a in record["charge"].items()}
+        self.releases.record(record["cq"], time.time(), amounts)
         await self._release(keys=[self.admitted_key, self.usage_key], args=[key, uid])
         queue = record["cq"]
         cohort = self.cohorts.get(self.cohort_of.get(queue, ""))
@@ -317,16 +342,16 @@ class Admission:
                 usage[(flavor, resource)] = usage.get((flavor, resource), 0) - amount
 
     async def _charge_bound(self, pod: PodRecord) -> None:
+        if self.requeued.get(pod.key) == pod.uid:  # evicted, then bound by a stale proposal
+            log.info("quota: %s was bound after its eviction; evicting it again", pod.key)
+            return await requeue(self.store, pod.key, pod.uid)
         queue, _ = self._queue_of(pod)
         if queue is None:
             return
         request = self._request_of(pod, queue)
         cohort = self.cohorts[self.cohort_of[queue]]
-        flavors = {
-            r: cohort.queues[queue].flavors_of[r][0]
-            for r in request
-            if r in cohort.queues[queue].flavors_of
-        }
+        flavors_of = cohort.queues[queue].flavors_of
+        flavors = {r: flavors_of[r][0] for r in request if r in flavors_of}
         await self._write([(pod, queue, request, flavors)])
 
     # ------------------------------------------------------------------ rounds
@@ -348,6 +373,9 @@ class Admission:
         return verdict
 
     async def _admit_all(self, verdict: Verdict) -> None:
+        await drain(self)
+        await quota_ready.check(self)
+        quota_fair.refresh(self)
         workloads: dict[str, list[Workload]] = defaultdict(list)
         for wl in self._workloads(verdict).values():
             workloads[self.cohort_of[wl.queue]].append(wl)
@@ -364,13 +392,14 @@ class Admission:
             group = pod.labels.get(POD_GROUP_LABEL, "")
             key = f"podgroup:{pod.namespace}/{group}" if group else pod.key
             try:
-                request, created = self._decode(pod, queue)
+                request, created, placement = self._decode(pod, queue)
             except (MessageError, ValueError) as e:  # one unreadable pod waits, with why
                 verdict.waiting[pod.key] = (pod, f"cannot read the pod: {e}")
                 continue
             wl = out.get(key)
             if wl is None:
-                wl = out[key] = Workload(key, queue, pod.priority, created)
+                lq = f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}"
+                wl = out[key] = Workload(key, queue, pod.priority, created, local_queue=lq)
                 if group:
                     wl.min_member = self.groups.get(f"{pod.namespace}/{group}", 1)
                     wl.admitted_members = sum(
@@ -380,6 +409,7 @@ class Admission:
                     )
             wl.pods[pod.key] = pod
             wl.requests[pod.key] = request
+            wl.placements[pod.key] = placement
             wl.created = min(wl.created, created)
         return out
 
@@ -387,29 +417,54 @@ class Admission:
         by_queue: dict[str, list[Workload]] = defaultdict(list)
         for wl in sorted(candidates, key=lambda w: w.order):
             by_queue[wl.queue].append(wl)
+        for queue, waiting in by_queue.items():
+            quota_fair.order(self, queue, waiting)
         reasons: dict[str, str] = {}
         reclaim_tried: dict[str, str] = {}
         reclaim_reason: dict[str, str] = {}
+        skip: dict[str, bool] = {}
+        """Workloads found not admissible this round (quota only shrinks within a round):
+        not looked at again; True when it holds its queue's turn."""
         while True:
-            best: tuple[int, tuple[int, float, str], Workload, dict[str, str]] | None = None
+            best: _Best | None = None
             for queue, waiting in by_queue.items():
-                strict = self.queues[queue].spec.queueing_strategy == "StrictFIFO"
+                spec = self.queues[queue].spec
+                if spec.stop_policy != STOP_NONE:  # Kueue: an inactive queue admits nothing
+                    for wl in waiting:
+                        reasons[wl.key] = f"ClusterQueue {queue} is inactive ({spec.stop_policy})"
+                    continue
+                strict = spec.queueing_strategy == "StrictFIFO"
+                now = time.time()
                 for wl in waiting:
+                    if wl.key in skip:
+                        if skip[wl.key]:
+                            break
+                        continue
+                    skip[wl.key] = False
+                    if why := self.readiness.waiting_reason(wl, now):
+                        reasons[wl.key] = why
+                        continue
                     missing = wl.min_member - wl.admitted_members - len(wl.pods)
                     if missing > 0:
                         reasons[wl.key] = f"gang waiting for {missing} more pod(s)"
                         continue
-                    request = wl.request()
-                    flavors = cohort.assign(queue, request)
-                    if flavors is None:
-                        reasons[wl.key] = self._shortfall(cohort, queue, request)
-                        # Reclaim for the first workload of a queue that does not fit, once
+                    assignment, flavors = assign_pods(
+                        cohort,
+                        self.queues[queue],
+                        self.flavors,
+                        wl.requests,
+                        wl.placements,
+                        fair_sharing=bool(self.fair_sharing),
+                    )
+                    if assignment.mode != FIT:
+                        reasons[wl.key] = assignment.message() or "waiting for quota"
+                        # Preempt for the first workload of a queue that does not fit, once
                         # a round (scanning the admitted pods for every waiting one would
-                        # make a round quadratic in the backlog).
+                        # make a round quadratic in the backlog), when its flavors allow.
                         reclaiming = False
-                        if queue not in reclaim_tried:
+                        if queue not in reclaim_tried and assignment.mode == PREEMPT_MODE:
                             reclaim_tried[queue] = wl.key
-                            why, reclaiming = await self._preempt(cohort, wl, request)
+                            why, reclaiming = await preempt(self, cohort, wl, assignment)
                             if reclaiming:
                                 reasons[wl.key] = reclaim_reason[wl.key] = why
                             elif why:  # blocked: the shortfall, and why nothing was evicted
@@ -418,10 +473,11 @@ class Admission:
                             reasons[wl.key] = reclaim_reason[wl.key]
                         # A workload that pods are leaving for holds its queue's turn.
                         if strict or reclaiming:
+                            skip[wl.key] = True
                             break
                         continue
-                    extra = {(flavors[r], r): a for r, a in request.items() if r in flavors}
-                    share = cohort.share(queue, extra)
+                    del skip[wl.key]  # it fits: looked at again after the next admission
+                    share = cohort.share(queue, assignment.usage)
                     if best is None or (share, wl.order) < (best[0], best[1]):
                         best = (share, wl.order, wl, flavors)
                     break  # this queue's candidate: its first workload that fits
@@ -429,105 +485,30 @@ class Admission:
                 break
             _, _, wl, flavors = best
             await self._write(
-                [(pod, wl.queue, wl.requests[key], flavors) for key, pod in wl.pods.items()],
+                [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in wl.pods.items()],
                 group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
                 created=wl.created,
             )
             self.evicting.pop(wl.key, None)
             for pod in wl.pods.values():
                 self.pending.pop(pod.key, None)
-                if not await place_on_flavors(self.store, self.flavors, pod, flavors):
+                if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
                     verdict.admitted.append(replace(pod, quota_wait=""))
             by_queue[wl.queue].remove(wl)
+            quota_fair.admitted(self, wl, by_queue[wl.queue])
         everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
         overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
         shared = cohort.queues[everyone[0].queue].cohort if everyone else ""
         for queue, waiting in by_queue.items():
+            eta = estimates(self, cohort, queue, waiting)
             for position, wl in enumerate(waiting, start=1):
-                reason = reasons.get(wl.key, "waiting for quota")
+                reason = reasons.get(wl.key, "waiting for quota") + eta.get(wl.key, "")
                 where = f"position {position} of {len(waiting)}"
                 if shared:  # and across the cohort, in priority then creation order
                     where += f"; {overall[wl.key]} of {len(everyone)} in cohort {shared}"
                 message = f"Waiting for quota in ClusterQueue {queue} ({where}): {reason}"
                 for pod in wl.pods.values():
                     verdict.waiting[pod.key] = (pod, message)
-
-    async def _preempt(
-        self, cohort: Cohort, wl: Workload, request: dict[str, int]
-    ) -> tuple[str, bool]:
-        """Kueue's preemption (shared.quota_preemption): evict admitted workloads of its own
-        queue (withinClusterQueue) or of borrowers in its cohort (reclaimWithinCohort,
-        borrowWithinCohort) so that `wl` fits, skipping pods a PodDisruptionBudget protects.
-        Evicted pods go back to waiting (in the store: unbound, same uid), once: `wl` then
-        waits for them to leave. Returns the reason to show ("" when nothing can be
-        preempted) and whether pods are leaving for `wl`."""
-        policy = self.queues[wl.queue].spec.preemption
-        if not self.reclaim or (
-            policy.within_cluster_queue == PREEMPTION_NEVER
-            and policy.reclaim_within_cohort == PREEMPTION_NEVER
-        ):
-            return "", False
-        pending = self.evicting.get(wl.key)
-        if pending and pending & self.admitted.keys():
-            return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
-        already = set().union(*self.evicting.values())
-        members = admitted_workloads(self.admitted, already)
-        preemptor = Preemptor(wl.queue, wl.priority, wl.created, request)
-        candidates = [c for c, _ in members.values()]
-        found = plan(cohort, policy, preemptor, candidates)
-        if found is None:
-            return "", False
-        # Budgets are read only when a plan exists (they cost a read of every pod); a plan
-        # that a budget refuses is made again without the pods it protects.
-        budgets = await Budgets.load(self.store)
-        if not all(budgets.may_evict(members[t.candidate.key][1]) for t in found.targets):
-            found = plan(
-                cohort,
-                policy,
-                preemptor,
-                candidates,
-                may_evict=lambda c: budgets.may_evict(members[c.key][1]),
-            )
-            if found is None:
-                return budgets.refusal, False
-        victims: dict[str, dict[str, Any]] = {}
-        for target in found.targets:
-            for key in members[target.candidate.key][1]:
-                victims[key] = self.admitted[key]
-        leaving: set[str] = set()
-        for key, rec in victims.items():
-            if key in already:
-                leaving.add(key)
-            elif await budgets.evict(key):  # budgets may have moved since the plan
-                await requeue(self.store, key, rec["uid"])
-                self.evictions[rec["cq"]] += 1
-                self.evicted += 1
-                leaving.add(key)
-        if not leaving:
-            return budgets.refusal, False
-        self.evicting[wl.key] = leaving
-        owners = sorted({victims[key]["cq"] for key in leaving})
-        verb = "preempting" if wl.queue in owners else "reclaiming quota"
-        return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
-
-    def _shortfall(self, cohort: Cohort, queue: str, request: dict[str, int]) -> str:
-        flavors_of = cohort.queues[queue].flavors_of
-        for resource, amount in sorted(request.items()):
-            if amount <= 0:
-                continue
-            flavors = flavors_of.get(resource, ())
-            if not flavors:
-                return f"resource {resource} is not covered by any flavor"
-            fits = [f for f in flavors if cohort.available(queue, (f, resource)) >= amount]
-            if fits:
-                continue
-            last = flavors[-1]
-            more = amount - cohort.available(queue, (last, resource))
-            return (
-                f"insufficient unused quota for {resource} in flavor {last}, "
-                f"{format_resource(resource, more)} more needed"
-            )
-        return "waiting for quota"
 
     async def _write(
         self,
@@ -549,8 +530,10 @@ class Admission:
                 "prio": pod.priority,
                 "at": time.time(),
                 "created": created,
+                "lq": f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}",
             }
             args += [pod.key, msgpack.packb(record)]
+            self.requeued.pop(pod.key, None)
             self.admitted[pod.key] = record
             for fld, amount in charge.items():
                 deltas[fld] += amount
@@ -576,12 +559,16 @@ class Admission:
             return None, f"namespace {pod.namespace} is not selected by ClusterQueue {queue}"
         return queue, ""
 
-    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float]:
+    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float, Placement]:
         cache_key = (pod.key, pod.resource_version)
         cached = self._decoded.get(cache_key)
         if cached is None:
             body = decode_pod(pod.body, "queued pod")
-            cached = (self._request_of(pod, queue, body), body.metadata.creation_timestamp or 0.0)
+            cached = (
+                self._request_of(pod, queue, body),
+                body.metadata.creation_timestamp or 0.0,
+                Placement.of(body),
+            )
             self._decoded[cache_key] = cached
         return cached
 

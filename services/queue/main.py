@@ -12,12 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from services.queue.config import QueueConfig
+from services.queue.quota_ready import WaitForPodsReady
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics, default_metrics
 from shared.queue_views import QueueCounts
+from shared.quota_fair_preemption import STRATEGIES
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
@@ -84,7 +86,53 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-inflight", type=int, default=1000, help="per tenant; 0: no cap")
     parser.add_argument("--lease-seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--fair-sharing",
+        default=os.environ.get(ENV_FAIR_SHARING, ""),
+        metavar="STRATEGIES",
+        help="Kueue's fair sharing preemption strategies, comma-separated "
+        "(LessThanOrEqualToFinalShare,LessThanInitialShare); empty: classical preemption",
+    )
+    parser.add_argument(
+        "--admission-fair-sharing-half-life",
+        type=float,
+        default=float(os.environ.get(ENV_ADMISSION_FAIR_SHARING, "0") or 0),
+        metavar="SECONDS",
+        help="Kueue's admission fair sharing: LocalQueue usage half-life (0: off)",
+    )
+    parser.add_argument(
+        "--wait-for-pods-ready-timeout",
+        type=float,
+        default=float(os.environ.get(ENV_WAIT_FOR_PODS_READY, "0") or 0),
+        metavar="SECONDS",
+        help="Kueue's waitForPodsReady: requeue an admitted workload not bound in time (0: off)",
+    )
+    parser.add_argument("--wait-for-pods-ready-block", action="store_true")
+    parser.add_argument("--requeue-backoff-base", type=float, default=60.0, metavar="SECONDS")
+    parser.add_argument("--requeue-backoff-max", type=float, default=3600.0, metavar="SECONDS")
+    parser.add_argument("--requeue-backoff-limit", type=int, default=None, metavar="N")
     return parser
+
+
+ENV_WAIT_FOR_PODS_READY = "BERTH_WAIT_FOR_PODS_READY_TIMEOUT"
+"""waitForPodsReady's timeout in seconds (the queue's flag's default)."""
+ENV_FAIR_SHARING = "BERTH_FAIR_SHARING"
+"""Fair sharing's preemption strategies for the queue (its --fair-sharing flag's default)."""
+ENV_ADMISSION_FAIR_SHARING = "BERTH_ADMISSION_FAIR_SHARING_HALF_LIFE"
+"""Admission fair sharing's usage half-life in seconds (the queue's flag's default)."""
+
+
+def fair_sharing_strategies(text: str) -> tuple[str, ...]:
+    """The strategies named in `text` (comma-separated), refused with the known ones."""
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    for name in names:
+        if name not in STRATEGIES:
+            raise SystemExit(
+                f"--fair-sharing: unknown strategy {name!r} (known: {', '.join(STRATEGIES)})"
+            )
+    if len(names) > 2 or (len(names) == 2 and names[1] != STRATEGIES[1]):
+        raise SystemExit(f"--fair-sharing: at most two strategies, the second {STRATEGIES[1]}")
+    return names
 
 
 def config_from_args(args: argparse.Namespace, settings: StackSettings) -> QueueConfig:
@@ -104,6 +152,15 @@ def config_from_args(args: argparse.Namespace, settings: StackSettings) -> Queue
         max_inflight_per_tenant=args.max_inflight,
         lease_seconds=args.lease_seconds,
         reclaim_by_requeue=not settings.kube,
+        fair_sharing_strategies=fair_sharing_strategies(args.fair_sharing),
+        admission_fair_sharing_half_life_s=args.admission_fair_sharing_half_life,
+        wait_for_pods_ready=WaitForPodsReady(
+            args.wait_for_pods_ready_timeout,
+            args.wait_for_pods_ready_block,
+            args.requeue_backoff_base,
+            args.requeue_backoff_max,
+            args.requeue_backoff_limit,
+        ),
     )
     if settings.ordered:
         # Concurrent dispatch loops would interleave their batches on berth.schedule.

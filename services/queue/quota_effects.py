@@ -27,7 +27,9 @@ async def place_on_flavors(
     chosen: Mapping[str, str],
 ) -> bool:
     """As Kueue does on admission: the chosen flavors' nodeLabels join the pod's node
-    selector and their tolerations its tolerations, so it runs where its quota is. The pod is
+    selector (only the keys the pod does not set: the flavor was chosen because it agrees
+    with the pod's own) and their tolerations its tolerations, so it runs where its quota
+    is. The pod is
     rewritten in the store; its update (the informer's next event) ungates it. False when the
     flavors add nothing (the caller ungates it directly)."""
     labels: dict[str, str] = {}
@@ -43,7 +45,7 @@ async def place_on_flavors(
     stored = await store.get_pod(namespace, name)
     if stored is None or stored.metadata.uid != pod.uid:
         return False
-    stored.spec.node_selector = {**stored.spec.node_selector, **labels}
+    stored.spec.node_selector = {**labels, **stored.spec.node_selector}
     stored.spec.tolerations = [
         *stored.spec.tolerations,
         *(t for t in tolerations if t not in stored.spec.tolerations),

@@ -3,8 +3,11 @@
 - ResourceFlavor (cluster-scoped): the node labels (and taints) that make a flavor.
 - ClusterQueue (cluster-scoped): per resource group, per flavor, per resource a nominalQuota,
   an optional borrowingLimit and lendingLimit; the cohort it shares with; its fair-sharing
-  weight; its preemption policy; the namespaces it serves (namespaceSelector: null selects
-  none, {} all, as in Kueue).
+  weight; its preemption policy; its flavorFungibility (when to try the next flavor); its
+  stopPolicy; the namespaces it serves (namespaceSelector: null selects none, {} all, as in
+  Kueue).
+- Cohort (cluster-scoped, kueue.x-k8s.io/v1alpha1): a cohort's own quota (resource groups as
+  a ClusterQueue's) and its parent cohort.
 - LocalQueue (namespaced): a namespace's name for a ClusterQueue. Pods join with the label
   `kueue.x-k8s.io/queue-name`.
 
@@ -37,6 +40,17 @@ WITHIN_CLUSTER_QUEUE_POLICIES = (
 RECLAIM_POLICIES = (PREEMPTION_NEVER, PREEMPTION_LOWER_PRIORITY, PREEMPTION_ANY)
 BORROW_POLICIES = (PREEMPTION_NEVER, PREEMPTION_LOWER_PRIORITY)
 QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
+BORROW = "Borrow"
+PREEMPT = "Preempt"
+TRY_NEXT_FLAVOR = "TryNextFlavor"
+WHEN_CAN_BORROW = (BORROW, TRY_NEXT_FLAVOR)
+WHEN_CAN_PREEMPT = (PREEMPT, TRY_NEXT_FLAVOR)
+STOP_NONE = "None"
+STOP_HOLD = "Hold"
+STOP_HOLD_AND_DRAIN = "HoldAndDrain"
+STOP_POLICIES = (STOP_NONE, STOP_HOLD, STOP_HOLD_AND_DRAIN)
+USAGE_BASED = "UsageBasedAdmissionFairSharing"
+ADMISSION_MODES = (USAGE_BASED, "NoAdmissionFairSharing")
 
 
 def quota_value(resource: str, quantity: int | str) -> int:
@@ -100,6 +114,23 @@ class FairSharing:
 
 
 @dataclass(slots=True, kw_only=True)
+class FlavorFungibility:
+    """Kueue's defaults: borrow in a flavor before trying the next; try the next flavor
+    before preempting in one."""
+
+    when_can_borrow: str = BORROW
+    when_can_preempt: str = TRY_NEXT_FLAVOR
+
+
+@dataclass(slots=True, kw_only=True)
+class AdmissionScope:
+    """admissionMode: UsageBasedAdmissionFairSharing orders the queue's workloads by their
+    LocalQueue's recent usage (shared.admission_fair); NoAdmissionFairSharing does not."""
+
+    admission_mode: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
 class ClusterQueueSpec:
     cohort: str = ""
     namespace_selector: LabelSelector | None = None
@@ -107,6 +138,10 @@ class ClusterQueueSpec:
     queueing_strategy: str = "BestEffortFIFO"
     preemption: ClusterQueuePreemption = field(default_factory=ClusterQueuePreemption)
     fair_sharing: FairSharing = field(default_factory=FairSharing)
+    flavor_fungibility: FlavorFungibility = field(default_factory=FlavorFungibility)
+    admission_scope: AdmissionScope | None = None
+    stop_policy: str = STOP_NONE
+    """None admits; Hold admits nothing more; HoldAndDrain also evicts what it admitted."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -120,8 +155,31 @@ class ClusterQueue:
 
 
 @dataclass(slots=True, kw_only=True)
+class CohortSpec:
+    parent: str = ""
+    """The parent cohort ("" for a root)."""
+    resource_groups: list[ResourceGroup] = field(default_factory=list)
+    fair_sharing: FairSharing = field(default_factory=FairSharing)
+
+
+@dataclass(slots=True, kw_only=True)
+class Cohort:
+    """Kueue's Cohort object: quota of its own, lent to the queues and cohorts
+    below it, and a parent, making cohorts a tree (hierarchical cohorts, KEP-79)."""
+
+    metadata: ObjectMeta = field(default_factory=cluster_meta)
+    spec: CohortSpec = field(default_factory=CohortSpec)
+
+    @property
+    def key(self) -> str:
+        return self.metadata.name
+
+
+@dataclass(slots=True, kw_only=True)
 class LocalQueueSpec:
     cluster_queue: str = ""
+    fair_sharing: FairSharing = field(default_factory=FairSharing)
+    """Its weight under admission fair sharing."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -7,6 +7,8 @@ ClusterQueue:
   lendingLimit is at most nominalQuota;
 - fairSharing.weight is a non-negative quantity; the policies are Kueue's enums; the
   namespaceSelector is a valid label selector.
+Cohort: resource groups as a ClusterQueue's (a root cohort may lend and borrow nothing: its
+limits need no parent though, Kueue accepts them and ignores them), not its own parent.
 LocalQueue: spec.clusterQueue is required. ResourceFlavor: valid labels and taints.
 """
 
@@ -16,14 +18,22 @@ from collections.abc import Callable
 from typing import Any
 
 from shared.models.kueue import (
+    ADMISSION_MODES,
     BORROW_POLICIES,
     QUEUEING_STRATEGIES,
     RECLAIM_POLICIES,
+    STOP_POLICIES,
+    WHEN_CAN_BORROW,
+    WHEN_CAN_PREEMPT,
     WITHIN_CLUSTER_QUEUE_POLICIES,
     ClusterQueue,
     LocalQueue,
     ResourceFlavor,
+    ResourceGroup,
     quota_value,
+)
+from shared.models.kueue import (
+    Cohort as KueueCohort,
 )
 from shared.models.quantity import QuantityError, parse_quantity
 from shared.models.taints import TAINT_EFFECTS
@@ -45,11 +55,14 @@ def _quantity(resource: str, value: int | str, path: str) -> int:
     return amount
 
 
-def validate_cluster_queue(cq: ClusterQueue) -> None:
-    spec = cq.spec
+def _validate_resource_groups(
+    groups: list[ResourceGroup], parent: str, *, lend_subtree: bool = False
+) -> None:
+    """`lend_subtree`: a Cohort's lendingLimit bounds what its subtree lends, so it may
+    exceed its own nominalQuota."""
     seen_resources: set[str] = set()
     seen_flavors: set[str] = set()
-    for g, group in enumerate(spec.resource_groups):
+    for g, group in enumerate(groups):
         gp = f"spec.resourceGroups[{g}]"
         if not group.covered_resources:
             raise fail(f"{gp}.coveredResources", "Required value")
@@ -88,14 +101,19 @@ def validate_cluster_queue(cq: ClusterQueue) -> None:
                 ):
                     if limit is None:
                         continue
-                    if not spec.cohort:
+                    if not parent:
                         raise fail(f"{rp}.{field}", "Forbidden: must be nil when cohort is empty")
                     amount = _quantity(quota.name, limit, f"{rp}.{field}")
-                    if field == "lendingLimit" and amount > nominal:
+                    if field == "lendingLimit" and amount > nominal and not lend_subtree:
                         raise fail(
                             f"{rp}.lendingLimit",
                             f'Invalid value: "{limit}": must be less than or equal to nominalQuota',
                         )
+
+
+def validate_cluster_queue(cq: ClusterQueue) -> None:
+    spec = cq.spec
+    _validate_resource_groups(spec.resource_groups, spec.cohort)
     if spec.queueing_strategy not in QUEUEING_STRATEGIES:
         raise _unsupported("spec.queueingStrategy", spec.queueing_strategy, QUEUEING_STRATEGIES)
     pre = spec.preemption
@@ -115,6 +133,24 @@ def validate_cluster_queue(cq: ClusterQueue) -> None:
             pre.borrow_within_cohort.policy,
             BORROW_POLICIES,
         )
+    fungibility = spec.flavor_fungibility
+    if fungibility.when_can_borrow not in WHEN_CAN_BORROW:
+        raise _unsupported(
+            "spec.flavorFungibility.whenCanBorrow", fungibility.when_can_borrow, WHEN_CAN_BORROW
+        )
+    if fungibility.when_can_preempt not in WHEN_CAN_PREEMPT:
+        raise _unsupported(
+            "spec.flavorFungibility.whenCanPreempt",
+            fungibility.when_can_preempt,
+            WHEN_CAN_PREEMPT,
+        )
+    scope = spec.admission_scope
+    if scope is not None and scope.admission_mode not in ADMISSION_MODES:
+        raise _unsupported(
+            "spec.admissionScope.admissionMode", scope.admission_mode, ADMISSION_MODES
+        )
+    if spec.stop_policy not in STOP_POLICIES:
+        raise _unsupported("spec.stopPolicy", spec.stop_policy, STOP_POLICIES)
     try:
         weight = parse_quantity(spec.fair_sharing.weight)
     except (QuantityError, ValueError) as e:
@@ -124,9 +160,29 @@ def validate_cluster_queue(cq: ClusterQueue) -> None:
     validate_label_selector(spec.namespace_selector, "spec.namespaceSelector")
 
 
+def validate_kueue_cohort(cohort: KueueCohort) -> None:
+    if cohort.spec.parent == cohort.metadata.name:
+        raise fail("spec.parent", "Invalid value: a cohort cannot be its own parent")
+    _validate_resource_groups(
+        cohort.spec.resource_groups, cohort.spec.parent or "root", lend_subtree=True
+    )
+    try:
+        weight = parse_quantity(cohort.spec.fair_sharing.weight)
+    except (QuantityError, ValueError) as e:
+        raise fail("spec.fairSharing.weight", f"invalid quantity: {e}") from None
+    if weight < 0:
+        raise fail("spec.fairSharing.weight", "Invalid value: must be non-negative")
+
+
 def validate_local_queue(lq: LocalQueue) -> None:
     if not lq.spec.cluster_queue:
         raise fail("spec.clusterQueue", "Required value")
+    try:
+        weight = parse_quantity(lq.spec.fair_sharing.weight)
+    except (QuantityError, ValueError) as e:
+        raise fail("spec.fairSharing.weight", f"invalid quantity: {e}") from None
+    if weight < 0:
+        raise fail("spec.fairSharing.weight", "Invalid value: must be non-negative")
 
 
 def validate_resource_flavor(rf: ResourceFlavor) -> None:
@@ -140,6 +196,7 @@ def validate_resource_flavor(rf: ResourceFlavor) -> None:
 
 KUEUE_VALIDATORS: dict[type[Any], Callable[[Any], None]] = {
     ClusterQueue: validate_cluster_queue,
+    KueueCohort: validate_kueue_cohort,
     LocalQueue: validate_local_queue,
     ResourceFlavor: validate_resource_flavor,
 }

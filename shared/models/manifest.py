@@ -23,6 +23,7 @@ import yaml
 
 from shared.models.decoding import FieldError, Mode, object_decoder, paused_gc, type_name
 from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
+from shared.models.kueue import Cohort as KueueCohort
 from shared.models.kueue_validation import KUEUE_VALIDATORS
 from shared.models.node import Node
 from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
@@ -78,8 +79,10 @@ class Manifests:
     replication_controllers: list[ReplicationController] = field(default_factory=list)
     replica_sets: list[ReplicaSet] = field(default_factory=list)
     stateful_sets: list[StatefulSet] = field(default_factory=list)
-    queue_objects: list[ResourceFlavor | ClusterQueue | LocalQueue] = field(default_factory=list)
-    """Kueue's ResourceFlavors, ClusterQueues and LocalQueues."""
+    queue_objects: list[ResourceFlavor | ClusterQueue | LocalQueue | KueueCohort] = field(
+        default_factory=list
+    )
+    """Kueue's ResourceFlavors, ClusterQueues, LocalQueues and Cohorts."""
 
     def add(self, obj: KubeObject) -> None:
         if isinstance(obj, Pod):

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from shared.models.kueue import ClusterQueue, ClusterQueueSpec, LocalQueue, ResourceFlavor
+from shared.models.kueue import (
+    ClusterQueue,
+    ClusterQueueSpec,
+    LocalQueue,
+    ResourceFlavor,
+)
+from shared.models.kueue import (
+    Cohort as KueueCohort,
+)
 from shared.models.meta import ObjectMeta, OwnerReference
 from shared.models.node import ContainerImage, Node, NodeCondition, NodeSpec, NodeStatus
 from shared.models.pod import (
@@ -48,6 +56,7 @@ from shared.models.workloads import (
 
 KubeObject = (
     ClusterQueue
+    | KueueCohort
     | LocalQueue
     | ResourceFlavor
     | Pod
@@ -85,6 +94,7 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo("kueue.x-k8s.io/v1beta1", "ResourceFlavor", ResourceFlavor, False),
     KindInfo("kueue.x-k8s.io/v1beta1", "ClusterQueue", ClusterQueue, False),
     KindInfo("kueue.x-k8s.io/v1beta1", "LocalQueue", LocalQueue, True),
+    KindInfo("kueue.x-k8s.io/v1alpha1", "Cohort", KueueCohort, False),
 )
 KIND_BY_NAME: dict[str, KindInfo] = {k.kind: k for k in KINDS}
 KIND_BY_CLASS: dict[type[Any], KindInfo] = {k.cls: k for k in KINDS}
@@ -101,8 +111,9 @@ IGNORED: dict[type[Any], frozenset[str]] = {
     PodGroup: _TYPE_META | {"status"},
     ResourceFlavor: _TYPE_META,
     ClusterQueue: _TYPE_META | {"status"},
+    KueueCohort: _TYPE_META | {"status"},
     LocalQueue: _TYPE_META | {"status"},
-    ClusterQueueSpec: frozenset({"flavorFungibility", "stopPolicy", "admissionChecks"}),
+    ClusterQueueSpec: frozenset({"admissionChecks"}),
     ObjectMeta: frozenset(
         {
             "selfLink",

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from shared.flavor_assign import FIT, PodSet, assign_flavors
 from shared.models import load_manifest_text
-from shared.models.kueue import ClusterQueue
+from shared.models.kueue import ClusterQueue, ResourceFlavor
 from shared.quota import INFINITE_SHARE, Cohort, cohorts_of
 
 
@@ -111,8 +112,16 @@ def test_available(
     assert c.available(who, CPU) == available_cores * 1000
 
 
-def test_flavors_are_tried_in_order() -> None:
+def test_flavors_are_tried_in_order_one_per_resource_group() -> None:
     text = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: on-demand}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: spot}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: q}
 spec:
@@ -124,15 +133,25 @@ spec:
     - name: spot
       resources: [{name: cpu, nominalQuota: 10}, {name: memory, nominalQuota: 40Gi}]
 """
-    (c,) = cohorts_of(load_manifest_text(text).queue_objects).values()  # type: ignore[arg-type]
-    assert c.assign("q", {"cpu": 4000}) == {"cpu": "on-demand"}
-    assert c.assign("q", {"cpu": 6000}) == {"cpu": "spot"}
-    assert c.assign("q", {"cpu": 11000}) is None
+    objects = load_manifest_text(text).queue_objects
+    queues = [o for o in objects if isinstance(o, ClusterQueue)]
+    flavors = {o.metadata.name: o for o in objects if isinstance(o, ResourceFlavor)}
+    (c,) = cohorts_of(queues).values()
+
+    def assign(request: dict[str, int]) -> dict[str, str] | None:
+        got = assign_flavors(c, queues[0], flavors, [PodSet("main", request)])
+        return got.podsets[0].flavors if got.mode == FIT else None
+
+    assert assign({"cpu": 4000}) == {"cpu": "on-demand"}
+    assert assign({"cpu": 6000}) == {"cpu": "spot"}
+    assert assign({"cpu": 11000}) is None
+    # The memory fits only spot: the cpu goes there too (one flavor per resource group).
+    assert assign({"cpu": 1000, "memory": 20 << 30}) == {"cpu": "spot", "memory": "spot"}
     c.charge("q", {"cpu": 4000}, {"cpu": "on-demand"})
-    assert c.assign("q", {"cpu": 2000}) == {"cpu": "spot"}
+    assert assign({"cpu": 2000}) == {"cpu": "spot"}
     c.release("q", {"cpu": 4000}, {"cpu": "on-demand"})
-    assert c.assign("q", {"cpu": 2000}) == {"cpu": "on-demand"}
-    assert c.assign("q", {"nvidia.com/gpu": 1}) is None  # not covered: inadmissible
+    assert assign({"cpu": 2000}) == {"cpu": "on-demand"}
+    assert assign({"nvidia.com/gpu": 1}) is None  # not covered: inadmissible
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,409 @@
+"""`berth bench --mode kueue`: Kueue's scheduler performance harness, run on the whole stack.
+
+    berth bench --mode kueue --generator FILE [--rangespec FILE] [--time-scale K]
+                [--timeout S] [--workers N] [--binders M] [-o json]
+
+The generator's ResourceFlavor ("rf"), ClusterQueues (one flavor, cpu), namespaces and
+LocalQueues are applied to a fresh stack (queue, workers, binders as processes on Redis and
+the broker), with nodes sized so that quota, not nodes, decides (twice the total nominal quota,
+each node big enough for the largest request). Each workload is one pod with the config's cpu
+request, priority and class, created on the config's schedule; the harness watches admissions
+(the queue's admitted records), and `finish_workload` ends each admitted workload `runtimeMs`
+after its admission (an evicted one starts again when re-admitted).
+
+`--time-scale K` runs the config K times faster (every interval and runtime divided by K); the
+figures are reported in the config's time (measured x K), so the rangespec applies as it is
+(the scheduler's own latencies are multiplied by K too: a compressed run is pessimistic).
+The summary is Kueue's (cli/bench/kueue_summary.py) plus `lowerBoundWallMs` (what the quotas
+and runtimes allow, cli/bench/kueue_config.py) and the stack's CPU; with `--rangespec` the
+checker's failures, and exit code 1 when there are any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from cli.bench.distributed import cpu_seconds
+from cli.bench.kueue_config import Plan, PlannedWorkload, lower_bound_ms
+from cli.bench.kueue_summary import WorkloadRecord, summarize
+from cli.client import StackClient
+from cli.run import Pipeline, pipeline
+from cli.servers import DevServers
+from services.scheduler import read_heartbeats
+from shared.env import ENV_PROFILE_DIR
+from shared.models import (
+    Container,
+    Manifests,
+    Namespace,
+    Node,
+    NodeSpec,
+    NodeStatus,
+    ObjectMeta,
+    Pod,
+    PodSpec,
+    ResourceRequirements,
+    load_manifest_text,
+)
+from shared.models.kueue import QUEUE_NAME_LABEL
+from shared.queue_keys import QueueKeys
+from shared.stats import percentile
+
+FLAVOR = "rf"
+CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
+"""Kueue's generator labels its objects with their class; so does this one."""
+POLL_S = 0.02
+ESTIMATES_POLL_S = 0.5
+"""How often the waiting pods' reasons are read for their estimates."""
+ESTIMATE = re.compile(r"admission estimated in ~(\d+)s")
+"""How often the admitted records are read (and due workloads finished)."""
+NODE_CPU_MILLI = 64_000
+FINISH_AT_ONCE = 8
+"""Workloads finished concurrently (within the client's Redis connections)."""
+
+
+async def finish_workload(client: StackClient, namespace: str, name: str) -> None:
+    """The workload's pod has run its time: it is deleted, which gives its quota back. The one
+    place a workload ends (a node agent that reports pods done will take this over)."""
+    await client.delete("Pod", namespace, name)
+
+
+def quota_objects(plan: Plan) -> Manifests:
+    """The ResourceFlavor, ClusterQueues, namespaces and LocalQueues of the plan."""
+    docs = [
+        f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {{name: {FLAVOR}}}"
+    ]
+    for q in plan.queues:
+        limits = f"nominalQuota: {q.spec.nominal_milli}m"
+        if q.spec.borrowing_milli is not None:
+            limits += f", borrowingLimit: {q.spec.borrowing_milli}m"
+        if q.spec.lending_milli is not None:
+            limits += f", lendingLimit: {q.spec.lending_milli}m"
+        docs.append(
+            f"""apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {q.name}, labels: {{{CLASS_LABEL}: {q.class_name}}}}}
+spec:
+  cohort: {q.cohort}
+  namespaceSelector: {{}}
+  preemption:
+    reclaimWithinCohort: {q.spec.reclaim_within_cohort}
+    withinClusterQueue: {q.spec.within_cluster_queue}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: {FLAVOR}, resources: [{{name: cpu, {limits}}}]}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: {q.name}, namespace: {q.name}}}
+spec: {{clusterQueue: {q.name}}}"""
+        )
+    manifests = load_manifest_text("\n---\n".join(docs))
+    manifests.namespaces = [Namespace(metadata=ObjectMeta(name=q.name)) for q in plan.queues]
+    return manifests
+
+
+def nodes_for(plan: Plan) -> list[Node]:
+    """Nodes with twice the plan's total nominal cpu, each fitting the largest request."""
+    total = sum(q.spec.nominal_milli for q in plan.queues)
+    per_node = max(NODE_CPU_MILLI, 2 * plan.max_request_milli)
+    count = max(1, math.ceil(2 * total / per_node))
+    capacity = {"cpu": per_node, "memory": 1 << 40, "pods": 5000}
+    return [
+        Node(
+            metadata=ObjectMeta(name=f"kueue-node-{i}", namespace="", uid=f"uid-kueue-node-{i}"),
+            spec=NodeSpec(),
+            status=NodeStatus(capacity=dict(capacity), allocatable=dict(capacity)),
+        )
+        for i in range(count)
+    ]
+
+
+def pod_of(w: PlannedWorkload) -> Pod:
+    return Pod(
+        metadata=ObjectMeta(
+            name=w.name,
+            namespace=w.queue,
+            uid=f"uid-{w.queue}-{w.name}",
+            labels={QUEUE_NAME_LABEL: w.queue, CLASS_LABEL: w.class_name},
+            creation_timestamp=time.time(),
+        ),
+        spec=PodSpec(
+            containers=[
+                Container(
+                    name="main", resources=ResourceRequirements(requests={"cpu": w.cpu_milli})
+                )
+            ],
+            priority=w.priority,
+        ),
+    )
+
+
+@dataclass(slots=True)
+class Tracker:
+    """Each workload's life as the harness sees it, in seconds of wall time."""
+
+    plan: Plan
+    scale: float
+    started: float = 0.0
+    records: dict[str, WorkloadRecord] = field(default_factory=dict)
+    """pod key -> its record (ms since the start, config time)."""
+    planned: dict[str, PlannedWorkload] = field(default_factory=dict)
+    admitted_at: dict[str, float] = field(default_factory=dict)
+    """pod key -> the admission (epoch s) it now runs under."""
+    due: dict[str, float] = field(default_factory=dict)
+    """pod key -> when it finishes (epoch s)."""
+    raw: dict[str, bytes | str] = field(default_factory=dict)
+    finished: int = 0
+    last_end: float = 0.0
+    peak: dict[str, int] = field(default_factory=dict)
+    """ClusterQueue -> the most cpu (mCPU) admission held for it at once, as sampled."""
+    cohort_peak: dict[str, int] = field(default_factory=dict)
+    predicted: dict[str, float] = field(default_factory=dict)
+    """pod key -> when the queue's first estimate said it would be admitted (epoch s)."""
+    estimate_errors: list[float] = field(default_factory=list)
+    """Admitted minus predicted (seconds), one per estimated workload."""
+
+    def ms(self, at: float) -> float:
+        return (at - self.started) * 1000 * self.scale
+
+    def created(self, w: PlannedWorkload, at: float) -> None:
+        key = f"{w.queue}/{w.name}"
+        self.planned[key] = w
+        self.records[key] = WorkloadRecord(w.name, w.queue, w.class_name, w.cpu_milli, self.ms(at))
+
+    def _end(self, key: str, at: float) -> None:
+        start = self.admitted_at.pop(key)
+        self.records[key].periods.append((self.ms(start), self.ms(at)))
+        self.last_end = max(self.last_end, at)
+        self.due.pop(key, None)
+
+    def observe(self, admitted: Mapping[bytes | str, bytes | str], now: float) -> None:
+        """The queue's admitted records now: admissions, re-admissions and evictions."""
+        seen = set()
+        for raw_key, value in admitted.items():
+            key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+            record = self.records.get(key)
+            if record is None or record.finished_ms is not None:
+                continue
+            seen.add(key)
+            if self.raw.get(key) == value:
+                continue
+            self.raw[key] = value
+            at = float(msgpack.unpackb(value, raw=False).get("at", now))
+            if key in self.admitted_at:  # admitted again between two reads: evicted once
+                record.evictions += 1
+                self._end(key, at)
+            self.admitted_at[key] = at
+            record.admitted_ms = self.ms(at)
+            if key in self.predicted:
+                self.estimate_errors.append(at - self.predicted.pop(key))
+            self.due[key] = at + self.planned[key].runtime_ms / 1000 / self.scale
+        for key in [k for k in self.admitted_at if k not in seen]:
+            self.records[key].evictions += 1
+            self.raw.pop(key, None)
+            self._end(key, now)
+
+    def sample(self, usage: Mapping[bytes | str, bytes | str]) -> None:
+        """The queue's usage hash now ("<cq>|<flavor>|<resource>" -> amount): the peaks."""
+        cohort_of = {q.name: q.cohort for q in self.plan.queues}
+        cohorts: dict[str, int] = {}
+        for raw_field, raw_amount in usage.items():
+            name = raw_field.decode() if isinstance(raw_field, bytes) else raw_field
+            queue, _, resource = name.split("|", 2)
+            if resource != "cpu" or queue not in cohort_of:
+                continue
+            amount = int(raw_amount)
+            self.peak[queue] = max(self.peak.get(queue, 0), amount)
+            cohorts[cohort_of[queue]] = cohorts.get(cohort_of[queue], 0) + amount
+        for cohort, amount in cohorts.items():
+            self.cohort_peak[cohort] = max(self.cohort_peak.get(cohort, 0), amount)
+
+    def read_estimates(self, whys: Mapping[bytes | str, bytes | str], now: float) -> None:
+        """The queue's reasons of waiting pods: the first estimate of each not yet admitted."""
+        for raw_key, blob in whys.items():
+            key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+            if key in self.predicted or key in self.admitted_at or key not in self.records:
+                continue
+            if self.records[key].admitted_ms is not None:
+                continue
+            message = msgpack.unpackb(blob, raw=False).get("msg", "")
+            found = ESTIMATE.search(message)
+            if found:
+                self.predicted[key] = now + int(found.group(1))
+
+    def estimates(self) -> dict[str, Any]:
+        """How close the estimates were (config-time ms)."""
+        errors = sorted(abs(e) * 1000 * self.scale for e in self.estimate_errors)
+        signed = sorted(e * 1000 * self.scale for e in self.estimate_errors)
+        if not errors:
+            return {"count": 0}
+        return {
+            "count": len(errors),
+            "medianAbsErrorMs": int(percentile(errors, 50)),
+            "p90AbsErrorMs": int(percentile(errors, 90)),
+            "medianErrorMs": int(percentile(signed, 50)),
+        }
+
+    def finish(self, key: str, at: float) -> None:
+        self._end(key, at)
+        self.records[key].finished_ms = self.ms(at)
+        self.raw.pop(key, None)
+        self.finished += 1
+
+
+async def _wait_for_workers(run: Pipeline) -> None:
+    target = await run.client.store.resource_version()
+    settings = run.client.settings
+    while True:
+        beats = await read_heartbeats(run.client.redis, settings.store_prefix, settings.cluster)
+        if beats and all(int(b.get("rv", 0)) >= target for b in beats.values()):
+            return
+        await asyncio.sleep(0.1)
+
+
+def _stack_cpu(run: Pipeline) -> dict[str, float]:
+    out = {name: cpu_seconds(p.pid) for name, p in run.stack.processes.items()}
+    servers = run.running.servers
+    if servers is not None:
+        for process in servers.processes:
+            out[process.name.split(":")[0]] = cpu_seconds(process.popen.pid)
+    return out
+
+
+async def _create(run: Pipeline, tracker: Tracker) -> None:
+    """Apply each workload's pod at its time (the ones due together in one batch)."""
+    pending = list(tracker.plan.workloads)
+    i = 0
+    while i < len(pending):
+        due_at = tracker.started + pending[i].at_ms / 1000 / tracker.scale
+        delay = due_at - time.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        now = time.time()
+        batch = []
+        while i < len(pending) and tracker.started + pending[i].at_ms / 1000 / tracker.scale <= now:
+            batch.append(pending[i])
+            i += 1
+        for w in batch:
+            tracker.created(w, time.time())
+        await run.apply(Manifests(pods=[pod_of(w) for w in batch]))
+
+
+async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
+    """Create, watch and finish until every workload is finished (True) or the timeout."""
+    keys = QueueKeys(run.client.settings.queue_prefix)
+    admitted_key, usage_key = keys.quota_admitted, keys.quota_usage
+    creator = asyncio.create_task(_create(run, tracker), name="kueue-create")
+    deadline = time.time() + timeout_s
+    total = len(tracker.plan.workloads)
+    next_estimates = 0.0
+    try:
+        while tracker.finished < total and time.time() < deadline:
+            if creator.done() and creator.exception() is not None:
+                raise creator.exception()  # type: ignore[misc]
+            now = time.time()
+            tracker.observe(await run.client.redis.hgetall(admitted_key), now)
+            tracker.sample(await run.client.redis.hgetall(usage_key))
+            if now >= next_estimates:  # the queue's reasons, for how good its estimates are
+                next_estimates = now + ESTIMATES_POLL_S
+                for queue in tracker.plan.queues:
+                    whys = await run.client.redis.hgetall(keys.key(queue.name, "why"))
+                    tracker.read_estimates(whys, now)
+            due = [key for key, at in tracker.due.items() if at <= now]
+            for i in range(0, len(due), FINISH_AT_ONCE):
+                chunk = due[i : i + FINISH_AT_ONCE]
+                await asyncio.gather(
+                    *(finish_workload(run.client, *key.split("/", 1)) for key in chunk)
+                )
+                done = time.time()
+                for key in chunk:
+                    tracker.finish(key, done)
+            await asyncio.sleep(POLL_S)
+    finally:
+        if not creator.done():
+            creator.cancel()
+    return tracker.finished == total
+
+
+async def run_kueue_async(
+    plan: Plan,
+    *,
+    time_scale: float = 1.0,
+    timeout_s: float = 3600.0,
+    workers: int = 1,
+    binders: int = 1,
+    servers: DevServers | None = None,
+    profile_dir: str | None = None,
+) -> dict[str, Any]:
+    """See the module docstring; `servers` reuses a running Redis and broker (tests);
+    `profile_dir` gets a cProfile dump per service process."""
+    if time_scale <= 0:
+        raise ValueError("--time-scale must be positive")
+    nodes = nodes_for(plan)
+    profile = await asyncio.to_thread(os.path.abspath, profile_dir) if profile_dir else None
+    async with pipeline(
+        workers=workers,
+        binders=binders,
+        servers=servers,
+        single_tenant=None,
+        ordered=False,
+        session_ms=3000,
+        extra_env={ENV_PROFILE_DIR: profile} if profile else None,
+    ) as run:
+        objects = quota_objects(plan)
+        objects.nodes = nodes
+        await run.apply(objects)
+        await _wait_for_workers(run)
+        cpu_before = _stack_cpu(run)
+        tracker = Tracker(plan, time_scale, started=time.time())
+        settled = await _drive(run, tracker, timeout_s)
+        cpu = {
+            name: round(used - cpu_before.get(name, 0.0), 2)
+            for name, used in _stack_cpu(run).items()
+        }
+    measured_s = max(tracker.last_end - tracker.started, 1e-9)
+    wall_ms = int(measured_s * 1000 * time_scale)
+    bound = lower_bound_ms(plan)
+    total_cpu = sum(cpu.values())
+    records = list(tracker.records.values())
+    summary = summarize(plan, records)
+    return {
+        "mode": "kueue",
+        "timeScale": time_scale,
+        "workloads": len(plan.workloads),
+        "clusterQueues": len(plan.queues),
+        "nodes": len(nodes),
+        "settled": settled,
+        "created": len(records),
+        "admitted": sum(1 for r in records if r.admitted_ms is not None),
+        "finished": tracker.finished,
+        "wallMs": wall_ms,
+        "measuredWallMs": int(measured_s * 1000),
+        "lowerBoundWallMs": bound,
+        "wallToLowerBound": round(wall_ms / bound, 3) if bound else None,
+        **summary,
+        # What admission held (its usage in Redis), sampled every POLL_S: per ClusterQueue
+        # within nominal + borrowingLimit, per cohort within its nominal quota.
+        "peakUsage": dict(sorted(tracker.peak.items())),
+        "peakCohortUsage": dict(sorted(tracker.cohort_peak.items())),
+        # The queue's estimated admission times (in waiting pods' reasons), against the
+        # admissions that followed: admitted minus predicted.
+        "admissionEstimates": tracker.estimates(),
+        "cpuSeconds": cpu,
+        "cpuSecondsTotal": round(total_cpu, 2),
+        "cpuMsPerWorkload": round(total_cpu * 1000 / max(len(records), 1), 2),
+        "mCPU": int(total_cpu * 1000 / measured_s),
+    }
+
+
+def run_kueue(plan: Plan, **options: Any) -> dict[str, Any]:
+    return asyncio.run(run_kueue_async(plan, **options))

@@ -1,0 +1,39 @@
+"""Estimated admission times in quota admission's reasons (shared.quota_eta): each waiting
+workload's reason ends with "admission estimated in ~Ns", from its position in its queue,
+the quota ahead of it and the queue's observed release rate; `berth get pods`, `berth
+describe` and the dashboard show the reason as it is."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shared.quota import Cohort
+from shared.quota_eta import estimate
+
+if TYPE_CHECKING:
+    from services.queue.admission import Admission, Workload
+
+
+def estimates(
+    self: Admission, cohort: Cohort, queue: str, waiting: Sequence[Workload]
+) -> dict[str, str]:
+    """Workload key -> "; admission estimated in ~Ns" (absent when unknown)."""
+    now = time.time()
+    self.releases.watch(now)
+    rate = self.releases.rate(queue, now)
+    flavors_of = cohort.queues[queue].flavors_of
+    available = {
+        r: max((cohort.available(queue, (f, r)) for f in flavors), default=0)
+        for r, flavors in flavors_of.items()
+    }
+    out: dict[str, str] = {}
+    needed: dict[str, int] = {}
+    for wl in waiting:
+        for resource, amount in wl.request().items():
+            needed[resource] = needed.get(resource, 0) + amount
+        seconds = estimate(needed, available, rate)
+        if seconds is not None and seconds > 0:
+            out[wl.key] = f"; admission estimated in ~{seconds:.0f}s"
+    return out

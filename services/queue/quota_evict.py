@@ -1,0 +1,128 @@
+"""What quota admission evicts: the workloads a preemption takes quota from, and the pods of
+a ClusterQueue whose stopPolicy is HoldAndDrain. Evicted pods go back to waiting (in the
+store: unbound, same uid), once each."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from services.queue.quota_effects import Budgets, admitted_workloads, requeue
+from shared.flavor_assign import Assignment
+from shared.models.kueue import PREEMPTION_NEVER, STOP_HOLD_AND_DRAIN, ClusterQueuePreemption
+from shared.quota import Cohort, FlavorResource
+from shared.quota_fair_preemption import fair_plan
+from shared.quota_preemption import Candidate, Plan, Preemptor, plan
+
+if TYPE_CHECKING:
+    from services.queue.admission import Admission, Workload
+
+
+async def preempt(
+    self: Admission, cohort: Cohort, wl: Workload, assignment: Assignment
+) -> tuple[str, bool]:
+    """Kueue's preemption (shared.quota_preemption): evict admitted workloads of its own
+    queue (withinClusterQueue) or of borrowers in its cohort (reclaimWithinCohort,
+    borrowWithinCohort) so that `wl` fits, skipping pods a PodDisruptionBudget protects.
+    Evicted pods go back to waiting (in the store: unbound, same uid), once: `wl` then
+    waits for them to leave. Returns the reason to show ("" when nothing can be
+    preempted) and whether pods are leaving for `wl`."""
+    policy = self.queues[wl.queue].spec.preemption
+    if not self.reclaim or (
+        policy.within_cluster_queue == PREEMPTION_NEVER
+        and policy.reclaim_within_cohort == PREEMPTION_NEVER
+    ):
+        return "", False
+    pending = self.evicting.get(wl.key)
+    if pending and pending & self.admitted.keys():
+        return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
+    already = set().union(*self.evicting.values())
+    members = admitted_workloads(self.admitted, already)
+    preemptor = Preemptor(wl.queue, wl.priority, wl.created, wl.request())
+    candidates = [c for c, _ in members.values()]
+    assigned = (assignment.usage, assignment.needs_preemption)
+    found = _plan(self, cohort, policy, preemptor, candidates, assigned)
+    if found is None:
+        return "", False
+    # Budgets are read only when a plan exists (they cost a read of every pod); a plan
+    # that a budget refuses is made again without the pods it protects.
+    budgets = await Budgets.load(self.store)
+    if not all(budgets.may_evict(members[t.candidate.key][1]) for t in found.targets):
+        found = _plan(
+            self,
+            cohort,
+            policy,
+            preemptor,
+            candidates,
+            assigned,
+            may_evict=lambda c: budgets.may_evict(members[c.key][1]),
+        )
+        if found is None:
+            return budgets.refusal, False
+    victims: dict[str, dict[str, Any]] = {}
+    for target in found.targets:
+        for key in members[target.candidate.key][1]:
+            victims[key] = self.admitted[key]
+    leaving: set[str] = set()
+    for key, rec in victims.items():
+        if key in already:
+            leaving.add(key)
+        elif await budgets.evict(key):  # budgets may have moved since the plan
+            await evict(self, key, rec["uid"])
+            self.evictions[rec["cq"]] += 1
+            self.evicted += 1
+            leaving.add(key)
+    if not leaving:
+        return budgets.refusal, False
+    self.evicting[wl.key] = leaving
+    owners = sorted({victims[key]["cq"] for key in leaving})
+    verb = "preempting" if wl.queue in owners else "reclaiming quota"
+    return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
+
+
+async def evict(self: Admission, key: str, uid: str) -> None:
+    """Put an admitted pod back to waiting (quota_effects.requeue), remembering it: if a
+    proposal already in flight binds it anyway, admission evicts it again instead of
+    charging it (a pod bound outside admission is otherwise charged on sight)."""
+    await requeue(self.store, key, uid)
+    self.requeued[key] = uid
+
+
+def _plan(
+    self: Admission,
+    cohort: Cohort,
+    policy: ClusterQueuePreemption,
+    preemptor: Preemptor,
+    candidates: list[Candidate],
+    assigned: tuple[Mapping[FlavorResource, int], frozenset[FlavorResource]],
+    may_evict: Callable[[Candidate], bool] = lambda _: True,
+) -> Plan | None:
+    """Classical preemption, or fair sharing's when its strategies are configured."""
+    if self.fair_sharing:
+        return fair_plan(
+            cohort,
+            policy,
+            preemptor,
+            candidates,
+            assigned,
+            strategies=self.fair_sharing,
+            may_evict=may_evict,
+        )
+    return plan(cohort, policy, preemptor, candidates, may_evict=may_evict, assigned=assigned)
+
+
+async def drain(self: Admission) -> None:
+    """Evict, once, every admitted pod of a ClusterQueue with stopPolicy HoldAndDrain (Kueue
+    evicts a stopped queue's workloads; they wait until the queue is started again)."""
+    self.draining &= self.admitted.keys()
+    draining = {
+        name for name, cq in self.queues.items() if cq.spec.stop_policy == STOP_HOLD_AND_DRAIN
+    }
+    if not draining:
+        return
+    for key, rec in list(self.admitted.items()):
+        if rec["cq"] in draining and key not in self.draining:
+            await evict(self, key, rec["uid"])
+            self.evictions[rec["cq"]] += 1
+            self.evicted += 1
+            self.draining.add(key)

@@ -1,0 +1,93 @@
+"""Kueue's waitForPodsReady for quota admission: an admitted workload (a pod, or a gang's
+pods together) whose pods are not all bound within `timeout` is evicted (its pods back to
+waiting, its quota released) and may be admitted again only after a backoff, `base x 2^(n-1)`
+seconds after its n-th requeue, at most `max`; past `backoff_limit` requeues it stays waiting
+(Kueue deactivates it). With `block_admission`, nothing else is admitted while an admitted
+workload's pods are not all bound yet.
+
+"Ready" is bound here (berth has no kubelet reporting readiness; a node agent will). The
+timeout is checked at each admission round, which the queue runs when the cluster changes:
+in a cluster where nothing happens at all, a timeout waits for the next change.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from services.queue.quota_effects import admitted_workloads
+from services.queue.quota_evict import evict
+
+if TYPE_CHECKING:
+    from services.queue.admission import Admission, Workload
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    timeout_s: float = 0.0
+    """0: off."""
+    block_admission: bool = False
+    backoff_base_s: float = 60.0
+    backoff_max_s: float = 3600.0
+    backoff_limit: int | None = None
+
+
+@dataclass
+class Readiness:
+    policy: WaitForPodsReady = field(default_factory=WaitForPodsReady)
+    bound: set[str] = field(default_factory=set)
+    """Admitted pods seen bound."""
+    requeued: dict[str, int] = field(default_factory=dict)
+    """Workload key -> how many times waitForPodsReady requeued it."""
+    until: dict[str, float] = field(default_factory=dict)
+    """Workload key -> no admission before (epoch seconds)."""
+    leaving: set[str] = field(default_factory=set)
+    """Pods evicted for a timeout and not released yet."""
+    blocking: str = ""
+    """The admitted workload whose pods are not ready yet (blockAdmission), or ""."""
+
+    def backoff(self, n: int) -> float:
+        return float(min(self.policy.backoff_max_s, self.policy.backoff_base_s * 2 ** (n - 1)))
+
+    def waiting_reason(self, wl: Workload, now: float) -> str:
+        """Why `wl` may not be admitted now ("" when it may)."""
+        n = self.requeued.get(wl.key, 0)
+        limit = self.policy.backoff_limit
+        if limit is not None and n > limit:
+            return (
+                f"deactivated: requeued {n} time(s) by waitForPodsReady (backoffLimitCount {limit})"
+            )
+        left = self.until.get(wl.key, 0.0) - now
+        if left > 0:
+            return f"requeued {n} time(s) by waitForPodsReady: backoff, {left:.0f}s left"
+        if self.blocking:
+            return f"waiting for {self.blocking}'s pods to be ready (waitForPodsReady)"
+        return ""
+
+
+async def check(self: Admission) -> None:
+    """Evict the admitted workloads whose pods are not ready within the timeout; note which
+    one blocks admission."""
+    ready = self.readiness
+    ready.leaving &= self.admitted.keys()
+    ready.bound &= self.admitted.keys()
+    ready.blocking = ""
+    if ready.policy.timeout_s <= 0:
+        return
+    now = time.time()
+    evicting = set().union(*self.evicting.values()) | self.draining | ready.leaving
+    for key, (candidate, pods) in sorted(admitted_workloads(self.admitted, evicting).items()):
+        if candidate.evicting or all(p in ready.bound for p in pods):
+            continue
+        if now - candidate.admitted_at < ready.policy.timeout_s:
+            ready.blocking = ready.blocking or (key if ready.policy.block_admission else "")
+            self.dirty = True  # look again at the next change
+            continue
+        n = ready.requeued[key] = ready.requeued.get(key, 0) + 1
+        ready.until[key] = now + ready.backoff(n)
+        for pod in pods:
+            await evict(self, pod, self.admitted[pod]["uid"])
+            ready.leaving.add(pod)
+            self.evictions[candidate.queue] += 1
+            self.evicted += 1

@@ -1,0 +1,165 @@
+"""Kueue's performance configs as berth reads them (cli/bench/kueue_config.py) and Kueue's
+summary and checker (cli/bench/kueue_summary.py): pure, table-driven where it can be."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli.bench.kueue import nodes_for, quota_objects
+from cli.bench.kueue_cli import finish_result
+from cli.bench.kueue_config import (
+    ConfigError,
+    Plan,
+    lower_bound_ms,
+    parse_generator,
+    parse_rangespec,
+    plan_of,
+)
+from cli.bench.kueue_summary import WorkloadRecord, check_range, summarize
+
+ROOT = Path(__file__).resolve().parents[2] / "examples" / "kueue-perf"
+
+
+def baseline() -> Plan:
+    return plan_of(parse_generator((ROOT / "baseline" / "generator.yaml").read_text()))
+
+
+def test_baseline_has_kueue_names_counts_and_schedule() -> None:
+    plan = baseline()
+    assert len(plan.queues) == 30
+    assert len(plan.workloads) == 15_000
+    assert plan.queues[0].name == "cq-0-0-cohort-0"
+    assert {q.cohort for q in plan.queues} == {f"cohort-{i}" for i in range(5)}
+    first = [w for w in plan.workloads if w.queue == "cq-0-0-cohort-0"]
+    small = [w for w in first if w.class_name == "small"]
+    assert [w.name for w in small[:2]] == ["small-0-0-0", "small-0-1-0"]
+    assert [w.at_ms for w in small[:3]] == [100, 200, 300]
+    large = [w for w in first if w.class_name == "large"]
+    assert (large[-1].at_ms, large[-1].cpu_milli, large[-1].priority) == (60_000, 20_000, 200)
+    # 7,920 cpu-seconds per cohort over 120 nominal cores: 66 s, and the tail arrives at 60 s.
+    assert lower_bound_ms(plan) == 66_840
+
+
+def test_objects_let_quota_decide() -> None:
+    plan = baseline()
+    objects = quota_objects(plan)
+    assert len(objects.queue_objects) == 1 + 2 * 30  # the flavor, 30 ClusterQueues and LQs
+    nodes = nodes_for(plan)
+    total = sum(n.status.allocatable["cpu"] for n in nodes)
+    assert total >= 2 * 600_000
+    assert min(n.status.allocatable["cpu"] for n in nodes) >= 20_000
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("cohorts: []", "generator.cohorts: must be a non-empty list"),
+        (
+            "cohorts: [{className: c, count: 1, queuesSets: [{className: q, count: 1, "
+            "children: []}]}]",
+            "generator.cohorts[0].queuesSets[0].children: not supported",
+        ),
+        (
+            "cohorts: [{className: c, count: 1, queuesSets: [{className: q, count: 1, "
+            "nominalQuota: lots}]}]",
+            "generator.cohorts[0].queuesSets[0].nominalQuota: invalid cpu quantity",
+        ),
+        (
+            "cohorts: [{className: c, count: -1, queuesSets: [{className: q}]}]",
+            "generator.cohorts[0].count: must be an integer >= 0",
+        ),
+        (
+            "cohorts: [{className: c, count: 1, queuesSets: [{className: q, count: 1, "
+            "reclaimWithinCohort: Sometimes}]}]",
+            "generator.cohorts[0].queuesSets[0].reclaimWithinCohort: 'Sometimes' is not one of",
+        ),
+        (
+            "topology: {}\ncohorts: []",
+            "generator.topology: not supported",
+        ),
+    ],
+)
+def test_bad_generators_name_the_field(text: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=error.replace("[", r"\[").replace("]", r"\]")):
+        plan_of(parse_generator(text))
+
+
+def _plan() -> Plan:
+    text = """cohorts:
+- className: co
+  count: 1
+  queuesSets:
+  - className: cq
+    count: 2
+    nominalQuota: 2
+    borrowingLimit: 2
+    workloadsSets:
+    - count: 2
+      creationIntervalMs: 10
+      workloads: [{className: w, runtimeMs: 100, priority: 1, request: 1}]
+"""
+    return plan_of(parse_generator(text))
+
+
+def test_lower_bound_is_the_cohort_fluid_bound() -> None:
+    plan = _plan()
+    # 4 workloads x 1 cpu x 100 ms over 4 nominal cores: 100 ms from the first arrival (10 ms);
+    # the last arrives at 20 ms and runs 100 ms: 120 ms.
+    assert lower_bound_ms(plan) == 120
+
+
+def test_summary_is_kueues() -> None:
+    plan = _plan()
+    q0, q1 = (q.name for q in plan.queues)
+    records = [
+        WorkloadRecord("a", q0, "w", 1000, 10, 20, 120, 0, [(20, 120)]),
+        WorkloadRecord("b", q0, "w", 1000, 20, 70, 250, 1, [(30, 50), (150, 250)]),
+        WorkloadRecord("c", q1, "w", 1000, 10, 10, 110, 0, [(10, 110)]),
+    ]
+    summary = summarize(plan, records)
+    cls = summary["clusterQueueClasses"]["cq"]
+    assert cls["cpuUsed"] == 1000 * (100 + 20 + 100 + 100)
+    assert cls["nominalQuota"] == 4000
+    assert cls["monitoredMs"] == 250
+    assert cls["cpuAverageUsage"] == 320_000 // 250
+    assert cls["usagePercent"] == 32.0
+    assert summary["workloadClasses"]["w"] == {
+        "count": 3,
+        "averageTimeToAdmissionMs": (10 + 50 + 0) // 3,
+        "averageTimeToFinishMs": (110 + 230 + 100) // 3,
+        "totalEvictions": 1,
+    }
+
+
+def test_checker_fails_outside_the_range_and_on_unknown_classes() -> None:
+    summary = summarize(
+        _plan(),
+        [WorkloadRecord("a", _plan().queues[0].name, "w", 1000, 0, 50, 150, 0, [(50, 150)])],
+    )
+    spec = parse_rangespec(
+        "cmd: {maxWallMs: 100}\nclusterQueueClassesMinUsage: {cq: 90}\n"
+        "wlClassesMaxAvgTimeToAdmissionMs: {other: 10}"
+    )
+    assert check_range(summary, 150, 0, spec) == [
+        "Wall time 150ms is greater than maximum expected 100ms",
+        "ClusterQueue class cq: Usage 16.67% is less then expected 90.00%",
+        "workload class w: Unexpected class",
+    ]
+    ok = parse_rangespec(
+        "cmd: {maxWallMs: 200}\nclusterQueueClassesMinUsage: {cq: 10}\n"
+        "wlClassesMaxAvgTimeToAdmissionMs: {w: 50}"
+    )
+    assert check_range(summary, 150, 0, ok) == []
+    result = {"settled": True, "wallMs": 150, "mCPU": 0, **summary}
+    assert finish_result(dict(result), "spec", "cmd: {maxWallMs: 100}") == 1
+    assert finish_result(dict(result), None, None) == 0
+    assert finish_result({**result, "settled": False}, None, None) == 1
+
+
+def test_rangespec_of_kueue_parses() -> None:
+    spec = parse_rangespec((ROOT / "baseline" / "rangespec.yaml").read_text())
+    assert spec.max_wall_ms == 425_000
+    assert spec.cq_min_usage == {"cq": 55.0}
+    assert spec.wl_max_avg_admission_ms == {"large": 11_000, "medium": 90_000, "small": 260_000}
