@@ -8,8 +8,10 @@ LocalQueues are applied to a fresh stack (queue, workers, binders as processes o
 the broker), with nodes sized so that quota, not nodes, decides (twice the total nominal quota,
 each node big enough for the largest request). Each workload is one pod with the config's cpu
 request, priority and class, created on the config's schedule; the harness watches admissions
-(the queue's admitted records), and `finish_workload` ends each admitted workload `runtimeMs`
-after its admission (an evicted one starts again when re-admitted).
+(the queue's admitted records). Each pod carries KWOK's `pod-complete` stage delay of its
+`runtimeMs`: the node agent (services/agent) ends it Succeeded that long after it is bound,
+giving its quota back (an evicted one starts again when bound again); the harness reads the
+agent's completion records (`lifecycle:finished`) for the finish times.
 
 `--time-scale K` runs the config K times faster (every interval and runtime divided by K); the
 figures are reported in the config's time (measured x K), so the rangespec applies as it is
@@ -22,6 +24,7 @@ checker's failures, and exit code 1 when there are any.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import re
@@ -35,11 +38,12 @@ import msgpack
 from cli.bench.distributed import cpu_seconds
 from cli.bench.kueue_config import Plan, PlannedWorkload, lower_bound_ms
 from cli.bench.kueue_summary import WorkloadRecord, summarize
-from cli.client import StackClient
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from services.scheduler import read_heartbeats
 from shared.env import ENV_PROFILE_DIR
+from shared.lifecycle.kwok import COMPLETE, delay_annotation
+from shared.lifecycle.state import LifecycleState
 from shared.models import (
     Container,
     Manifests,
@@ -61,19 +65,11 @@ FLAVOR = "rf"
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 """Kueue's generator labels its objects with their class; so does this one."""
 POLL_S = 0.02
+"""How often the admitted records and the agent's completions are read."""
 ESTIMATES_POLL_S = 0.5
 """How often the waiting pods' reasons are read for their estimates."""
 ESTIMATE = re.compile(r"admission estimated in ~(\d+)s")
-"""How often the admitted records are read (and due workloads finished)."""
 NODE_CPU_MILLI = 64_000
-FINISH_AT_ONCE = 8
-"""Workloads finished concurrently (within the client's Redis connections)."""
-
-
-async def finish_workload(client: StackClient, namespace: str, name: str) -> None:
-    """The workload's pod has run its time: it is deleted, which gives its quota back. The one
-    place a workload ends (a node agent that reports pods done will take this over)."""
-    await client.delete("Pod", namespace, name)
 
 
 def quota_objects(plan: Plan) -> Manifests:
@@ -127,13 +123,21 @@ def nodes_for(plan: Plan) -> list[Node]:
     ]
 
 
-def pod_of(w: PlannedWorkload) -> Pod:
+def uid_of(w: PlannedWorkload) -> str:
+    return f"uid-{w.queue}-{w.name}"
+
+
+def pod_of(w: PlannedWorkload, scale: float = 1.0) -> Pod:
+    """The workload's pod; it runs `runtimeMs / scale` once bound (KWOK's pod-complete stage,
+    carried out by the node agent)."""
+    runtime = f"{max(1, round(w.runtime_ms / scale))}ms"
     return Pod(
         metadata=ObjectMeta(
             name=w.name,
             namespace=w.queue,
-            uid=f"uid-{w.queue}-{w.name}",
+            uid=uid_of(w),
             labels={QUEUE_NAME_LABEL: w.queue, CLASS_LABEL: w.class_name},
+            annotations={delay_annotation(COMPLETE): runtime},
             creation_timestamp=time.time(),
         ),
         spec=PodSpec(
@@ -159,8 +163,6 @@ class Tracker:
     planned: dict[str, PlannedWorkload] = field(default_factory=dict)
     admitted_at: dict[str, float] = field(default_factory=dict)
     """pod key -> the admission (epoch s) it now runs under."""
-    due: dict[str, float] = field(default_factory=dict)
-    """pod key -> when it finishes (epoch s)."""
     raw: dict[str, bytes | str] = field(default_factory=dict)
     finished: int = 0
     last_end: float = 0.0
@@ -184,7 +186,6 @@ class Tracker:
         start = self.admitted_at.pop(key)
         self.records[key].periods.append((self.ms(start), self.ms(at)))
         self.last_end = max(self.last_end, at)
-        self.due.pop(key, None)
 
     def observe(self, admitted: Mapping[bytes | str, bytes | str], now: float) -> None:
         """The queue's admitted records now: admissions, re-admissions and evictions."""
@@ -206,7 +207,6 @@ class Tracker:
             record.admitted_ms = self.ms(at)
             if key in self.predicted:
                 self.estimate_errors.append(at - self.predicted.pop(key))
-            self.due[key] = at + self.planned[key].runtime_ms / 1000 / self.scale
         for key in [k for k in self.admitted_at if k not in seen]:
             self.records[key].evictions += 1
             self.raw.pop(key, None)
@@ -295,7 +295,21 @@ async def _create(run: Pipeline, tracker: Tracker) -> None:
             i += 1
         for w in batch:
             tracker.created(w, time.time())
-        await run.apply(Manifests(pods=[pod_of(w) for w in batch]))
+        await run.apply(Manifests(pods=[pod_of(w, tracker.scale) for w in batch]))
+
+
+async def _read_finished(run: Pipeline, tracker: Tracker) -> None:
+    """The agent's completion records of the workloads running now (their pod's uid)."""
+    keys = list(tracker.admitted_at)
+    if not keys:
+        return
+    finished_key = LifecycleState(run.client.redis, run.client.store.keys).keys.finished
+    for key, raw in zip(keys, await run.client.redis.hmget(finished_key, keys), strict=True):
+        if raw is None:
+            continue
+        record = json.loads(raw)
+        if record.get("uid") == uid_of(tracker.planned[key]):
+            tracker.finish(key, float(record["time"]))
 
 
 async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
@@ -311,22 +325,17 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
             if creator.done() and creator.exception() is not None:
                 raise creator.exception()  # type: ignore[misc]
             now = time.time()
-            tracker.observe(await run.client.redis.hgetall(admitted_key), now)
+            admitted = await run.client.redis.hgetall(admitted_key)
+            # Finished first (the agent records a completion before the pod leaves the
+            # store): a workload gone from admission without one was evicted.
+            await _read_finished(run, tracker)
+            tracker.observe(admitted, now)
             tracker.sample(await run.client.redis.hgetall(usage_key))
             if now >= next_estimates:  # the queue's reasons, for how good its estimates are
                 next_estimates = now + ESTIMATES_POLL_S
                 for queue in tracker.plan.queues:
                     whys = await run.client.redis.hgetall(keys.key(queue.name, "why"))
                     tracker.read_estimates(whys, now)
-            due = [key for key, at in tracker.due.items() if at <= now]
-            for i in range(0, len(due), FINISH_AT_ONCE):
-                chunk = due[i : i + FINISH_AT_ONCE]
-                await asyncio.gather(
-                    *(finish_workload(run.client, *key.split("/", 1)) for key in chunk)
-                )
-                done = time.time()
-                for key in chunk:
-                    tracker.finish(key, done)
             await asyncio.sleep(POLL_S)
     finally:
         if not creator.done():

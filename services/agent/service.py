@@ -67,6 +67,8 @@ class AgentService:
         self.rng = random.Random(config.seed)
         self.stages: list[tuple[float, str, str, str]] = []
         """Heap of (due, pod key, uid, action)."""
+        self._planned: dict[str, float] = {}
+        """pod key -> the due time of the stage planned for its current binding."""
         self.evictions = TaintEvictionQueue()
         self.pressure: dict[str, NodePressure] = {}
         self.disrupted = False
@@ -125,6 +127,7 @@ class AgentService:
                             self._plan(pod, now)
                         if change.kind == "Pod" and change.op == "delete":
                             self.evictions.forget(change.key)
+                            self._planned.pop(change.key, None)
                         position = change.resource_version
                     retry.succeeded()
             except StreamGapError:
@@ -144,6 +147,7 @@ class AgentService:
             return
         if stage is not None:
             due = now + stage.after
+            self._planned[pod.key] = due
             heapq.heappush(self.stages, (due, pod.key, pod.metadata.uid, stage.action))
 
     # ------------------------------------------------------------------ tick
@@ -308,16 +312,20 @@ class AgentService:
     async def _fire_stages(self, now: float) -> None:
         later: list[tuple[float, str, str, str]] = []
         while self.stages and self.stages[0][0] <= now:
-            _, key, uid, action = heapq.heappop(self.stages)
+            due, key, uid, action = heapq.heappop(self.stages)
             pod = self.view.pods.get(key)
-            if pod is None or pod.metadata.uid != uid:
+            if pod is None or pod.metadata.uid != uid or self._planned.get(key) != due:
+                # Gone, or bound again since (a pod evicted back to waiting keeps its uid):
+                # only the plan of its current binding counts.
                 continue
             node = pod.spec.node_name
             if not self.owns(node) or self.failures.get(node) is not None:
                 # Another replica's node: kept until the pod is gone, in case that replica
                 # goes away first. A failed node's kubelet reports nothing: the pod finishes
                 # once it is back.
-                later.append((now + self.config.heartbeat_seconds, key, uid, action))
+                again = now + self.config.heartbeat_seconds
+                self._planned[key] = again
+                later.append((again, key, uid, action))
                 continue
             if action == COMPLETE:
                 done = await actions.complete(self.store, self.state, pod, now=now)
@@ -325,6 +333,7 @@ class AgentService:
             else:
                 done = await actions.delete(self.store, self.state, pod, now=now)
                 self.counts["deleted"] += int(done)
+            self._planned.pop(key, None)
             if done:
                 self.view.drop_pod(key)
         for item in later:

@@ -85,6 +85,33 @@ async def test_stages_complete_and_delete_pods(agent: AgentService) -> None:
     assert agent.counts["completed"] == agent.counts["deleted"] == 1
 
 
+async def test_a_pod_bound_again_runs_its_full_time_again(agent: AgentService) -> None:
+    """Quota preemption puts a pod back to waiting with its uid; bound again, its stage
+    counts from the new binding, not from the first (which would end it early)."""
+    store = agent.store
+    await store.apply([make_node("n1").capacity(cpu="4", pods=10).obj()])
+    pod = make_pod("job").req(cpu="1").node("n1").annotation(C, "800ms").obj()
+    await store.apply([pod])
+    await agent.start()
+    await asyncio.sleep(0.4)
+    uid = pod.metadata.uid
+    await store.delete("Pod", "default", "job", uid=uid)  # back to waiting, same uid
+    waiting = replace(pod, spec=replace(pod.spec, node_name=""))
+    await store.apply([waiting])
+    await asyncio.sleep(0.2)
+    await store.apply([replace(pod, spec=replace(pod.spec, node_name="n1"))])  # bound again
+    rebound = asyncio.get_running_loop().time()
+    await asyncio.sleep(0.5)  # past the first binding's due time, short of the second's
+    assert await store.get_pod("default", "job") is not None
+    assert "default/job" not in await agent.state.finished()
+
+    async def finished() -> bool:
+        return "default/job" in await agent.state.finished()
+
+    await until(finished)
+    assert asyncio.get_running_loop().time() - rebound >= 0.75
+
+
 async def test_a_failed_node_evicts_by_the_taint_rules(agent: AgentService) -> None:
     store, state = agent.store, agent.state
     await store.apply([make_node(f"n{i}").capacity(cpu="4", pods=10).obj() for i in (1, 2)])
