@@ -276,11 +276,13 @@ async def pipeline(
     extra_env: Mapping[str, str] | None = None,
     watch_servers: bool = False,
     dashboard: bool = False,
+    agents: int | None = None,
 ) -> AsyncIterator[Pipeline]:
     """Start an ephemeral stack (on `servers`, with keys and topics of its own, or on servers
-    of its own; with a dashboard at `run.stack.dashboard_url` if asked), yield a Pipeline,
-    stop everything. Servers of its own are restarted when they die; `servers` too with
-    `watch_servers` (for a test that kills them)."""
+    of its own; with a dashboard at `run.stack.dashboard_url` if asked; `agents` node agents,
+    None: the stack's default), yield a Pipeline, stop everything. Servers of its own are
+    restarted when they die; `servers` too with `watch_servers` (for a test that kills
+    them)."""
     settings = None
     if servers is not None:
         settings = servers.isolated_settings()
@@ -299,6 +301,7 @@ async def pipeline(
         servers=servers,
         watch_servers=watch_servers,
         dashboard=dashboard,
+        agents=agents,
     )
     try:
         observer = RunObserver(

@@ -320,6 +320,7 @@ async def start_stack(
     adapters: int | None = None,
     watch_servers: bool = False,
     dashboard: bool = False,
+    agents: int | None = None,
 ) -> RunningStack:
     """Start servers (unless given) and the services; returns once every worker's view is
     loaded (heartbeat) — the queue and binders consume from the start of their topics.
@@ -352,6 +353,7 @@ async def start_stack(
             queues=queues,
             adapters=adapters,
             dashboard=dashboard,
+            agents=agents,
             extra_env=extra_env,
         )
         running = RunningStack(

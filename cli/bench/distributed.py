@@ -214,6 +214,10 @@ async def bench_distributed_async(
             session_ms=3000,
             servers=servers,
             extra_env={ENV_PROFILE_DIR: profile} if profile else None,
+            # The scheduling pipeline alone: its pods never finish, so the simulated
+            # kubelets (services/agent) would only follow the stream, at the cost of one
+            # more follower, not part of what is measured.
+            agents=0,
         ) as run,
     ):
         result = await _run(cluster, pending, run, seconds, rate)
