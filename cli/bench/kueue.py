@@ -38,6 +38,7 @@ from cli.bench.kueue_summary import WorkloadRecord, summarize
 from cli.client import StackClient
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
+from services.queue.keys import QueueKeys
 from services.scheduler import read_heartbeats
 from shared.env import ENV_PROFILE_DIR
 from shared.models import (
@@ -54,7 +55,6 @@ from shared.models import (
     load_manifest_text,
 )
 from shared.models.kueue import QUEUE_NAME_LABEL
-from shared.queue_keys import QueueKeys
 from shared.stats import percentile
 
 FLAVOR = "rf"
