@@ -14,8 +14,8 @@ from typing import Any
 import aiohttp
 
 from cli.client import state_env
+from services.queue.pod_status import PodRow
 from shared.env import ENV_API_URL, ENV_TOKEN, StackError
-from shared.pod_status import PodRow
 
 
 class ApiError(StackError):

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from scheduling.kubelet import kubelet_refusal
+from services.queue.pod_status import PodRow, pod_rows
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
     Manifests,
 )
 from shared.objects import APPLY_BATCH, apply_manifests, delete_object, node_rows, read_heartbeats
-from shared.pod_status import PodRow, pod_rows
 from shared.redisconn import connect, ping_or_refuse
 from shared.store import ClusterStore
 

@@ -36,6 +36,7 @@ from cli.tables import (
     format_pods,
     format_queues,
 )
+from services.queue.pod_status import PodRow
 from shared.config import ConfigError
 from shared.env import (
     ENV_API_URL,
@@ -56,7 +57,6 @@ from shared.models import (
     load_manifests,
 )
 from shared.models.selector_text import SelectorSyntaxError, parse_selector
-from shared.pod_status import PodRow
 from shared.retry import describe
 from shared.security import SecurityError
 from shared.store import StoreError

@@ -7,9 +7,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from services.queue.pod_status import PodRow
 from shared.lifecycle.state import PodEvent
 from shared.models.quantity import format_resource
-from shared.pod_status import PodRow
 
 
 def _table(rows: Sequence[Sequence[str]]) -> str:

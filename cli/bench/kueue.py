@@ -40,6 +40,7 @@ from cli.bench.kueue_config import Plan, PlannedWorkload, lower_bound_ms
 from cli.bench.kueue_summary import WorkloadRecord, summarize
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
+from services.queue.keys import QueueKeys
 from services.scheduler import read_heartbeats
 from shared.env import ENV_PROFILE_DIR
 from shared.lifecycle.kwok import COMPLETE, delay_annotation
@@ -58,7 +59,6 @@ from shared.models import (
     load_manifest_text,
 )
 from shared.models.kueue import QUEUE_NAME_LABEL
-from shared.queue_keys import QueueKeys
 from shared.stats import percentile
 
 FLAVOR = "rf"

@@ -57,6 +57,7 @@ from services.binder.gang import GangMonitor
 from services.binder.kube_api import KubeWriter
 from services.binder.order import CheckOrder
 from services.binder.refusals import LeaseReader, victims_refusal
+from services.queue.keys import QueueKeys
 from shared.eviction import evict
 from shared.kafka import Headers
 from shared.messages import (
@@ -67,7 +68,6 @@ from shared.messages import (
 from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
 from shared.proposals import Proposal
-from shared.queue_keys import QueueKeys
 from shared.retry import OutageGate, describe, is_outage, is_redis_outage
 from shared.store import (
     ClusterStore,

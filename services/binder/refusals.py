@@ -18,9 +18,9 @@ from typing import Literal
 import msgpack
 from redis.asyncio import Redis
 
+from services.queue.keys import InvalidTenantError, QueueKeys, check_tenant
 from shared.models import PREEMPT_NEVER, Pod, priority_of
 from shared.proposals import Proposal
-from shared.queue_keys import InvalidTenantError, QueueKeys, check_tenant
 from shared.store.batch import ScriptBatcher
 
 

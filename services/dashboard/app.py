@@ -3,10 +3,10 @@ also the stack's API front door when it has a tokens file (services/dashboard/au
 
     GET /                      the page (static/index.html, dashboard.js, dashboard.css)
     GET /api/clusterqueues     per ClusterQueue: quota, usage, borrowed, lent, share, pending
-                               by reason (shared.quota_status); without ClusterQueues, the
+                               by reason (services.queue.quota.status); without ClusterQueues, the
                                tenant queues' counts ("tenants")
     GET /api/pods?q=&namespace=&limit=  pods, pending first, with their reason
-                               (shared.pod_status); limit=0: all of them
+                               (services.queue.pod_status); limit=0: all of them
     GET /api/stats             pods bound per second over the last 60 s, enqueue-to-bound
                                latency p50/p99 (shared.stats, fed by feed.BindingFeed)
     GET /api/nodes             nodes with their usage (`berth get nodes`)

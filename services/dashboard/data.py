@@ -10,13 +10,13 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
+from services.queue.keys import QueueKeys
+from services.queue.pod_status import PodRow, pending_first, pod_rows
+from services.queue.quota.status import cluster_queue_statuses, read_reserved
+from services.queue.views import QueueReads
 from shared.env import StackSettings
 from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
 from shared.objects import node_rows, read_heartbeats
-from shared.pod_status import PodRow, pending_first, pod_rows
-from shared.queue_keys import QueueKeys
-from shared.queue_views import QueueReads
-from shared.quota_status import cluster_queue_statuses, read_reserved
 from shared.store import ClusterStore, Snapshot
 
 MAX_PODS = 500

@@ -22,7 +22,7 @@ from services.queue.hints import (
 )
 from services.queue.service import QueueService
 from services.queue.store import MoveResult, QueueStore
-from shared.queue_views import NominatedPod, PendingPod, PendingView, QueueCounts
+from services.queue.views import NominatedPod, PendingPod, PendingView, QueueCounts
 
 __all__ = [
     "ASSIGNED_POD_ADD",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from shared.queue_state import from_micros as from_micros
-from shared.queue_state import to_micros as to_micros
+from services.queue.state import from_micros as from_micros
+from services.queue.state import to_micros as to_micros
 
 
 class Clock(Protocol):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.queue.hints import QueueingHints
-from services.queue.quota_ready import WaitForPodsReady
+from services.queue.quota.ready import WaitForPodsReady
 from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
@@ -54,13 +54,13 @@ class QueueConfig:
     waiting in the store. Off in Kubernetes mode, where the API server owns the pods."""
     fair_sharing_strategies: tuple[str, ...] = ()
     """Kueue's fairSharing.preemptionStrategies: preemption across a cohort by dominant
-    resource share (shared.quota_fair_preemption); () keeps classical preemption."""
+    resource share (services.queue.quota.fair_preemption); () keeps classical preemption."""
     admission_fair_sharing_half_life_s: float = 0.0
     """Kueue's admissionFairSharing.usageHalfLifeTime: LocalQueues' usage decays with this
     half-life, and orders the workloads of UsageBasedAdmissionFairSharing ClusterQueues
     (0: off)."""
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
-    """Kueue's waitForPodsReady for quota-admitted workloads (services/queue/quota_ready)."""
+    """Kueue's waitForPodsReady for quota-admitted workloads (services/queue/quota/ready.py)."""
     topics: Topics = field(default_factory=Topics)
     group_id: str = "berth-queue"
     """Kafka consumer group of the queue replicas."""

@@ -32,7 +32,6 @@ from dataclasses import dataclass, replace
 
 from redis.asyncio import Redis
 
-from services.queue.admission import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
 from services.queue.hints import (
     NODE_ADD,
     NODE_DELETE,
@@ -45,9 +44,10 @@ from services.queue.hints import (
     Resource,
     node_update_event,
 )
+from services.queue.keys import QueueKeys
+from services.queue.quota.admission import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
 from services.queue.records import PodOp, PodRecord
 from shared.models import POD_GROUP_LABEL, Node
-from shared.queue_keys import QueueKeys
 from shared.retry import Retry
 from shared.store import Change, ClusterStore, StreamGapError
 from shared.wire import MessageError

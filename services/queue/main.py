@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from services.queue.config import QueueConfig
-from services.queue.quota_ready import WaitForPodsReady
+from services.queue.quota.fair_preemption import STRATEGIES
+from services.queue.quota.ready import WaitForPodsReady
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
+from services.queue.views import QueueCounts
 from shared.env import REDIS_CONNECTIONS, StackSettings
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics, default_metrics
-from shared.queue_views import QueueCounts
-from shared.quota_fair_preemption import STRATEGIES
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers

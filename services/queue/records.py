@@ -71,7 +71,7 @@ class PodRecord:
     body: bytes = b""
     """shared.models.codec.encode(pod)."""
     quota_wait: str = ""
-    """Why the pod waits for quota admission (services.queue.admission); "" when it does not:
+    """Why the pod waits for quota admission (services.queue.quota.admission); "" when it does not:
     the queue keeps it gated with this reason."""
 
     @property

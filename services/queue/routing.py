@@ -10,8 +10,8 @@ from typing import Any
 
 from services.queue.hints import ClusterEvent
 from services.queue.informer import PodChange
+from services.queue.keys import check_tenant
 from services.queue.records import PodRecord
-from shared.queue_keys import check_tenant
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ Cluster facts (pods, nodes, PodGroups) come from the store's change stream throu
 informer (services/queue/informer.py: one tailing replica, a cursor, idempotent steps);
 `berth.outcomes` (one consumer group for all replicas; offsets committed after processing)
 brings the results of scheduling attempts. Both are applied to the `QueueStore`, pods of
-Kueue ClusterQueues through quota admission (services/queue/admission.py). It dispatches:
+Kueue ClusterQueues through quota admission (services/queue/quota/admission.py). It dispatches:
 pops leased pods per tenant by weighted round-robin and publishes them to
 `berth.schedule` in batches. Periodic flushes (backoff, unschedulable leftover, expired
 leases) are idempotent scripts, so every replica runs them and none needs to lead.
@@ -32,11 +32,12 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from services.queue.admission import Admission, QuotaObjectsChanged
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
+from services.queue.keys import InvalidTenantError
+from services.queue.quota.admission import Admission, QuotaObjectsChanged
 from services.queue.records import PodRecord
 from services.queue.routing import Step, group_steps, route_pod_change
 from services.queue.store import NamespaceLabels, QueueStore
@@ -52,7 +53,6 @@ from shared.kafka import (
     refusal,
 )
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
-from shared.queue_keys import InvalidTenantError
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.security import KafkaSecurity

@@ -33,18 +33,18 @@ from services.queue.hints import (
     ClusterEvent,
     resized_down,
 )
+from services.queue.keys import LOCATIONS, QueueKeys, body_field, check_tenant
 from services.queue.records import PodOp, PodRecord
 from services.queue.scripts import QueueScripts
-from services.queue.wire import EncodedBatch, PoppedPods, TenantPop, request_blob, split_blobs
-from shared.messages import Outcome, ScheduleRequest
-from shared.models import affinity_term_matches, required_terms
-from shared.queue_keys import LOCATIONS, QueueKeys, body_field, check_tenant
-from shared.queue_state import PodState
-from shared.queue_views import (
+from services.queue.state import PodState
+from services.queue.views import (
     QueueReads,
     integer,
     text,
 )
+from services.queue.wire import EncodedBatch, PoppedPods, TenantPop, request_blob, split_blobs
+from shared.messages import Outcome, ScheduleRequest
+from shared.models import affinity_term_matches, required_terms
 from shared.wire import MessageError
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]

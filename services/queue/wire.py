@@ -26,9 +26,9 @@ from typing import Any, cast
 
 import msgpack
 
+from services.queue.keys import body_field
+from services.queue.state import PodState
 from shared.messages import ScheduleBatch, ScheduleRequest
-from shared.queue_keys import body_field
-from shared.queue_state import PodState
 
 LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches", "fp", "rv")
 """The request fields the blob's map carries."""

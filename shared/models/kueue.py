@@ -125,7 +125,8 @@ class FlavorFungibility:
 @dataclass(slots=True, kw_only=True)
 class AdmissionScope:
     """admissionMode: UsageBasedAdmissionFairSharing orders the queue's workloads by their
-    LocalQueue's recent usage (shared.admission_fair); NoAdmissionFairSharing does not."""
+    LocalQueue's recent usage (services.queue.quota.admission_fair); NoAdmissionFairSharing does
+    not."""
 
     admission_mode: str = ""
 

@@ -1,4 +1,5 @@
-"""shared.pod_status: the reason class and message of a pod, from the store and the queue."""
+"""services.queue.pod_status: the reason class and message of a pod, from the store and the
+queue."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
+from services.queue.pod_status import GangProgress, classify, pending_first, pod_rows
+from services.queue.views import PendingPod
 from shared.models import POD_GROUP_LABEL, Pod
-from shared.pod_status import GangProgress, classify, pending_first, pod_rows
-from shared.queue_views import PendingPod
 from shared.store import HeldReservation, Snapshot
 from tests.builders import make_pod, make_pod_group
 
@@ -63,7 +64,7 @@ def queued(**changes: object) -> PendingPod:
         ),
         pytest.param(
             POD,
-            # As services/queue/admission.py keeps it: gated, failed plugin "Quota".
+            # As services/queue/quota/admission.py keeps it: gated, failed plugin "Quota".
             queued(queue="gated", message="cq a: no room", unschedulable_plugins=("Quota",)),
             True,
             None,

@@ -25,6 +25,7 @@ import pytest
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from scheduling.dryrun import run_dry_async, to_json
+from services.queue.views import PendingPod
 from shared.models import (
     POD_GROUP_LABEL,
     Manifests,
@@ -34,7 +35,6 @@ from shared.models import (
     PriorityClass,
     cluster_meta,
 )
-from shared.queue_views import PendingPod
 from tests.builders import label_selector, make_node, make_pod, make_pod_group
 from tests.pipeline.final_state import final_state, kill_mid_run
 

@@ -126,9 +126,9 @@ def test_the_quota_example_loads() -> None:
     """examples/quotas.yaml (the README's multi-tenant example) is valid as written."""
     from pathlib import Path
 
+    from services.queue.quota.cohorts import cohorts_of
     from shared.models import load_manifests
     from shared.models.kueue import ClusterQueue
-    from shared.quota import cohorts_of
 
     example = Path(__file__).resolve().parents[2] / "examples" / "quotas.yaml"
     loaded = load_manifests(example)

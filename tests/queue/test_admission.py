@@ -1,4 +1,4 @@
-"""Quota admission (services/queue/admission.py) on a real Redis: what is admitted, in which
+"""Quota admission (services/queue/quota/admission.py) on a real Redis: what is admitted, in which
 order (DRF across a cohort), with which reason the rest waits, and that usage in Redis is
 always the sum of what is admitted."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import msgpack
 import redis.asyncio as aioredis
 
-from services.queue.admission import Admission
+from services.queue.quota.admission import Admission
 from services.queue.records import PodRecord
 from shared.metrics import BerthMetrics
 from shared.models import POD_GROUP_LABEL, Namespace, Pod, load_manifest_text

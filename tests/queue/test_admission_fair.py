@@ -9,7 +9,7 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
-from shared.quota_fair_preemption import STRATEGIES
+from services.queue.quota.fair_preemption import STRATEGIES
 from tests.queue.test_admission import pod, queues, setup, submit
 
 POLICY = (

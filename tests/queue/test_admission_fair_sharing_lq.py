@@ -1,5 +1,6 @@
 """Admission fair sharing (Kueue's AdmissionFairSharing): the decayed LocalQueue usage
-(shared.admission_fair), table-driven, and on a real Redis the order it gives a ClusterQueue
+(services.queue.quota.admission_fair), table-driven, and on a real Redis the order it gives a
+ClusterQueue
 with admissionScope.admissionMode UsageBasedAdmissionFairSharing."""
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from shared.admission_fair import LocalQueueUsage
+from services.queue.quota.admission_fair import LocalQueueUsage
 from tests.queue.test_admission import pod, setup, submit, usage_in_redis
 
 

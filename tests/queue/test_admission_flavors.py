@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import redis.asyncio as aioredis
 
-from services.queue.admission import Admission
+from services.queue.quota.admission import Admission
 from services.queue.records import PodRecord
 from shared.models import Pod
 from shared.models.kueue import QUEUE_NAME_LABEL

@@ -1,4 +1,4 @@
-"""waitForPodsReady in quota admission (services/queue/quota_ready.py) on a real Redis: a gang
+"""waitForPodsReady in quota admission (services/queue/quota/ready.py) on a real Redis: a gang
 whose pods are not all bound in time is evicted as one and comes back after its backoff, a
 limit of requeues deactivates it, and blockAdmission holds every other workload meanwhile."""
 
@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import redis.asyncio as aioredis
 
-from services.queue.admission import Admission
-from services.queue.quota_ready import Readiness, WaitForPodsReady
+from services.queue.quota.admission import Admission
+from services.queue.quota.ready import Readiness, WaitForPodsReady
 from services.queue.records import PodRecord
 from shared.models import Pod
 from tests.builders import make_pod_group

@@ -1,6 +1,6 @@
 """The queue's Lua scripts and Python spell the same Redis keys, KEYS slots and state fields.
 
-Python passes a tenant's keys as KEYS (shared/queue_keys.py: the base, then TENANT_KEYS); the
+Python passes a tenant's keys as KEYS (services/queue/keys.py: the base, then TENANT_KEYS); the
 prelude binds them to K_<NAME> by index and builds the per-level, per-bucket and per-pop keys
 from the base. Reordering TENANT_KEYS or the prelude's slots, renaming a key on one side only,
 a key missing from the documented layout, or a script building keys itself fails here (no
@@ -14,10 +14,10 @@ from importlib import resources
 
 import pytest
 
+from services.queue import keys as queue_keys
+from services.queue.keys import TENANT_KEYS, QueueKeys, body_field
 from services.queue.scripts import SCRIPT_NAMES
-from shared import queue_keys
-from shared.queue_keys import TENANT_KEYS, QueueKeys, body_field
-from shared.queue_state import FIELDS
+from services.queue.state import FIELDS
 from tests.lua_source import builders, concat, key_slots, layout, placeholder_prefix, strip_comments
 
 LUA = resources.files("services.queue") / "lua"
@@ -34,7 +34,7 @@ KEY_BUILDERS = {
     "bucket_key": ("u:", KEYS.bucket),
     "lease_list": ("lq:", None),
 }
-# The prelude's state field indexes (1-based) -> shared/queue_state.py FIELDS names.
+# The prelude's state field indexes (1-based) -> services/queue/state.py FIELDS names.
 STATE_FIELDS = {
     "UID": "uid",
     "RV": "resource_version",

@@ -329,7 +329,7 @@ async def test_tenants_are_separate_queues(redis_client, queue_config, clock) ->
 
 
 def test_invalid_tenant_names_are_rejected(queue_config: QueueConfig) -> None:
-    from shared.queue_keys import InvalidTenantError, QueueKeys
+    from services.queue.keys import InvalidTenantError, QueueKeys
 
     with pytest.raises(InvalidTenantError):
         QueueKeys(queue_config.key_prefix).tenant("bad{tag}")

@@ -1,4 +1,5 @@
-"""shared.flavor_assign: Kueue's flavor assignment, table-driven with Kueue's own cases
+"""services.queue.quota.flavor_assign: Kueue's flavor assignment, table-driven with Kueue's own
+cases
 (pkg/scheduler/flavorassigner/flavorassigner_test.go, TestAssignFlavors: the same flavors,
 ClusterQueues, usage, pod sets and expected flavors, modes, reasons, borrowing and usage). Pod
 set names are Kueue's; "pods" is requested where the queue covers it, as admission does.
@@ -11,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from shared.flavor_assign import FIT, NO_FIT, PREEMPT_MODE, PodSet, assign_flavors
+from services.queue.quota.cohorts import FlavorResource, cohorts_of
+from services.queue.quota.flavor_assign import FIT, NO_FIT, PREEMPT_MODE, PodSet, assign_flavors
 from shared.models import load_manifest_text
 from shared.models.kueue import ClusterQueue, ResourceFlavor, quota_value
 from shared.models.selectors import NodeSelector, NodeSelectorRequirement, NodeSelectorTerm
 from shared.models.taints import Taint, Toleration
-from shared.quota import FlavorResource, cohorts_of
 
 SPOT = Taint(key="instance", value="spot", effect="NoSchedule")
 TOLERATE_SPOT = Toleration(key="instance", operator="Equal", value="spot", effect="NoSchedule")

@@ -1,4 +1,5 @@
-"""shared.quota: Kueue's quota arithmetic, table-driven with the behaviour Kueue documents
+"""services.queue.quota.cohorts: Kueue's quota arithmetic, table-driven with the behaviour Kueue
+documents
 (borrowing within a cohort, borrowingLimit, lendingLimit keeping a guaranteed part, flavor
 order, DRF share)."""
 
@@ -8,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from shared.flavor_assign import FIT, PodSet, assign_flavors
+from services.queue.quota.cohorts import INFINITE_SHARE, Cohort, cohorts_of
+from services.queue.quota.flavor_assign import FIT, PodSet, assign_flavors
 from shared.models import load_manifest_text
 from shared.models.kueue import ClusterQueue, ResourceFlavor
-from shared.quota import INFINITE_SHARE, Cohort, cohorts_of
 
 
 def queue(name: str, cohort: str = "", weight: Any = 1, **cpu: Any) -> ClusterQueue:

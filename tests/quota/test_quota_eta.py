@@ -1,4 +1,4 @@
-"""Estimated admission time (shared.quota_eta), table-driven, and in quota admission's
+"""Estimated admission time (services.queue.quota.eta), table-driven, and in quota admission's
 reasons on a real Redis."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from shared.quota_eta import Releases, estimate
+from services.queue.quota.eta import Releases, estimate
 from tests.queue.test_admission import pod, queues, setup, submit
 
 

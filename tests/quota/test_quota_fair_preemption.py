@@ -1,4 +1,5 @@
-"""shared.quota_fair_preemption: preemption under fair sharing, table-driven with Kueue's own
+"""services.queue.quota.fair_preemption: preemption under fair sharing, table-driven with Kueue's
+own
 cases (pkg/scheduler/preemption/preemption_test.go, TestFairPreemptions: the same four
 ClusterQueues, admitted workloads, incoming workload and expected victims), with Kueue's
 default strategies (LessThanOrEqualToFinalShare, then LessThanInitialShare)."""
@@ -9,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from shared.models import load_manifest_text
-from shared.models.kueue import ClusterQueue, quota_value
-from shared.quota import cohorts_of
-from shared.quota_fair_preemption import (
+from services.queue.quota.cohorts import cohorts_of
+from services.queue.quota.fair_preemption import (
     LESS_THAN_INITIAL_SHARE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
     fair_plan,
 )
-from shared.quota_preemption import Candidate, Preemptor
+from services.queue.quota.preemption import Candidate, Preemptor
+from shared.models import load_manifest_text
+from shared.models.kueue import ClusterQueue, quota_value
 
 POLICY = (
     "withinClusterQueue: LowerPriority, reclaimWithinCohort: Any, "

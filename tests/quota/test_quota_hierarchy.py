@@ -1,4 +1,5 @@
-"""Hierarchical cohorts (Kueue's Cohort objects, KEP-79) in shared.quota, table-driven: a root
+"""Hierarchical cohorts (Kueue's Cohort objects, KEP-79) in services.queue.quota.cohorts,
+table-driven: a root
 cohort with quota of its own lends to child cohorts, a child's borrowingLimit caps what it
 takes from above, a child's lendingLimit keeps a guaranteed part; and on a real Redis,
 admission borrows the root's own quota."""
@@ -8,10 +9,10 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
+from services.queue.quota.cohorts import Cohort, cohorts_of
 from shared.models import load_manifest_text
 from shared.models.kueue import ClusterQueue
 from shared.models.kueue import Cohort as KueueCohort
-from shared.quota import Cohort, cohorts_of
 from tests.queue.test_admission import setup, submit, usage_in_redis
 from tests.queue.test_admission_flavors import pod as flavor_pod
 

@@ -1,4 +1,4 @@
-"""shared.quota_preemption: which admitted workloads a waiting one evicts, table-driven with
+"""services.queue.quota.preemption: which admitted workloads a waiting one evicts, table-driven with
 Kueue's own cases (pkg/scheduler/preemption/preemption_test.go, TestPreemption: the same
 ClusterQueues (names in DNS form: a-standard for a_standard), workloads and expected targets
 with their reasons). Cases whose flavor
@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from shared.models import load_manifest_text
-from shared.models.kueue import ClusterQueue, quota_value
-from shared.quota import Cohort, cohorts_of
-from shared.quota_preemption import (
+from services.queue.quota.cohorts import Cohort, cohorts_of
+from services.queue.quota.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
@@ -21,6 +19,8 @@ from shared.quota_preemption import (
     Preemptor,
     plan,
 )
+from shared.models import load_manifest_text
+from shared.models.kueue import ClusterQueue, quota_value
 
 
 def _queue(

@@ -1,4 +1,5 @@
-"""shared.quota_status: ClusterQueue usage counted from bound pods (LocalQueue, flavor by the
+"""services.queue.quota.status: ClusterQueue usage counted from bound pods (LocalQueue, flavor by
+the
 node's labels, covered resources only), borrowed, lent and share, pending by reason."""
 
 from __future__ import annotations
@@ -7,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from services.queue.pod_status import PodRow
+from services.queue.quota.status import ClusterQueueStatus, cluster_queue_statuses
 from shared.models import Node, Pod, load_manifest_text
 from shared.models.kueue import QUEUE_NAME_LABEL, ClusterQueue, LocalQueue, ResourceFlavor
-from shared.pod_status import PodRow
-from shared.quota_status import ClusterQueueStatus, cluster_queue_statuses
 from tests.builders import make_node, make_pod
 
 FLAVORS = """

@@ -1,5 +1,5 @@
 -- berth queue: the key slots and helpers every script starts with (prepended when loading).
--- KEYS order: shared/queue_keys.py TENANT_KEYS (tests/queue/test_lua_keys.py checks the
+-- KEYS order: services/queue/keys.py TENANT_KEYS (tests/queue/test_lua_keys.py checks the
 -- names below against it). Times are integer microseconds.
 --
 -- Where a pod waits is the one sorted set holding it, member = pod key, or `cyc` in flight:
@@ -33,7 +33,7 @@ local K_CTR, K_STATS, K_AFF, K_ST, K_ATT = KEYS[6], KEYS[7], KEYS[8], KEYS[9], K
 local K_CYC, K_POD, K_WHY, K_BUCKETS, K_RQ = KEYS[11], KEYS[12], KEYS[13], KEYS[14], KEYS[15]
 local K_EXT = KEYS[16]
 
--- State fields (shared/queue_state.py mirrors them).
+-- State fields (services/queue/state.py mirrors them).
 local UID, RV, PRIO, TS, ITS, PLG, NOM, SNN, RED, CFL, DIRTY, FP, SCHED, BKT =
   1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
 

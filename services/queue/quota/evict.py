@@ -7,21 +7,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from services.queue.quota_effects import Budgets, admitted_workloads, requeue
-from shared.flavor_assign import Assignment
+from services.queue.quota.cohorts import Cohort, FlavorResource
+from services.queue.quota.effects import Budgets, admitted_workloads, requeue
+from services.queue.quota.fair_preemption import fair_plan
+from services.queue.quota.flavor_assign import Assignment
+from services.queue.quota.preemption import Candidate, Plan, Preemptor, plan
 from shared.models.kueue import PREEMPTION_NEVER, STOP_HOLD_AND_DRAIN, ClusterQueuePreemption
-from shared.quota import Cohort, FlavorResource
-from shared.quota_fair_preemption import fair_plan
-from shared.quota_preemption import Candidate, Plan, Preemptor, plan
 
 if TYPE_CHECKING:
-    from services.queue.admission import Admission, Workload
+    from services.queue.quota.admission import Admission, Workload
 
 
 async def preempt(
     self: Admission, cohort: Cohort, wl: Workload, assignment: Assignment
 ) -> tuple[str, bool]:
-    """Kueue's preemption (shared.quota_preemption): evict admitted workloads of its own
+    """Kueue's preemption (services.queue.quota.preemption): evict admitted workloads of its own
     queue (withinClusterQueue) or of borrowers in its cohort (reclaimWithinCohort,
     borrowWithinCohort) so that `wl` fits, skipping pods a PodDisruptionBudget protects.
     Evicted pods go back to waiting (in the store: unbound, same uid), once: `wl` then

@@ -9,12 +9,12 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from services.queue.quota.preemption import Candidate
 from services.queue.records import PodRecord
 from shared.eviction import EvictionResult, evict
 from shared.models import Pod, PodDisruptionBudget
 from shared.models.kueue import ResourceFlavor
 from shared.models.taints import Toleration
-from shared.quota_preemption import Candidate
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)

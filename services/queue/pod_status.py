@@ -2,7 +2,7 @@
 
 `pod_rows(snapshot, pending, scheduler_names, now)` joins the store (the pod, its binding and
 nomination, its gang's progress, its LocalQueue) with the queue's pending view
-(shared.queue_views: where the queue holds the pod, attempts, the last failure) and gives each
+(services.queue.views: where the queue holds the pod, attempts, the last failure) and gives each
 pod a reason class:
 
 - bound: the pod has a node.
@@ -10,7 +10,7 @@ pod a reason class:
 - new: the queue has not heard of it yet.
 - gated: it waits in the gated queue (message: the scheduling gates it waits for).
 - quota: its ClusterQueue has no room for it yet (the queue holds it gated by the plugin
-  "Quota", services/queue/admission.py; the message gives the reason and its position).
+  "Quota", services/queue/quota/admission.py; the message gives the reason and its position).
 - gang: a member of a PodGroup that is not complete, waiting at Permit (it holds a
   reservation) or refused by Coscheduling: "gang NS/G waiting for N more (P of minMember M
   placed)".
@@ -28,10 +28,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from services.queue.views import PendingPod
 from shared.models import Pod
 from shared.models.kueue import QUEUE_NAME_LABEL, LocalQueue
 from shared.models.policy import pod_group_key
-from shared.queue_views import PendingPod
 from shared.store import Snapshot
 
 BOUND = "bound"

@@ -1,4 +1,4 @@
-"""Estimated admission times in quota admission's reasons (shared.quota_eta): each waiting
+"""Estimated admission times in quota admission's reasons (services.queue.quota.eta): each waiting
 workload's reason ends with "admission estimated in ~Ns", from its position in its queue,
 the quota ahead of it and the queue's observed release rate; `berth get pods`, `berth
 describe` and the dashboard show the reason as it is."""
@@ -9,11 +9,11 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from shared.quota import Cohort
-from shared.quota_eta import estimate
+from services.queue.quota.cohorts import Cohort
+from services.queue.quota.eta import estimate
 
 if TYPE_CHECKING:
-    from services.queue.admission import Admission, Workload
+    from services.queue.quota.admission import Admission, Workload
 
 
 def estimates(

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from services.queue.quota_effects import admitted_workloads
-from services.queue.quota_evict import evict
+from services.queue.quota.effects import admitted_workloads
+from services.queue.quota.evict import evict
 
 if TYPE_CHECKING:
-    from services.queue.admission import Admission, Workload
+    from services.queue.quota.admission import Admission, Workload
 
 
 @dataclass(frozen=True, slots=True)

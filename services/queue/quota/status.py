@@ -14,7 +14,8 @@ borrowed (usage above nominal) and lent. Kueue keeps no per-queue "lent"; here t
 borrowed total is attributed to the queues below their nominal quota in proportion to the
 lendable quota they leave idle (min(nominal - usage, nominal - guaranteed)), by largest
 remainder, so the lent amounts add up to what is borrowed (or to all that is idle, when usage
-is above what admission allows). The weighted share is shared.quota's (Kueue's DRF x1000).
+is above what admission allows). The weighted share is services.queue.quota.cohorts's (Kueue's DRF
+x1000).
 Amounts are in berth's units: milli-CPU, bytes, counts.
 """
 
@@ -27,12 +28,12 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from services.queue.keys import QueueKeys
+from services.queue.pod_status import PodRow, cluster_queue_of, local_queue_key
+from services.queue.quota.cohorts import Cohort, FlavorResource, QueueQuota, cohorts_of
 from shared.models import Node, Pod
 from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
 from shared.models.resources import pod_requests
-from shared.pod_status import PodRow, cluster_queue_of, local_queue_key
-from shared.queue_keys import QueueKeys
-from shared.quota import Cohort, FlavorResource, QueueQuota, cohorts_of
 
 PODS = "pods"
 
@@ -73,12 +74,12 @@ class ClusterQueueStatus:
     weight: str
     """fairSharing.weight as written."""
     share: int
-    """Weighted dominant resource share x1000 (shared.quota.Cohort.share)."""
+    """Weighted dominant resource share x1000 (services.queue.quota.cohorts.Cohort.share)."""
     resources: tuple[ResourceStatus, ...]
     admitted: int
     """Bound pods counted against it."""
     pending: Mapping[str, int] = field(default_factory=dict)
-    """Pending pods by reason class (shared.pod_status)."""
+    """Pending pods by reason class (services.queue.pod_status)."""
     local_queues: tuple[str, ...] = ()
     """"namespace/name" of the LocalQueues that point at it."""
 
@@ -185,7 +186,7 @@ def cluster_queue_statuses(
     reserved: Mapping[str, Mapping[FlavorResource, int]] | None = None,
 ) -> list[ClusterQueueStatus]:
     """Every ClusterQueue's status, by name (see the module docstring). `rows`: the pods'
-    reasons (shared.pod_status.pod_rows), for the pending counts."""
+    reasons (services.queue.pod_status.pod_rows), for the pending counts."""
     cohorts = cohorts_of(cluster_queues)
     quotas = {name: q for c in cohorts.values() for name, q in c.queues.items()}
     usage, admitted = usage_of(pods, nodes, local_queues, flavors, quotas)
@@ -234,7 +235,7 @@ def cluster_queue_statuses(
 
 
 async def read_reserved(redis: Redis, keys: QueueKeys) -> dict[str, dict[FlavorResource, int]]:
-    """What quota admission charged (services/queue/admission.py), per ClusterQueue and
+    """What quota admission charged (services/queue/quota/admission.py), per ClusterQueue and
     (flavor, resource): admitted pods, bound or not yet. What admission decides by; `usage`
     above counts only the bound ones."""
     out: dict[str, dict[FlavorResource, int]] = {}

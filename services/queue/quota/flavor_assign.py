@@ -34,11 +34,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from services.queue.quota.cohorts import Cohort, FlavorResource
 from shared.models.kueue import BORROW, PREEMPT, PREEMPTION_NEVER, ClusterQueue, ResourceFlavor
 from shared.models.quantity import format_resource
 from shared.models.selectors import NodeSelector, NodeSelectorTerm
 from shared.models.taints import Taint, Toleration, tolerates_taint
-from shared.quota import Cohort, FlavorResource
 
 NO_FIT = 0
 PREEMPT_MODE = 1

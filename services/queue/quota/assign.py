@@ -1,4 +1,5 @@
-"""A waiting workload's pods as Kueue's pod sets, and their flavors (shared.flavor_assign).
+"""A waiting workload's pods as Kueue's pod sets, and their flavors
+(services.queue.quota.flavor_assign).
 
 Pods of a workload (one pod, or a gang's pods) with the same requests and the same placement
 constraints (nodeSelector, required node affinity, tolerations) are one pod set: they get
@@ -10,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from shared.flavor_assign import Assignment, PodSet, assign_flavors
+from services.queue.quota.cohorts import Cohort
+from services.queue.quota.flavor_assign import Assignment, PodSet, assign_flavors
 from shared.models import Pod
 from shared.models.kueue import ClusterQueue, ResourceFlavor
 from shared.models.selectors import NodeSelector
 from shared.models.taints import Toleration
-from shared.quota import Cohort
 
 
 @dataclass(frozen=True, slots=True)

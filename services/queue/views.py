@@ -1,6 +1,6 @@
 """The queue's read side: counts, states, the pending view (`berth get pods`, PendingPods),
 nominations. QueueStore (services/queue/store.py) adds the transitions on top; the CLI and
-the dashboard read through this module too (it knows only the keys, shared.queue_keys)."""
+the dashboard read through this module too (it knows only the keys, services.queue.keys)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import msgpack
 from redis.asyncio import Redis
 
-from shared.queue_keys import QueueKeys, body_field
-from shared.queue_state import PodState, from_micros
+from services.queue.keys import QueueKeys, body_field
+from services.queue.state import PodState, from_micros
 
 
 def text(value: Any) -> str:

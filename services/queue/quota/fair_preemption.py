@@ -1,6 +1,6 @@
 """Preemption under fair sharing: Kueue's fairPreemptions (pkg/scheduler/preemption), pure.
 
-The same candidates as classical preemption (shared.quota_preemption: the preemptor's own
+The same candidates as classical preemption (services.queue.quota.preemption: the preemptor's own
 queue under withinClusterQueue, other queues of the cohort while they borrow a needed resource
 under reclaimWithinCohort). The queues holding candidates are visited by dominant resource
 share, highest first (shares recomputed as workloads are taken):
@@ -22,9 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from shared.models.kueue import PREEMPTION_NEVER, ClusterQueuePreemption
-from shared.quota import Cohort, FlavorResource
-from shared.quota_preemption import (
+from services.queue.quota.cohorts import Cohort, FlavorResource
+from services.queue.quota.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     Candidate,
@@ -34,6 +33,7 @@ from shared.quota_preemption import (
     allowed,
     order,
 )
+from shared.models.kueue import PREEMPTION_NEVER, ClusterQueuePreemption
 
 IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
 LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from services.queue.quota.cohorts import Cohort, FlavorResource
 from shared.models.kueue import (
     PREEMPTION_ANY,
     PREEMPTION_LOWER_OR_NEWER_EQUAL,
@@ -36,7 +37,6 @@ from shared.models.kueue import (
     PREEMPTION_NEVER,
     ClusterQueuePreemption,
 )
-from shared.quota import Cohort, FlavorResource
 
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
@@ -135,7 +135,7 @@ def plan(
     """The workloads to evict so that `preemptor` fits, or None (see the module docstring).
     `may_evict` refuses candidates for reasons of their own (a PodDisruptionBudget).
     `assigned`: the flavor assignment's usage and the (flavor, resource) pairs that need
-    preemption (shared.flavor_assign); without it, `preemption_flavors` decides."""
+    preemption (services.queue.quota.flavor_assign); without it, `preemption_flavors` decides."""
     if assigned is None:
         computed = preemption_flavors(cohort, preemptor.queue, preemptor.request)
         if computed is None:

@@ -11,9 +11,11 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
   starts from it. Usage counts a workload from admission until its pods are deleted (bound
   pods included; a pod bound outside admission, e.g. applied with a nodeName, is charged when
   seen).
-- **Quota.** `shared.quota`: nominal quota, borrowing from the cohort within borrowingLimit,
+- **Quota.** `services.queue.quota.cohorts`: nominal quota, borrowing from the cohort within
+borrowingLimit,
   lendingLimit keeping a guaranteed part. **Flavors** as Kueue assigns them
-  (`shared.flavor_assign`, via `quota_assign`): one flavor per resource group, skipping
+  (`services.queue.quota.flavor_assign`, via `quota_assign`): one flavor per resource group,
+  skipping
   flavors whose nodeLabels contradict the pod's nodeSelector / required node affinity or
   whose taints it does not tolerate, flavorFungibility deciding when to try the next.
 - **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
@@ -40,19 +42,25 @@ import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.queue import quota_fair, quota_ready
 from services.queue.config import QueueConfig
-from services.queue.quota_assign import Placement, assign_pods
-from services.queue.quota_effects import place_on_flavors, requeue
-from services.queue.quota_estimate import estimates
-from services.queue.quota_evict import drain, preempt
-from services.queue.quota_ready import Readiness, WaitForPodsReady
-from services.queue.quota_report import report
-from services.queue.quota_scripts import COMMIT, RELEASE
+from services.queue.keys import QueueKeys
+from services.queue.pod_status import cluster_queue_of
+from services.queue.quota import fair as quota_fair
+from services.queue.quota import ready as quota_ready
+from services.queue.quota.admission_fair import LocalQueueUsage
+from services.queue.quota.assign import Placement, assign_pods
+from services.queue.quota.cohorts import Cohort, cohorts_of
+from services.queue.quota.effects import place_on_flavors, requeue
+from services.queue.quota.estimate import estimates
+from services.queue.quota.eta import Releases
+from services.queue.quota.evict import drain, preempt
+from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE
+from services.queue.quota.ready import Readiness, WaitForPodsReady
+from services.queue.quota.report import report
+from services.queue.quota.scripts import COMMIT, RELEASE
+from services.queue.quota.status import read_reserved
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
-from shared.admission_fair import LocalQueueUsage
-from shared.flavor_assign import FIT, PREEMPT_MODE
 from shared.messages import decode_pod
 from shared.metrics import default_metrics
 from shared.models import (
@@ -75,11 +83,6 @@ from shared.models.kueue import (
 )
 from shared.models.quantity import parse_quantity
 from shared.models.selectors import selector_matches
-from shared.pod_status import cluster_queue_of
-from shared.queue_keys import QueueKeys
-from shared.quota import Cohort, cohorts_of
-from shared.quota_eta import Releases
-from shared.quota_status import read_reserved
 from shared.store import ClusterStore
 from shared.wire import MessageError
 

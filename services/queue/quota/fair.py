@@ -1,4 +1,5 @@
-"""Admission fair sharing in quota admission (shared.admission_fair): the LocalQueues' usage
+"""Admission fair sharing in quota admission (services.queue.quota.admission_fair): the
+LocalQueues' usage
 brought up to date from the admitted records before each round, each fair-sharing
 ClusterQueue's waiting workloads ordered by it, and the entry penalty of each admission."""
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING
 from shared.models.kueue import USAGE_BASED
 
 if TYPE_CHECKING:
-    from services.queue.admission import Admission, Workload
+    from services.queue.quota.admission import Admission, Workload
 
 
 def refresh(self: Admission) -> None:
