@@ -36,7 +36,7 @@ from cli.tables import (
     format_pods,
     format_queues,
 )
-from services.queue.pod_status import PodRow
+from services.queue.client import PodRow
 from shared.config import ConfigError
 from shared.env import (
     ENV_API_URL,

@@ -38,8 +38,7 @@ from cli.bench.kueue_summary import WorkloadRecord, summarize
 from cli.client import StackClient
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
-from services.queue.keys import QueueKeys
-from services.scheduler import read_heartbeats
+from services.queue.client import QueueClient
 from shared.env import ENV_PROFILE_DIR
 from shared.models import (
     Container,
@@ -55,6 +54,7 @@ from shared.models import (
     load_manifest_text,
 )
 from shared.models.kueue import QUEUE_NAME_LABEL
+from shared.objects import read_heartbeats
 from shared.stats import percentile
 
 FLAVOR = "rf"
@@ -300,8 +300,7 @@ async def _create(run: Pipeline, tracker: Tracker) -> None:
 
 async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
     """Create, watch and finish until every workload is finished (True) or the timeout."""
-    keys = QueueKeys(run.client.settings.queue_prefix)
-    admitted_key, usage_key = keys.quota_admitted, keys.quota_usage
+    queue = QueueClient(run.client.redis, run.client.settings.queue_prefix)
     creator = asyncio.create_task(_create(run, tracker), name="kueue-create")
     deadline = time.time() + timeout_s
     total = len(tracker.plan.workloads)
@@ -311,12 +310,12 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
             if creator.done() and creator.exception() is not None:
                 raise creator.exception()  # type: ignore[misc]
             now = time.time()
-            tracker.observe(await run.client.redis.hgetall(admitted_key), now)
-            tracker.sample(await run.client.redis.hgetall(usage_key))
+            tracker.observe(await queue.admitted_records(), now)
+            tracker.sample(await queue.usage_counters())
             if now >= next_estimates:  # the queue's reasons, for how good its estimates are
                 next_estimates = now + ESTIMATES_POLL_S
-                for queue in tracker.plan.queues:
-                    whys = await run.client.redis.hgetall(keys.key(queue.name, "why"))
+                for local_queue in tracker.plan.queues:
+                    whys = await queue.why_records(local_queue.name)
                     tracker.read_estimates(whys, now)
             due = [key for key, at in tracker.due.items() if at <= now]
             for i in range(0, len(due), FINISH_AT_ONCE):

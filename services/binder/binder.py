@@ -56,8 +56,8 @@ from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.kube_api import KubeWriter
 from services.binder.order import CheckOrder
-from services.binder.refusals import LeaseReader, victims_refusal
-from services.queue.keys import QueueKeys
+from services.binder.refusals import victims_refusal
+from services.queue.client import lease_reader
 from shared.eviction import evict
 from shared.kafka import Headers
 from shared.messages import (
@@ -205,7 +205,7 @@ class Binder:
         self._leases = (
             None
             if prefix is None
-            else LeaseReader(self.store.redis, QueueKeys(prefix), self.bindings.batcher)
+            else lease_reader(self.store.redis, prefix, self.bindings.batcher)
         )
 
     # ------------------------------------------------------------------ intake

@@ -57,7 +57,7 @@ from services.queue.quota.evict import drain, preempt
 from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE
 from services.queue.quota.ready import Readiness, WaitForPodsReady
 from services.queue.quota.report import report
-from services.queue.quota.scripts import COMMIT, RELEASE
+from services.queue.quota.scripts import QUOTA_LUA
 from services.queue.quota.status import read_reserved
 from services.queue.records import PodRecord
 from services.queue.store import quota_why
@@ -188,8 +188,8 @@ class Admission:
         self.keys = QueueKeys(prefix)
         self.admitted_key = self.keys.quota_admitted
         self.usage_key = self.keys.quota_usage
-        self._commit = redis.register_script(COMMIT)
-        self._release = redis.register_script(RELEASE)
+        self._commit = QUOTA_LUA.register(redis, "commit")
+        self._release = QUOTA_LUA.register(redis, "release")
         self.loaded = False
         self.queues: dict[str, ClusterQueue] = {}
         self.local: dict[str, str] = {}
