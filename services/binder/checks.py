@@ -30,8 +30,7 @@ from scheduling.framework.runtime import Framework
 from scheduling.framework.signature import NODE_LOCAL
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
-from scheduling.plugins.defaultpreemption.justify import preemption_refusal
-from scheduling.plugins.noderesources.fit import compute_pod_resource_request
+from scheduling.plugins.binding import compute_pod_resource_request, preemption_refusal
 from scheduling.plugins.registry import in_tree_registry
 from shared.config import (
     CoschedulingArgs,
