@@ -1,6 +1,7 @@
-"""The one Lua loader: a package's scripts are files in its `lua/` folder, each registered
-(EVALSHA via redis-py register_script) as the folder's prelude, when it has one, followed by
-the script's body (Redis 6.2 scripts cannot share functions)."""
+"""The one Lua loader: a package's scripts are files in a folder of it (`lua/` unless named),
+each registered (EVALSHA via redis-py register_script) as the folder's prelude, when it has
+one, followed by the script's body (Redis 6.2 scripts cannot share functions). Scripts that
+need no prelude live in a folder without one."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from redis.commands.core import AsyncScript
 
 
 class LuaScripts:
-    """The scripts of one package's `lua/` folder (`package`: its dotted name)."""
+    """The scripts of one folder of a package (`package`: its dotted name; `folder`: a path
+    inside it)."""
 
-    def __init__(self, package: str, *, prelude: str | None = "prelude") -> None:
-        self._folder = resources.files(package) / "lua"
+    def __init__(
+        self, package: str, *, folder: str = "lua", prelude: str | None = "prelude"
+    ) -> None:
+        self._folder = resources.files(package).joinpath(*folder.split("/"))
         self._prelude = prelude
 
     def source(self, name: str) -> str:

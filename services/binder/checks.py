@@ -40,12 +40,13 @@ from shared.config import (
     default_config,
 )
 from shared.models import Node, Pod
+from shared.store.fields import NodeChecks
 
 CHECKED_IN_STORE = (
-    ("u", names.NODE_UNSCHEDULABLE),
-    ("t", names.TAINT_TOLERATION),
-    ("p", names.NODE_PORTS),
-    ("f", names.NODE_RESOURCES_FIT),
+    (NodeChecks.UNSCHEDULABLE, names.NODE_UNSCHEDULABLE),
+    (NodeChecks.TAINTS, names.TAINT_TOLERATION),
+    (NodeChecks.PORTS, names.NODE_PORTS),
+    (NodeChecks.FIT, names.NODE_RESOURCES_FIT),
 )
 """The Filters check-and-reserve runs (ReserveRequest.node_checks letters): their state is the
 node's usage, which only the store counts exactly."""

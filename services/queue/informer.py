@@ -55,8 +55,8 @@ from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
-TAILER_LUA = LuaScripts("services.queue", prelude=None)
-"""The tailer lease's scripts (lua/tail_*.lua: no queue prelude)."""
+TAILER_LUA = LuaScripts("services.queue", folder="lua/standalone", prelude=None)
+"""The tailer lease's scripts (lua/standalone/tail_*.lua: no queue prelude)."""
 
 
 @dataclass(frozen=True, slots=True)

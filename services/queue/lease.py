@@ -19,7 +19,7 @@ from shared.lua import LuaScripts
 from shared.proposals import Proposal
 from shared.store.batch import ScriptBatcher
 
-LUA = LuaScripts("services.queue", prelude=None)
+LUA = LuaScripts("services.queue", folder="lua/standalone", prelude=None)
 
 
 @dataclass(frozen=True, slots=True)
