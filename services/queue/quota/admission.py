@@ -348,7 +348,7 @@ class Admission:
         if self.requeued.get(pod.key) == pod.uid:  # evicted, then bound by a stale proposal
             log.info("quota: %s was bound after its eviction; evicting it again", pod.key)
             return await requeue(self.store, pod.key, pod.uid)
-        queue, _ = self._queue_of(pod)
+        queue, _ = self.queue_of(pod)
         if queue is None:
             return
         request = self._request_of(pod, queue)
@@ -388,7 +388,7 @@ class Admission:
     def _workloads(self, verdict: Verdict) -> dict[str, Workload]:
         out: dict[str, Workload] = {}
         for pod in self.pending.values():
-            queue, problem = self._queue_of(pod)
+            queue, problem = self.queue_of(pod)
             if queue is None:
                 verdict.waiting[pod.key] = (pod, problem)
                 continue
@@ -548,7 +548,7 @@ class Admission:
         await self._commit(keys=[self.admitted_key, self.usage_key], args=args)
 
     # ------------------------------------------------------------------ helpers
-    def _queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
+    def queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
         name = pod.labels.get(QUEUE_NAME_LABEL, "")
         queue = self.local.get(f"{pod.namespace}/{name}")
         if queue is None:

@@ -15,7 +15,7 @@ def report(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> Non
     """Kueue's metric families for every ClusterQueue, after a round."""
     waiting: dict[str, int] = defaultdict(int)
     for pod in admission.pending.values():
-        queue, _ = admission._queue_of(pod)
+        queue, _ = admission.queue_of(pod)
         waiting[queue or ""] += 1
     active: dict[str, int] = defaultdict(int)
     for record in admission.admitted.values():
