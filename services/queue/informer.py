@@ -45,7 +45,7 @@ from services.queue.hints import (
     node_update_event,
 )
 from services.queue.keys import QueueKeys
-from services.queue.quota.admission import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
+from services.queue.quota.workload import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
 from services.queue.records import PodOp, PodRecord
 from shared.lua import LuaScripts
 from shared.models import POD_GROUP_LABEL, Node

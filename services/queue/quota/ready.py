@@ -20,7 +20,8 @@ from services.queue.quota.effects import admitted_workloads
 from services.queue.quota.evict import evict
 
 if TYPE_CHECKING:
-    from services.queue.quota.admission import Admission, Workload
+    from services.queue.quota.admission import Admission
+    from services.queue.quota.workload import Workload
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 from shared.metrics import BerthMetrics
 
 if TYPE_CHECKING:
-    from services.queue.quota.admission import Admission, Verdict
+    from services.queue.quota.admission import Admission
+    from services.queue.quota.workload import Verdict
 
 
 def report(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> None:
