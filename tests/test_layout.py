@@ -41,3 +41,16 @@ def test_every_module_says_what_it_owns() -> None:
         and not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
     ]
     assert silent == []
+
+
+def test_one_lua_loader() -> None:
+    """Lua is loaded in one place (shared/lua.py): no script text registered inline."""
+    inline = [
+        str(path.relative_to(ROOT))
+        for package in ("cli", "scheduling", "services", "shared")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not path.name.startswith("test_")
+        and path != ROOT / "shared" / "lua.py"
+        and ".register_script(" in path.read_text()
+    ]
+    assert inline == []
