@@ -40,7 +40,7 @@ import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.queue.config import QueueConfig
+from services.queue.config import QueueConfig, WaitForPodsReady
 from services.queue.keys import QueueKeys
 from services.queue.pod_status import cluster_queue_of
 from services.queue.quota import fair as quota_fair
@@ -53,7 +53,7 @@ from services.queue.quota.estimate import estimates
 from services.queue.quota.eta import Releases
 from services.queue.quota.evict import drain, preempt
 from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE
-from services.queue.quota.ready import Readiness, WaitForPodsReady
+from services.queue.quota.ready import Readiness
 from services.queue.quota.report import report
 from services.queue.quota.scripts import QUOTA_LUA
 from services.queue.quota.status import read_reserved
