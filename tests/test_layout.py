@@ -31,14 +31,21 @@ def test_console_script_entry_point_resolves() -> None:
     assert callable(script.load())
 
 
+def _sources() -> list[Path]:
+    return [
+        path
+        for package in ("cli", "scheduling", "services", "shared")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not path.name.startswith("test_")
+    ]
+
+
 def test_every_module_says_what_it_owns() -> None:
     """Each source module opens with a docstring whose first line says what it owns."""
     silent = [
         str(path.relative_to(ROOT))
-        for package in ("cli", "scheduling", "services", "shared")
-        for path in sorted((ROOT / package).rglob("*.py"))
-        if not path.name.startswith("test_")
-        and not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
+        for path in _sources()
+        if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
     ]
     assert silent == []
 
@@ -47,10 +54,7 @@ def test_one_lua_loader() -> None:
     """Lua is loaded in one place (shared/lua.py): no script text registered inline."""
     inline = [
         str(path.relative_to(ROOT))
-        for package in ("cli", "scheduling", "services", "shared")
-        for path in sorted((ROOT / package).rglob("*.py"))
-        if not path.name.startswith("test_")
-        and path != ROOT / "shared" / "lua.py"
-        and ".register_script(" in path.read_text()
+        for path in _sources()
+        if path != ROOT / "shared" / "lua.py" and ".register_script(" in path.read_text()
     ]
     assert inline == []
