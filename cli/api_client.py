@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 
 from cli.client import state_env
-from services.queue.pod_status import PodRow
+from services.queue.client import PodRow
 from shared.env import ENV_API_URL, ENV_TOKEN, StackError
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduling.kubelet import kubelet_refusal
-from services.queue.pod_status import PodRow, pod_rows
+from services.queue.client import PodRow, QueueClient, pod_rows
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
     Manifests,
@@ -76,9 +76,6 @@ class StackClient:
     """Objects in, views out, for a running stack (see the module docstring)."""
 
     def __init__(self, settings: StackSettings) -> None:
-        from services.queue.config import QueueConfig
-        from services.queue.store import QueueStore
-
         self.settings = settings
         self.warnings: list[str] = []
         """What the last apply warned about (pods whose own priority disagrees with their
@@ -87,14 +84,7 @@ class StackClient:
         self.store = ClusterStore(
             self.redis, cluster=settings.cluster, prefix=settings.store_prefix
         )
-        self.queue = QueueStore(
-            self.redis,
-            QueueConfig(
-                key_prefix=settings.queue_prefix,
-                topics=settings.topics,
-                single_tenant=settings.single_tenant,
-            ),
-        )
+        self.queue = QueueClient(self.redis, settings.queue_prefix)
         self.published: dict[str, float] = {}
         """pod uid -> when it was first applied (epoch seconds): the start of its
         enqueue-to-bound latency."""

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from cli.demo_tenants import TenantsResult
+    from cli.demo_tenants_samples import TenantsResult
 
 
 def plot_tenants(result: TenantsResult, path: str | Path) -> None:

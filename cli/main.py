@@ -27,12 +27,13 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-# Commands with parsers of their own (cli/stack_commands.py, cli/run.py, cli/demo.py):
+# Commands with parsers of their own (cli/stack_commands.py, cli/up_command.py, cli/run.py,
+# cli/demo.py):
 # `berth CMD ...`
 # hands the rest of the command line to CMD's main.
 DELEGATED: dict[str, tuple[str, str, str]] = {
     "up": (
-        "cli.stack_commands",
+        "cli.up_command",
         "up_main",
         "the distributed stack in the foreground (Ctrl-C stops)",
     ),

@@ -136,7 +136,7 @@ async def pending_progress(
     preempted), parked (the queue's unschedulable and gated pods), or still moving; and the
     store's resourceVersion (a change means something is still happening). Reads raw hashes
     and the queue's counts only: it runs every few hundred milliseconds beside the services."""
-    from services.queue.views import QueueCounts
+    from services.queue.client import QueueCounts
 
     keys = client.store.keys
     async with client.redis.pipeline(transaction=True) as pipe:

@@ -41,7 +41,6 @@ import os
 import shutil
 import signal
 import socket
-import struct
 import sys
 import tempfile
 import threading
@@ -55,6 +54,8 @@ from urllib.parse import quote
 
 from cli.processes import ManagedProcess, install_exit_hooks
 from cli.redis_conf import redis_config, redis_fsync_policy, write_private
+from cli.server_containers import start_kafka_container, start_redis_container
+from cli.server_probes import kafka_api_versions, redis_ping
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_KAFKA_SECURITY_PROTOCOL,
@@ -274,44 +275,6 @@ def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str]) -> Ma
     return process
 
 
-def _redis_ping(host: str, port: int, password: str = "") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5) as sock:
-            if password:
-                secret = password.encode()
-                sock.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(secret), secret))
-                if not sock.recv(64).startswith(b"+OK"):
-                    return False
-            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def _kafka_api_versions(host: str, port: int) -> bool:
-    """One ApiVersions v0 round trip: the broker parses requests, not just accepts sockets."""
-    client_id = b"berth-launcher"
-    body = struct.pack(">hhih", 18, 0, 7, len(client_id)) + client_id
-    try:
-        with socket.create_connection((host, port), timeout=0.5) as sock:
-            sock.sendall(struct.pack(">i", len(body)) + body)
-            header = _recv_exact(sock, 8)
-            _size, correlation_id = struct.unpack(">ii", header)
-            return bool(correlation_id == 7)
-    except OSError:
-        return False
-
-
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
-    chunks = b""
-    while len(chunks) < size:
-        chunk = sock.recv(size - len(chunks))
-        if not chunk:
-            raise ConnectionError("closed")
-        chunks += chunk
-    return chunks
-
-
 def _wait_ready(process: ManagedProcess, probe: Callable[[], bool], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -344,7 +307,7 @@ def _start_local_redis(
         # can read); a restart reads the same file: the same port and data directory.
         write_private(config, redis_config(chosen, data_dir, fsync, password))
         process = _spawn("redis", [binary, str(config)], workdir, dict(env))
-        ping = functools.partial(_redis_ping, "127.0.0.1", chosen, password)
+        ping = functools.partial(redis_ping, "127.0.0.1", chosen, password)
         try:
             _wait_ready(process, ping, timeout)
         except ServerStartError as exc:  # most likely the port was taken meanwhile
@@ -379,14 +342,14 @@ def _start_local_tansu(
         process = _spawn("kafka", argv, workdir, child_env)
         try:
             _wait_ready(
-                process, functools.partial(_kafka_api_versions, "127.0.0.1", chosen), timeout
+                process, functools.partial(kafka_api_versions, "127.0.0.1", chosen), timeout
             )
         except ServerStartError as exc:
             process.stop()
             last_error = exc
             continue
         process.name = f"kafka:{chosen}"
-        probe = functools.partial(_kafka_api_versions, "127.0.0.1", chosen)
+        probe = functools.partial(kafka_api_versions, "127.0.0.1", chosen)
         return LocalServer("kafka", process, chosen, probe, timeout)
     assert last_error is not None
     raise last_error
@@ -394,38 +357,6 @@ def _start_local_tansu(
 
 def _containers_wanted(env: Mapping[str, str]) -> bool:
     return env.get(ENV_TESTCONTAINERS, "auto").lower() not in {"0", "false", "no", "off"}
-
-
-def _start_redis_container() -> tuple[str, Callable[[], None]] | None:
-    """Redis in Docker via testcontainers, or None when unavailable (no package, no engine)."""
-    try:
-        from testcontainers.redis import RedisContainer  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    try:
-        container = RedisContainer("redis:7")
-        container.start()
-        host = container.get_container_host_ip()
-        port = container.get_exposed_port(6379)
-    except Exception as exc:  # noqa: BLE001 (DockerException, pull errors: fall back)
-        log.debug("testcontainers Redis unavailable: %s", exc)
-        return None
-    return f"redis://{host}:{port}/0", container.stop
-
-
-def _start_kafka_container() -> tuple[str, Callable[[], None]] | None:
-    try:
-        from testcontainers.kafka import KafkaContainer  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    try:
-        container = KafkaContainer()
-        container.start()
-        bootstrap: str = container.get_bootstrap_server()
-    except Exception as exc:  # noqa: BLE001 (DockerException, pull errors: fall back)
-        log.debug("testcontainers Kafka unavailable: %s", exc)
-        return None
-    return bootstrap, container.stop
 
 
 def start_dev_servers(
@@ -462,11 +393,11 @@ def start_dev_servers(
     try:
         redis_url = env.get(ENV_REDIS_URL, "")
         kafka_bootstrap = env.get(ENV_KAFKA_BOOTSTRAP, "")
-        if not redis_url and use_containers and (found := _start_redis_container()):
+        if not redis_url and use_containers and (found := start_redis_container()):
             redis_url, stop = found
             servers.redis_source = "container"
             servers._cleanups.append(stop)
-        if not kafka_bootstrap and use_containers and (found := _start_kafka_container()):
+        if not kafka_bootstrap and use_containers and (found := start_kafka_container()):
             kafka_bootstrap, stop = found
             servers.kafka_source = "container"
             servers._cleanups.append(stop)

@@ -412,7 +412,7 @@ async def wait_for_dashboard(stack: Stack, seconds: float) -> None:
 async def wait_for_workers(
     settings: StackSettings, count: int, seconds: float, stack: Stack | None = None
 ) -> None:
-    from services.scheduler import read_heartbeats
+    from shared.objects import read_heartbeats
 
     redis = connect(settings.redis_url, settings.redis_security)
     try:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from services.queue.pod_status import PodRow
+from services.queue.client import PodRow
 from shared.lifecycle.state import PodEvent
 from shared.models.quantity import format_resource
 

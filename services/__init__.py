@@ -1,0 +1,1 @@
+"""The services: queue, scheduler (workers), binder, adapter, agent, dashboard; each a package."""

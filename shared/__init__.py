@@ -1,0 +1,1 @@
+"""The common library every service uses: models, config, store, wire messages, settings."""

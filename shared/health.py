@@ -8,24 +8,20 @@
     health.set_ready(False, "draining")             # on SIGTERM, before the drain
     await health.stop()
 
-The server runs in the service's own event loop (asyncio streams, no extra dependency) on
-purpose: a wedged loop stops answering /healthz, and the liveness probe restarts the pod.
-Readiness starts false ("starting"); liveness starts true. `set_live(False, reason)` makes the
-liveness probe fail on a state the process cannot leave by itself.
-
-Every response closes its connection (probes and scrapes open one per request anyway).
+The server (aiohttp) runs in the service's own event loop on purpose: a wedged loop stops
+answering /healthz, and the liveness probe restarts the pod. Readiness starts false
+("starting"); liveness starts true. `set_live(False, reason)` makes the liveness probe fail on a
+state the process cannot leave by itself.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import gzip
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import TracebackType
 
+from aiohttp import web
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
@@ -39,29 +35,12 @@ several services on one machine (`berth up`) never collide."""
 ENV_HOST = ENV_METRICS_HOST
 """Address to listen on (default: every interface)."""
 
-READ_TIMEOUT_SECONDS = 5.0
-MAX_HEADER_LINES = 100
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    408: "Request Timeout",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
+STOP_SECONDS = 0.5
+"""How long stop() lets a request in progress finish (a silent client does not hold it)."""
 
 
 class HealthConfigError(ValueError):
     """BERTH_METRICS_PORT / BERTH_METRICS_HOST is not valid."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Response:
-    status: int
-    body: bytes
-    content_type: str = "text/plain; charset=utf-8"
-    headers: tuple[tuple[str, str], ...] = ()
 
 
 DEFAULT_HOST = "127.0.0.1"
@@ -82,8 +61,8 @@ class HealthServer:
         self.host = host
         self.registry = registry
         self._port = port
-        self._server: asyncio.Server | None = None
-        self._handlers: set[asyncio.Task[None]] = set()
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
         self._ready = False
         self._ready_reason = "starting"
         self._live = True
@@ -134,28 +113,36 @@ class HealthServer:
     @property
     def port(self) -> int:
         """The port listened on (the chosen one when started with port 0)."""
-        if self._server is not None and self._server.sockets:
-            return int(self._server.sockets[0].getsockname()[1])
+        if self._runner is not None and self._runner.addresses:
+            return int(self._runner.addresses[0][1])
         if self._port is None:
             raise HealthConfigError("the health server is disabled")
         return self._port
 
     async def start(self) -> None:
-        if self._port is None or self._server is not None:
+        if self._port is None or self._runner is not None:
             return
-        self._server = await asyncio.start_server(self._handle, host=self.host, port=self._port)
+        app = web.Application()
+        for path, handler in (
+            ("/metrics", self._metrics),
+            ("/healthz", self._healthz),
+            ("/livez", self._healthz),
+            ("/readyz", self._readyz),
+        ):
+            app.router.add_get(path, handler)  # HEAD too; other methods: 405
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=STOP_SECONDS
+        )
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, host=self.host, port=self._port)
+        await self._site.start()
         log.info("health: serving /metrics, /healthz, /readyz on port %d", self.port)
 
     async def stop(self) -> None:
-        if self._server is None:
+        if self._runner is None:
             return
-        server, self._server = self._server, None
-        server.close()
-        # A client that connected and says nothing must not hold the stop for the read timeout
-        # (from 3.12 wait_closed also waits for open connections).
-        for handler in list(self._handlers):
-            handler.cancel()
-        await server.wait_closed()
+        runner, self._runner, self._site = self._runner, None, None
+        await runner.cleanup()
 
     async def __aenter__(self) -> HealthServer:
         await self.start()
@@ -170,89 +157,21 @@ class HealthServer:
         await self.stop()
 
     # --------------------------------------------------------------------- serving
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        if task is not None:
-            self._handlers.add(task)
-            task.add_done_callback(self._handlers.discard)
-        try:
-            try:
-                method, path, headers = await asyncio.wait_for(
-                    _read_request(reader), READ_TIMEOUT_SECONDS
-                )
-            except TimeoutError:
-                response = _Response(408, b"request timeout\n")
-                method = "GET"
-            except (_BadRequestError, ValueError) as err:  # ValueError: a line over 64 KiB
-                response = _Response(400, f"bad request: {err}\n".encode())
-                method = "GET"
-            else:
-                response = self._respond(method, path, headers)
-            writer.write(_encode(response, head_only=method == "HEAD"))
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away: nothing to answer
-        finally:
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
+    async def _readyz(self, _request: web.Request) -> web.Response:
+        if self._ready:
+            return web.Response(text="ok\n")
+        return web.Response(status=503, text=f"not ready: {self._ready_reason}\n")
 
-    def _respond(self, method: str, path: str, headers: Mapping[str, str]) -> _Response:
-        if path not in ("/metrics", "/healthz", "/livez", "/readyz"):
-            return _Response(404, b"not found\n")
-        if method not in ("GET", "HEAD"):
-            return _Response(405, b"method not allowed\n", headers=(("Allow", "GET, HEAD"),))
-        if path == "/readyz":
-            if self._ready:
-                return _Response(200, b"ok\n")
-            return _Response(503, f"not ready: {self._ready_reason}\n".encode())
-        if path in ("/healthz", "/livez"):
-            if self._live:
-                return _Response(200, b"ok\n")
-            return _Response(500, f"not live: {self._live_reason}\n".encode())
-        encoder, content_type = choose_encoder(headers.get("accept", ""))
+    async def _healthz(self, _request: web.Request) -> web.Response:
+        if self._live:
+            return web.Response(text="ok\n")
+        return web.Response(status=500, text=f"not live: {self._live_reason}\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         body = encoder(self.registry)
-        if gzip_accepted(headers.get("accept-encoding", "")):
-            return _Response(
-                200, gzip.compress(body, 1), content_type, (("Content-Encoding", "gzip"),)
-            )
-        return _Response(200, body, content_type)
-
-
-class _BadRequestError(Exception):
-    pass
-
-
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, dict[str, str]]:
-    line = await reader.readline()
-    if not line:
-        raise asyncio.IncompleteReadError(b"", None)
-    parts = line.decode("latin-1").split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-        raise _BadRequestError("malformed request line")
-    method, target, _ = parts
-    headers: dict[str, str] = {}
-    for _ in range(MAX_HEADER_LINES):
-        raw = await reader.readline()
-        if raw in (b"\r\n", b"\n", b""):
-            break
-        name, sep, value = raw.decode("latin-1").partition(":")
-        if not sep:
-            raise _BadRequestError("malformed header line")
-        headers[name.strip().lower()] = value.strip()
-    else:
-        raise _BadRequestError("too many header lines")
-    return method.upper(), target.split("?", 1)[0], headers
-
-
-def _encode(response: _Response, *, head_only: bool) -> bytes:
-    reason = _REASONS.get(response.status, "")
-    lines = [
-        f"HTTP/1.1 {response.status} {reason}",
-        f"Content-Type: {response.content_type}",
-        f"Content-Length: {len(response.body)}",
-        "Connection: close",
-        *(f"{name}: {value}" for name, value in response.headers),
-    ]
-    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return head if head_only else head + response.body
+        headers = {"Content-Type": content_type}
+        if gzip_accepted(request.headers.get("Accept-Encoding", "")):
+            body = gzip.compress(body, 1)
+            headers["Content-Encoding"] = "gzip"
+        return web.Response(body=body, headers=headers)

@@ -22,6 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
 from shared.message_auth import Signer, Verifier, topic_roles
+from shared.retry import Backoff
 from shared.security import ENV_KAFKA_CA, ENV_KAFKA_CERT, ConnectError, KafkaSecurity
 
 # aiokafka headers: a list of (name, value) pairs.
@@ -68,6 +69,7 @@ async def ensure_topics(
     certificate or SASL login fails) is a ConnectError naming the bootstrap servers and why."""
     wanted = dict(topics) if isinstance(topics, Mapping) else dict.fromkeys(topics, partitions)
     admin = make_admin(bootstrap, security=security)
+    backoff = Backoff(initial=0.1, maximum=0.1, jitter=0.0)  # the broker may be starting
     for attempt in range(attempts):
         try:
             await admin.start()
@@ -76,7 +78,7 @@ async def ensure_topics(
             if attempt == attempts - 1:
                 await admin.close()
                 raise ConnectError(await explain_kafka_failure(bootstrap, security)) from None
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(backoff.next())
         except KafkaError as exc:  # e.g. SaslAuthenticationFailed, UnsupportedSaslMechanism
             await admin.close()
             raise ConnectError(f"Kafka at {bootstrap}: {type(exc).__name__}: {exc}") from None

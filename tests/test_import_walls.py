@@ -5,8 +5,14 @@
 - `scheduling` (framework, plugins, cache, dry run) knows no service and no CLI.
 - The framework knows plugins only through the registry it is given: nothing under
   `scheduling/framework` imports `scheduling.plugins`.
-- A service imports no other service and no CLI: services talk through the message types and
-  keys in `shared`.
+- A service imports no other service and no CLI, except another service's public client module
+  (`services/<name>/client.py`): services talk through the message types in `shared` and those
+  clients.
+- Every Redis key has one owner: no module outside a service imports the modules that know its
+  key layout (`KEY_LAYOUT`); the CLI reads a service's state through its client too.
+- The binder imports no plugin module directly: from `scheduling/plugins` it takes the registry,
+  the plugin names and `scheduling/plugins/binding.py` (every plugin rule it re-checks, in one
+  place).
 """
 
 from __future__ import annotations
@@ -52,8 +58,44 @@ def _service(name: str) -> str | None:
     return ".".join(parts[:2]) if parts[0] == "services" and len(parts) > 1 else None
 
 
+KEY_LAYOUT = {
+    "services.queue": (
+        "services.queue.keys",
+        "services.queue.state",
+        "services.queue.views",
+        "services.queue.lease",
+        "services.queue.scripts",
+        "services.queue.wire",
+        "services.queue.store",
+        "services.queue.quota.status",
+        "services.queue.quota.scripts",
+    ),
+}
+"""Per service, the modules that name its Redis keys or decode its records."""
+
+PLUGIN_DOORS = (
+    "scheduling.plugins.registry",
+    "scheduling.plugins.names",
+    "scheduling.plugins.binding",
+)
+"""What the binder may import from scheduling/plugins."""
+
+
+def _plugin_module(name: str) -> bool:
+    return _within(name, "scheduling.plugins") and name != "scheduling.plugins"
+
+
 def violation(module: str, imported: str) -> str | None:
     """Why `module` may not import `imported` (None: it may)."""
+    for owner, layout in KEY_LAYOUT.items():
+        if not _within(module, owner) and any(_within(imported, m) for m in layout):
+            return f"only {owner} reads its keys (others use {owner}.client)"
+    if (
+        _within(module, "services.binder")
+        and _plugin_module(imported)
+        and not any(_within(imported, door) for door in PLUGIN_DOORS)
+    ):
+        return "the binder reaches plugins through the registry, names and plugins.binding"
     if _within(module, "shared") and any(
         _within(imported, p) for p in ("cli", "scheduling", "services")
     ):
@@ -66,8 +108,13 @@ def violation(module: str, imported: str) -> str | None:
         if _within(imported, "cli"):
             return "a service does not import the CLI"
         own, other = _service(module), _service(imported)
-        if other is not None and other not in (own, "services.__init__"):
-            return "a service imports no other service"
+        if (
+            other is not None
+            and other not in (own, "services.__init__")
+            and not _within(imported, f"{other}.client")
+            and imported != other  # `from services.queue import client` names the package first
+        ):
+            return "a service imports no other service but its client module"
     return None
 
 
@@ -112,7 +159,33 @@ def test_every_module_keeps_to_its_walls() -> None:
         pytest.param("services.scheduler.service", "services.binder.config", False, id="x-svc"),
         pytest.param("services.binder.main", "services.binder.service", True, id="own-service"),
         pytest.param("services.queue.main", "cli.servers", False, id="service-to-cli"),
-        pytest.param("cli.main", "services.queue.store", True, id="cli-to-service"),
+        pytest.param("cli.main", "services.queue.config", True, id="cli-to-service"),
+        pytest.param("cli.client", "services.queue.store", False, id="cli-to-queue-store"),
+        pytest.param("cli.run", "services.queue.views", False, id="cli-to-queue-views"),
+        pytest.param("services.dashboard.data", "services.queue.keys", False, id="queue-keys"),
+        pytest.param("services.binder.binder", "services.queue.client", True, id="client"),
+        pytest.param(
+            "services.binder.binder", "services.queue.client.QueueClient", True, id="client-name"
+        ),
+        pytest.param("services.binder.binder", "services.queue.lease", False, id="lease"),
+        pytest.param("shared.store.store", "services.queue.state", False, id="shared-to-state"),
+        pytest.param("services.queue.service", "services.queue.keys", True, id="queue-own-keys"),
+        pytest.param(
+            "services.binder.checks",
+            "scheduling.plugins.noderesources.fit",
+            False,
+            id="binder-to-plugin",
+        ),
+        pytest.param(
+            "services.binder.checks", "scheduling.plugins.binding", True, id="binder-door"
+        ),
+        pytest.param("services.binder.checks", "scheduling.plugins.names", True, id="names"),
+        pytest.param(
+            "services.scheduler.service",
+            "scheduling.plugins.coscheduling",
+            True,
+            id="worker-to-plugin",
+        ),
     ],
 )
 def test_the_rules_themselves(module: str, imported: str, allowed: bool) -> None:

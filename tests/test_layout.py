@@ -1,5 +1,6 @@
-"""The project layout never shadows the standard library."""
+"""The project layout never shadows the standard library, and every module says what it owns."""
 
+import ast
 import importlib
 import queue
 import sysconfig
@@ -28,3 +29,32 @@ def test_console_script_entry_point_resolves() -> None:
     (script,) = [ep for ep in entry_points(group="console_scripts") if ep.name == "berth"]
     assert script.value == "cli.main:main"
     assert callable(script.load())
+
+
+def _sources() -> list[Path]:
+    return [
+        path
+        for package in ("cli", "scheduling", "services", "shared")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if not path.name.startswith("test_")
+    ]
+
+
+def test_every_module_says_what_it_owns() -> None:
+    """Each source module opens with a docstring whose first line says what it owns."""
+    silent = [
+        str(path.relative_to(ROOT))
+        for path in _sources()
+        if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()
+    ]
+    assert silent == []
+
+
+def test_one_lua_loader() -> None:
+    """Lua is loaded in one place (shared/lua.py): no script text registered inline."""
+    inline = [
+        str(path.relative_to(ROOT))
+        for path in _sources()
+        if path != ROOT / "shared" / "lua.py" and ".register_script(" in path.read_text()
+    ]
+    assert inline == []

@@ -1,0 +1,1 @@
+"""`berth bench`: the benchmarks of the whole stack and their reports."""

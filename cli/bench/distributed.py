@@ -26,9 +26,9 @@ from typing import Any
 from cli.bench.workloads import WORKLOADS
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
-from services.scheduler import read_heartbeats
 from shared.env import ENV_PROFILE_DIR
 from shared.models import Manifests
+from shared.objects import read_heartbeats
 from shared.stats import percentile
 
 

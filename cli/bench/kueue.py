@@ -40,8 +40,7 @@ from cli.bench.kueue_config import Plan, PlannedWorkload, lower_bound_ms
 from cli.bench.kueue_summary import WorkloadRecord, summarize
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
-from services.queue.keys import QueueKeys
-from services.scheduler import read_heartbeats
+from services.queue.client import QueueClient
 from shared.env import ENV_PROFILE_DIR
 from shared.lifecycle.kwok import COMPLETE, delay_annotation
 from shared.lifecycle.state import LifecycleState
@@ -59,6 +58,7 @@ from shared.models import (
     load_manifest_text,
 )
 from shared.models.kueue import QUEUE_NAME_LABEL
+from shared.objects import read_heartbeats
 from shared.stats import percentile
 
 FLAVOR = "rf"
@@ -314,8 +314,7 @@ async def _read_finished(run: Pipeline, tracker: Tracker) -> None:
 
 async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
     """Create, watch and finish until every workload is finished (True) or the timeout."""
-    keys = QueueKeys(run.client.settings.queue_prefix)
-    admitted_key, usage_key = keys.quota_admitted, keys.quota_usage
+    queue = QueueClient(run.client.redis, run.client.settings.queue_prefix)
     creator = asyncio.create_task(_create(run, tracker), name="kueue-create")
     deadline = time.time() + timeout_s
     total = len(tracker.plan.workloads)
@@ -325,16 +324,16 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
             if creator.done() and creator.exception() is not None:
                 raise creator.exception()  # type: ignore[misc]
             now = time.time()
-            admitted = await run.client.redis.hgetall(admitted_key)
+            admitted = await queue.admitted_records()
             # Finished first (the agent records a completion before the pod leaves the
             # store): a workload gone from admission without one was evicted.
             await _read_finished(run, tracker)
             tracker.observe(admitted, now)
-            tracker.sample(await run.client.redis.hgetall(usage_key))
+            tracker.sample(await queue.usage_counters())
             if now >= next_estimates:  # the queue's reasons, for how good its estimates are
                 next_estimates = now + ESTIMATES_POLL_S
-                for queue in tracker.plan.queues:
-                    whys = await run.client.redis.hgetall(keys.key(queue.name, "why"))
+                for local_queue in tracker.plan.queues:
+                    whys = await queue.why_records(local_queue.name)
                     tracker.read_estimates(whys, now)
             await asyncio.sleep(POLL_S)
     finally:

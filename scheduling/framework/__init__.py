@@ -1,0 +1,1 @@
+"""The scheduling framework: extension points, the cycle, NodeColumns, nominated pods, extenders."""

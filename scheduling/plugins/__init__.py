@@ -1,0 +1,1 @@
+"""The in-tree plugins, one folder each, reached through the registry (registry.py)."""

@@ -288,15 +288,14 @@ class Reflector:
 
     async def _retry(self, body: dict[str, Any]) -> None:
         key, version = key_of(self.kind, body), self._version_of(body)
-        delay = RETRY_SECONDS
+        backoff = Backoff(initial=RETRY_SECONDS, maximum=RETRY_MAX_SECONDS)
         while self._latest.get(key) == version:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(backoff.next())
             if self._latest.get(key) != version:
                 return
             with contextlib.suppress(KubeApiError, KubeUnavailableError):
                 if await self.sink.put(self.kind, body) != "retry":
                     return
-            delay = min(delay * 2, RETRY_MAX_SECONDS)
 
     @staticmethod
     def _version_of(body: dict[str, Any]) -> str:

@@ -49,15 +49,14 @@ from opentelemetry.trace import Span
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.status import Status
 from scheduling.framework.waiting_pods import go_duration
-from scheduling.plugins import coscheduling, names
-from scheduling.plugins.defaultpreemption import loses_nomination
+from scheduling.plugins import binding, names
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.kube_api import KubeWriter
 from services.binder.order import CheckOrder
-from services.binder.refusals import LeaseReader, victims_refusal
-from services.queue.keys import QueueKeys
+from services.binder.refusals import victims_refusal
+from services.queue.client import lease_reader
 from shared.eviction import evict
 from shared.kafka import Headers
 from shared.messages import (
@@ -205,7 +204,7 @@ class Binder:
         self._leases = (
             None
             if prefix is None
-            else LeaseReader(self.store.redis, QueueKeys(prefix), self.bindings.batcher)
+            else lease_reader(self.store.redis, prefix, self.bindings.batcher)
         )
 
     # ------------------------------------------------------------------ intake
@@ -335,7 +334,7 @@ class Binder:
             wait_seconds = p.permit_timeout_seconds
         # A gang only where the pod's profile runs Coscheduling at Permit; elsewhere a
         # labelled pod is an ordinary pod (the reservation's gang "").
-        group_key = coscheduling.group_key(pod) if profile.coscheduling is not None else ""
+        group_key = binding.group_key(pod) if profile.coscheduling is not None else ""
         if group_key:
             group = await self._pod_group(group_key)
             if group is None:
@@ -343,7 +342,7 @@ class Binder:
                     p, "e", "unschedulable", f"PodGroup {group_key} not found", names.COSCHEDULING
                 )
                 return None
-            member = coscheduling.gang_of(pod, group, profile.coscheduling)
+            member = binding.gang_of(pod, group, profile.coscheduling)
             gang, min_member, wait_seconds = member.key, member.min_member, member.wait_seconds
         # A pod whose cross-node check would have nothing to check (and that waits at no
         # Permit, outside Kubernetes mode where the API server binds first) may be bound by
@@ -698,7 +697,9 @@ class Binder:
         for raw_key, raw_record in nominated.items():
             key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
             record = raw_record if isinstance(raw_record, bytes) else raw_record.encode()
-            if key == p.pod_key or not loses_nomination(unpack(record).get("prio", 0), priority):
+            if key == p.pod_key or not binding.loses_nomination(
+                unpack(record).get("prio", 0), priority
+            ):
                 continue
             meta = await self.store.redis.hget(keys.meta("Pod"), key)
             if meta is None:
@@ -781,12 +782,12 @@ class Binder:
         if pod is None:
             pod = self.view.pods.get(p.pod_key) or await self._stored_pod(p)
         args = self.checks.for_pod(pod).coscheduling if pod is not None else None
-        group_key = coscheduling.group_key(pod) if pod is not None and args is not None else ""
+        group_key = binding.group_key(pod) if pod is not None and args is not None else ""
         if not group_key:
             await self._permit_rejected(p, p.permit_timeout_seconds, p.permit_plugins)
             return
         group = await self._pod_group(group_key)
-        wait_seconds = coscheduling.wait_seconds(group, args)
+        wait_seconds = binding.wait_seconds(group, args)
         await self._permit_rejected(p, wait_seconds, (names.COSCHEDULING,))
 
     async def _fail(self, p: Proposal, exc: BaseException) -> None:

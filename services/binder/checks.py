@@ -30,8 +30,7 @@ from scheduling.framework.runtime import Framework
 from scheduling.framework.signature import NODE_LOCAL
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
-from scheduling.plugins.defaultpreemption.justify import preemption_refusal
-from scheduling.plugins.noderesources.fit import compute_pod_resource_request
+from scheduling.plugins.binding import compute_pod_resource_request, preemption_refusal
 from scheduling.plugins.registry import in_tree_registry
 from shared.config import (
     CoschedulingArgs,
@@ -41,12 +40,13 @@ from shared.config import (
     default_config,
 )
 from shared.models import Node, Pod
+from shared.store.fields import NodeChecks
 
 CHECKED_IN_STORE = (
-    ("u", names.NODE_UNSCHEDULABLE),
-    ("t", names.TAINT_TOLERATION),
-    ("p", names.NODE_PORTS),
-    ("f", names.NODE_RESOURCES_FIT),
+    (NodeChecks.UNSCHEDULABLE, names.NODE_UNSCHEDULABLE),
+    (NodeChecks.TAINTS, names.TAINT_TOLERATION),
+    (NodeChecks.PORTS, names.NODE_PORTS),
+    (NodeChecks.FIT, names.NODE_RESOURCES_FIT),
 )
 """The Filters check-and-reserve runs (ReserveRequest.node_checks letters): their state is the
 node's usage, which only the store counts exactly."""

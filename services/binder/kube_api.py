@@ -30,12 +30,15 @@ from typing import Literal
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
 from shared.kube.events import preempted_event
 from shared.models import Pod
+from shared.retry import Backoff
 
 log = logging.getLogger(__name__)
 
 Answer = Literal["ok", "conflict", "gone", "refused", "error", "retry"]
 
-RETRY_DELAYS = (0.2, 0.5, 1.0, 2.0)
+RETRY_INITIAL_SECONDS = 0.2
+RETRY_MAX_SECONDS = 2.0
+RETRIES = 4
 """Waits between tries of a bind or an eviction the server asked to retry (429, 5xx, down);
 kubectl drain waits 5 s between eviction tries; a binder holds the node's reservation
 meanwhile, so it gives up sooner and the pod is retried through the queue."""
@@ -114,17 +117,20 @@ class KubeWriter:
 async def _tries(
     call: Callable[[], Awaitable[None]], judge: Callable[[Exception | None], ApiAnswer]
 ) -> ApiAnswer:
-    """`call`, again after each of RETRY_DELAYS while `judge` says "retry"."""
+    """`call`, again up to RETRIES times (shared.retry.Backoff pauses) while `judge` says
+    "retry"."""
     answer = ApiAnswer("error", "not tried")
-    for delay in (*RETRY_DELAYS, None):
+    backoff = Backoff(initial=RETRY_INITIAL_SECONDS, maximum=RETRY_MAX_SECONDS)
+    for tries_left in range(RETRIES, -1, -1):
         try:
             await call()
             error: Exception | None = None
         except (KubeApiError, KubeUnavailableError) as e:
             error = e
         answer = judge(error)
-        if answer.result != "retry" or delay is None:
+        if answer.result != "retry" or not tries_left:
             return answer
+        delay = backoff.next()
         log.info("%s; trying again in %.1fs", answer.message, delay)
         await asyncio.sleep(delay)
     return answer

@@ -10,10 +10,13 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from services.queue.keys import QueueKeys
-from services.queue.pod_status import PodRow, pending_first, pod_rows
-from services.queue.quota.status import cluster_queue_statuses, read_reserved
-from services.queue.views import QueueReads
+from services.queue.client import (
+    PodRow,
+    QueueClient,
+    cluster_queue_statuses,
+    pending_first,
+    pod_rows,
+)
 from shared.env import StackSettings
 from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
 from shared.objects import node_rows, read_heartbeats
@@ -29,7 +32,7 @@ class DashboardData:
     ) -> None:
         self.settings = settings
         self.store = ClusterStore(redis, cluster=settings.cluster, prefix=settings.store_prefix)
-        self.queue = QueueReads(redis, QueueKeys(settings.queue_prefix))
+        self.queue = QueueClient(redis, settings.queue_prefix)
         self.scheduler_names = settings.scheduler_names()
         self.refresh_seconds = refresh_seconds
         self._snapshot: Snapshot | None = None
@@ -77,7 +80,7 @@ class DashboardData:
             snapshot.nodes,
             snapshot.pods,
             rows,
-            await read_reserved(self.queue.redis, QueueKeys(self.settings.queue_prefix)),
+            await self.queue.reserved(),
         )
         if namespaces is not None:
             used = {

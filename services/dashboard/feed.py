@@ -17,6 +17,7 @@ from aiokafka.errors import KafkaError
 
 from shared.kafka import Topics, assign_all, make_reader, message_verifier, refusal
 from shared.messages import Outcome, ScheduleBatch
+from shared.retry import Backoff, Retry
 from shared.security import KafkaSecurity
 from shared.stats import DEFAULT_HORIZON_SECONDS, BindingLog
 from shared.tasks import finish
@@ -74,12 +75,13 @@ class BindingFeed:
 
     async def _read(self) -> None:
         assert self._consumer is not None
+        retry = Retry("dashboard: reading the binding feed", log, Backoff(initial=0.5, maximum=5.0))
         while True:
             try:
                 batches = await self._consumer.getmany(timeout_ms=500, max_records=20_000)
+                retry.succeeded()
             except KafkaError as exc:
-                log.warning("reading the binding feed: %s", exc)
-                await asyncio.sleep(1.0)
+                await retry.pause(exc)
                 continue
             for tp, records in batches.items():
                 for record in records:

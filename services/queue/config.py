@@ -7,10 +7,21 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from services.queue.hints import QueueingHints
-from services.queue.quota.ready import WaitForPodsReady
 from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForPodsReady:
+    """Kueue's waitForPodsReady settings (what they do: services/queue/quota/ready.py)."""
+
+    timeout_s: float = 0.0
+    """0: off."""
+    block_admission: bool = False
+    backoff_base_s: float = 60.0
+    backoff_max_s: float = 3600.0
+    backoff_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

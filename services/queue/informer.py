@@ -45,8 +45,9 @@ from services.queue.hints import (
     node_update_event,
 )
 from services.queue.keys import QueueKeys
-from services.queue.quota.admission import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
+from services.queue.quota.workload import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
 from services.queue.records import PodOp, PodRecord
+from shared.lua import LuaScripts
 from shared.models import POD_GROUP_LABEL, Node
 from shared.retry import Retry
 from shared.store import Change, ClusterStore, StreamGapError
@@ -54,34 +55,8 @@ from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
-_ACQUIRE = """
-local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if not holder then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0
-"""
-"""Take or renew the tailer's lease: 1 when this replica holds it."""
-
-_ADVANCE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local at = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[2]) > at then redis.call('SET', KEYS[2], ARGV[2]) end
-return 1
-"""
-"""Record the applied position, only while holding the lease (a deposed tailer's position
-would move the cursor past changes the new one has not applied)."""
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
+TAILER_LUA = LuaScripts("services.queue", folder="lua/standalone", prelude=None)
+"""The tailer lease's scripts (lua/standalone/tail_*.lua: no queue prelude)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +109,9 @@ class StoreInformer:
         self._lease_ms = int(lease_seconds * 1000)
         self._block_ms = block_ms
         self._count = count
-        self._acquire = redis.register_script(_ACQUIRE)
-        self._advance = redis.register_script(_ADVANCE)
-        self._release = redis.register_script(_RELEASE)
+        self._acquire = TAILER_LUA.register(redis, "tail_acquire")
+        self._advance = TAILER_LUA.register(redis, "tail_advance")
+        self._release = TAILER_LUA.register(redis, "tail_release")
         self._pods: dict[str, PodRecord] = {}
         """key -> the pod as last seen (the `old` of its next update)."""
         self._linger = linger_seconds

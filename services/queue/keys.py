@@ -22,8 +22,8 @@ layout and the Python names against each other.
                                                expiry
     <base>ext                          zset    pods whose lease an `extend` outcome renewed,
                                                score = their own expiry
-    <base>st                           hash    pod key -> state (msgpack, shared/
-                                               state.py FIELDS)
+    <base>st                           hash    pod key -> state (msgpack,
+                                               services/queue/state.py FIELDS)
     <base>att                          hash    pod key -> Attempts of the attempts that ended
     <base>why                          hash    pod key -> last failure (plugins, message)
     <base>rq                           hash    pod key -> what a pop hands out (the body's

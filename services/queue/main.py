@@ -11,9 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from services.queue.config import QueueConfig
+from services.queue.config import QueueConfig, WaitForPodsReady
 from services.queue.quota.fair_preemption import STRATEGIES
-from services.queue.quota.ready import WaitForPodsReady
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
 from services.queue.views import QueueCounts

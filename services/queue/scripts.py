@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+
+from shared.lua import LuaScripts
 
 SCRIPT_NAMES = (
     "upsert",
@@ -21,10 +22,7 @@ SCRIPT_NAMES = (
 )
 
 
-def script_source(name: str) -> str:
-    """The prelude followed by the script body (scripts cannot share functions in Redis 6.2)."""
-    lua = resources.files("services.queue") / "lua"
-    return (lua / "prelude.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+LUA = LuaScripts("services.queue")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +38,5 @@ class QueueScripts:
 
     @classmethod
     def register(cls, redis: Redis) -> QueueScripts:
-        loaded: dict[str, Any] = {
-            name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
-        }
+        loaded: dict[str, Any] = LUA.register_all(redis, SCRIPT_NAMES)
         return cls(**loaded)

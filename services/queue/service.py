@@ -32,15 +32,17 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from services.queue.affinity_wake import NamespaceLabels
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.keys import InvalidTenantError
-from services.queue.quota.admission import Admission, QuotaObjectsChanged
+from services.queue.quota.admission import Admission
+from services.queue.quota.workload import QuotaObjectsChanged
 from services.queue.records import PodRecord
 from services.queue.routing import Step, group_steps, route_pod_change
-from services.queue.store import NamespaceLabels, QueueStore
+from services.queue.store import QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
 from shared.kafka import (

@@ -23,6 +23,7 @@ from typing import Any, cast
 import msgpack
 from redis.asyncio import Redis
 
+from services.queue.affinity_wake import AffinityWake, NamespaceLabels
 from services.queue.clock import Clock, SystemClock, from_micros, to_micros
 from services.queue.config import QueueConfig
 from services.queue.hints import (
@@ -36,7 +37,6 @@ from services.queue.hints import (
 from services.queue.keys import LOCATIONS, QueueKeys, body_field, check_tenant
 from services.queue.records import PodOp, PodRecord
 from services.queue.scripts import QueueScripts
-from services.queue.state import PodState
 from services.queue.views import (
     QueueReads,
     integer,
@@ -44,10 +44,6 @@ from services.queue.views import (
 )
 from services.queue.wire import EncodedBatch, PoppedPods, TenantPop, request_blob, split_blobs
 from shared.messages import Outcome, ScheduleRequest
-from shared.models import affinity_term_matches, required_terms
-from shared.wire import MessageError
-
-NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 
 _SCAN_LIMIT = 100_000
 
@@ -131,7 +127,7 @@ class QueueStore(QueueReads):
         super().__init__(redis, QueueKeys(self.config.key_prefix))
         self.clock = clock or SystemClock()
         self.scripts = QueueScripts.register(redis)
-        self._namespace_labels = namespace_labels or _no_namespace_labels
+        self._wake = AffinityWake(redis, self.keys, namespace_labels or _no_namespace_labels)
         self._initial_us = to_micros(self.config.initial_backoff_seconds)
         self._max_us = to_micros(self.config.max_backoff_seconds)
 
@@ -482,7 +478,8 @@ class QueueStore(QueueReads):
         """AssignedPodAdded for a run of bound pods in one pass: a parked pod moves if any of
         them satisfies one of its required affinity terms (the same pods one call per bound
         pod would move, and the same final moveRequestCycle)."""
-        return await self._move(await self._affinity_targets(pods), ASSIGNED_POD_ADD)
+        targets = await self._wake.targets(await self.tenants(), pods)
+        return await self._move(targets, ASSIGNED_POD_ADD)
 
     async def assigned_pod_updated(self, old: PodRecord | None, new: PodRecord) -> MoveResult:
         """AssignedPodUpdated: a resize down wakes all; else affinity matches only."""
@@ -494,82 +491,12 @@ class QueueStore(QueueReads):
         if any(old is not None and resized_down(old.pod(), new.pod()) for old, new in pairs):
             # Moves every pod the affinity path would move, and more.
             return await self.move_all(ASSIGNED_POD_UPDATE)
-        targets = await self._affinity_targets([new for _, new in pairs])
+        targets = await self._wake.targets(await self.tenants(), [new for _, new in pairs])
         return await self._move(targets, ASSIGNED_POD_UPDATE)
 
     async def assigned_pod_deleted(self, pod: PodRecord) -> MoveResult:
         """An assigned pod went away: its resources, ports and spread are free again."""
         return await self.move_all(ASSIGNED_POD_DELETE)
-
-    async def _affinity_targets(
-        self, assigned: Sequence[PodRecord]
-    ) -> list[tuple[str, str, Sequence[str]]]:
-        """Per tenant, the unschedulable pods with a required affinity term one of the
-        assigned pods matches.
-
-        Every tenant gets an entry, even an empty one: upstream sets moveRequestCycle on this
-        path whether or not a pod moves.
-        """
-        tenants = await self.tenants()
-        labels_of: dict[str, Mapping[str, str]] = {}
-        for pod in assigned:
-            if pod.namespace not in labels_of:
-                labels_of[pod.namespace] = await self._namespace_labels(pod.namespace)
-        targets: list[tuple[str, str, Sequence[str]]] = []
-        for tenant in tenants:
-            matching: list[str] = []
-            candidates = await self._states(tenant, await self._affinity_keys(tenant))
-            parked = [(key, st) for key, st in candidates if await self._is_parked(tenant, key, st)]
-            if parked:
-                bodies = await self.redis.hmget(
-                    self.keys.key(tenant, "pod"),
-                    [body_field(key, st.resource_version) for key, st in parked],
-                )
-                for (key, _), body in zip(parked, bodies, strict=True):
-                    if isinstance(body, bytes) and self._affinity_matches(
-                        key, body, assigned, labels_of
-                    ):
-                        matching.append(key)
-            targets.append((tenant, "keys", matching))
-        return targets
-
-    async def _affinity_keys(self, tenant: str) -> list[str]:
-        return sorted(text(k) for k in await self.redis.smembers(self.keys.key(tenant, "aff")))
-
-    async def _states(self, tenant: str, keys: Sequence[str]) -> list[tuple[str, PodState]]:
-        if not keys:
-            return []
-        blobs = await self.redis.hmget(self.keys.key(tenant, "st"), list(keys))
-        return [
-            (key, PodState.unpack(blob))
-            for key, blob in zip(keys, blobs, strict=True)
-            if isinstance(blob, bytes)
-        ]
-
-    async def _is_parked(self, tenant: str, key: str, st: PodState) -> bool:
-        if not st.bucket:
-            return False
-        return await self.redis.zscore(self.keys.bucket(tenant, st.bucket), key) is not None
-
-    @staticmethod
-    def _affinity_matches(
-        key: str,
-        body: bytes,
-        assigned: Sequence[PodRecord],
-        labels_of: Mapping[str, Mapping[str, str]],
-    ) -> bool:
-        try:
-            parked = PodRecord(namespace="", name=key, uid="", body=body).pod()
-        except MessageError:
-            return True  # cannot tell: waking costs one attempt, never a lost pod
-        terms = required_terms(parked)
-        return any(
-            affinity_term_matches(
-                term, parked, pod.namespace, pod.labels, labels_of.get(pod.namespace, {})
-            )
-            for pod in assigned
-            for term in terms
-        )
 
     # ------------------------------------------------------------------ periodic flushes
 

@@ -3,9 +3,9 @@ optimistically against their own view of the cluster and publish proposals to th
 
     python -m services.scheduler --redis-url ... --kafka-bootstrap ... [--config F]
 
-Modules: `config` (WorkerConfig, flags), `view` (the cluster view and the frameworks' Handle),
-`cycle` (one request -> a proposal or an outcome), `service` (Kafka and the change stream),
-`main` (the process).
+Modules: `config` (WorkerConfig, flags), `cycle` (one request -> a proposal or an outcome),
+`service` (Kafka and the change stream), `main` (the process). The cluster view the cycle runs
+against is the scheduling library's (`scheduling/cache`).
 """
 
 from services.scheduler.config import WorkerConfig

@@ -1,0 +1,1 @@
+"""The Kubernetes API client of Kubernetes mode and the Events it writes."""

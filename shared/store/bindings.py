@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from shared.models import Toleration
 from shared.models.quantity import bounded_amount
 from shared.store.batch import ScriptBatcher
+from shared.store.fields import NodeChecks
 from shared.store.keys import StoreKeys
 from shared.store.records import NodeUsage, PodCharge, pack, tolerations_wire, unpack
 from shared.store.scripts import StoreScripts
@@ -57,7 +58,7 @@ class ReserveStatus(enum.StrEnum):
     was taken (`store_resource_version`: the binding's change)."""
 
 
-ALL_NODE_CHECKS = "utpf"
+ALL_NODE_CHECKS = NodeChecks.ALL
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ from shared.models import (
 )
 from shared.models.affinity import anti_affinity_scopes
 from shared.models.quantity import bounded_amount
+from shared.store.fields import Charge, NodeFacts, PodFacts
 
 # TaintToleration's Filter only looks at these effects (PreferNoSchedule only scores).
 FILTERED_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -63,11 +64,11 @@ class PodCharge:
 
     def wire(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "r": dict(self.requests),
-            "p": [[p.protocol, p.port, p.host_ip] for p in self.ports],
+            Charge.REQUESTS: dict(self.requests),
+            Charge.PORTS: [[p.protocol, p.port, p.host_ip] for p in self.ports],
         }
         if self.anti_affinity:
-            out["x"] = list(self.anti_affinity)
+            out[Charge.ANTI_AFFINITY] = list(self.anti_affinity)
         return out
 
 
@@ -78,9 +79,11 @@ def tolerations_wire(tolerations: Sequence[Toleration]) -> list[list[str]]:
 def node_facts(node: Node) -> dict[str, Any]:
     """What check-and-reserve reads about a node: allocatable, filtered taints, unschedulable."""
     return {
-        "u": bool(node.spec.unschedulable),
-        "a": {name: bounded_amount(value) for name, value in node.status.allocatable.items()},
-        "t": [
+        NodeFacts.UNSCHEDULABLE: bool(node.spec.unschedulable),
+        NodeFacts.ALLOCATABLE: {
+            name: bounded_amount(value) for name, value in node.status.allocatable.items()
+        },
+        NodeFacts.TAINTS: [
             [taint.key, taint.value, taint.effect]
             for taint in node.spec.taints
             if taint.effect in FILTERED_TAINT_EFFECTS
@@ -92,13 +95,13 @@ def pod_facts(pod: Pod, *, kubelet: bool = False) -> dict[str, Any]:
     """What an apply of a pod passes: a pod created with spec.nodeName is bound at once
     (`kubelet`: only if it fits what its node has left, as the kubelet admits it)."""
     facts: dict[str, Any] = {
-        "node": pod.spec.node_name,
-        "c": PodCharge.of(pod).wire(),
-        "g": pod_group_key(pod),
-        "prio": priority_of(pod),
+        PodFacts.NODE: pod.spec.node_name,
+        PodFacts.CHARGE: PodCharge.of(pod).wire(),
+        PodFacts.GROUP: pod_group_key(pod),
+        PodFacts.PRIORITY: priority_of(pod),
     }
     if kubelet:
-        facts["k"] = 1
+        facts[PodFacts.KUBELET] = 1
     return facts
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
+
+from shared.lua import LuaScripts
 
 SCRIPT_NAMES = (
     "apply",
@@ -24,10 +25,7 @@ SCRIPT_NAMES = (
 )
 
 
-def script_source(name: str) -> str:
-    """The prelude followed by the script body (Redis 6.2 scripts cannot share functions)."""
-    lua = resources.files("shared.store") / "lua"
-    return (lua / "prelude.lua").read_text() + "\n" + (lua / f"{name}.lua").read_text()
+LUA = LuaScripts("shared.store")
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +44,5 @@ class StoreScripts:
 
     @classmethod
     def register(cls, redis: Redis) -> StoreScripts:
-        loaded: dict[str, Any] = {
-            name: redis.register_script(script_source(name)) for name in SCRIPT_NAMES
-        }
+        loaded: dict[str, Any] = LUA.register_all(redis, SCRIPT_NAMES)
         return cls(**loaded)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from services.binder.refusals import judge_lease
+from services.queue.client import judge_lease
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
 from services.queue.records import PodRecord

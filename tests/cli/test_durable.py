@@ -21,8 +21,9 @@ from cli.processes import ManagedProcess
 from cli.redis_conf import redis_config, redis_fsync_policy
 from cli.server_watch import ServerEvent, ServerWatch
 from cli.servers import DevServers, Endpoints, LocalServer, free_port, start_dev_servers
-from cli.stack_commands import _lock_data_dir, apply_main, data_dir_of, delete_main, get_main
+from cli.stack_commands import apply_main, delete_main, get_main
 from cli.supervisor import Stack
+from cli.up_command import _lock_data_dir, data_dir_of
 from shared.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_FSYNC,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from cli import servers as launcher
+from cli.server_probes import kafka_api_versions, redis_ping
 from cli.servers import ServerNotFoundError, find_redis_server, start_dev_servers
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_SERVER, ENV_REDIS_URL
 
@@ -63,8 +64,8 @@ def test_start_answers_and_stop_leaves_nothing() -> None:
     pids = [p.popen.pid for p in servers.processes]
     redis_hostport = servers.redis_url.removeprefix("redis://").split("/")[0]
     assert (servers.redis_source, servers.kafka_source) == ("local", "local")
-    assert launcher._redis_ping(*_split(redis_hostport))
-    assert launcher._kafka_api_versions(*_split(servers.kafka_bootstrap))
+    assert redis_ping(*_split(redis_hostport))
+    assert kafka_api_versions(*_split(servers.kafka_bootstrap))
     assert servers.startup_seconds < 5.0
 
     servers.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.stack_commands import up_main
+from cli.up_command import up_main
 from shared.config import load_config
 from shared.env import StackSettings, profile_refusal
 from tests.kube.conftest import ApiServer

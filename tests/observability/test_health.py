@@ -131,20 +131,18 @@ async def test_head_has_no_body(server: HealthServer) -> None:
 
 
 @pytest.mark.parametrize(
-    ("raw", "status_line"),
+    ("raw", "status"),
     [
-        pytest.param(b"garbage\r\n\r\n", b"HTTP/1.1 400 Bad Request", id="malformed-line"),
+        pytest.param(b"garbage\r\n\r\n", b"400", id="malformed-line"),
         pytest.param(
             b"GET /healthz HTTP/1.1\r\nno-colon\r\n\r\n",
-            b"HTTP/1.1 400 Bad Request",
+            b"400",
             id="malformed-header",
         ),
-        pytest.param(
-            b"GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n", b"HTTP/1.1 200 OK", id="http-1.0"
-        ),
+        pytest.param(b"GET /healthz HTTP/1.0\r\nHost: x\r\n\r\n", b"200", id="http-1.0"),
     ],
 )
-async def test_raw_requests(server: HealthServer, raw: bytes, status_line: bytes) -> None:
+async def test_raw_requests(server: HealthServer, raw: bytes, status: bytes) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     try:
         writer.write(raw)
@@ -153,7 +151,7 @@ async def test_raw_requests(server: HealthServer, raw: bytes, status_line: bytes
     finally:
         writer.close()
         await writer.wait_closed()
-    assert answer.split(b"\r\n", 1)[0] == status_line
+    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == status
 
 
 async def test_a_silent_client_does_not_block_others(server: HealthServer) -> None:

@@ -7,14 +7,8 @@ from collections import Counter
 
 import pytest
 
-from cli.demo import (
-    GANG_SIZE,
-    GPU,
-    GPUS_PER_NODE,
-    demo_workload,
-    format_summary,
-    run_demo,
-)
+from cli.demo import format_summary, run_demo
+from cli.demo_workload import GANG_SIZE, GPU, GPUS_PER_NODE, demo_workload
 from cli.run import pipeline
 from cli.servers import DevServers
 from shared.models import POD_GROUP_LABEL, pod_requests

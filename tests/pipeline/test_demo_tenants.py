@@ -14,14 +14,13 @@ from fractions import Fraction
 from pathlib import Path
 
 from cli.demo_plot import plot_tenants
-from cli.demo_tenants import (
+from cli.demo_tenants import format_result, run_tenants
+from cli.demo_tenants_samples import TenantsResult
+from cli.demo_tenants_scenario import (
     Scenario,
     Tenant,
-    TenantsResult,
     default_scenario,
-    format_result,
     queue_manifests,
-    run_tenants,
     tenant_jobs,
 )
 from cli.run import pipeline

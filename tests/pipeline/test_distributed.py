@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from cli.demo import demo_workload
+from cli.demo_workload import demo_workload
 from cli.run import pipeline
 from cli.servers import DevServers
 from tests.pipeline.final_state import final_state, kill_mid_run

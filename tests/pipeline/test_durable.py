@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.demo import demo_workload
+from cli.demo_workload import demo_workload
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers, LocalServer, start_dev_servers
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL

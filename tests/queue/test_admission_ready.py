@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import redis.asyncio as aioredis
 
+from services.queue.config import WaitForPodsReady
 from services.queue.quota.admission import Admission
-from services.queue.quota.ready import Readiness, WaitForPodsReady
+from services.queue.quota.ready import Readiness
 from services.queue.records import PodRecord
 from shared.models import Pod
 from tests.builders import make_pod_group

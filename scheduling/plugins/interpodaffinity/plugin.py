@@ -27,6 +27,7 @@ from scheduling.framework.interfaces import (
 from scheduling.framework.signature import WHEN_SKIPPED, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
+from scheduling.plugins.helper.pod_updates import PodUpdates
 from scheduling.plugins.interpodaffinity import filtering, scoring
 from scheduling.plugins.podindex import (
     ClusterObjects,
@@ -47,7 +48,8 @@ class InterPodAffinityArgsError(ValueError):
     """The plugin args are not InterPodAffinityArgs or do not validate."""
 
 
-class InterPodAffinity:
+class InterPodAffinity(PodUpdates, prefilter_key=PRE_FILTER_KEY, update=filtering.update_with_pod):
+    # PreFilterExtensions from PodUpdates: preemption removes victims, nominated pods are added.
     name: ClassVar[str] = names.INTER_POD_AFFINITY
     # Reads other nodes' pods: reused only while PreFilter and PreScore skip.
     signature_reuse: ClassVar[Reuse] = WHEN_SKIPPED
@@ -90,33 +92,6 @@ class InterPodAffinity:
         except MissingStateError as exc:
             return Status.error(str(exc), plugin=self.name)
         return filtering.filter_rows(pre, nodes, rows)
-
-    # PreFilterExtensions: used by preemption (victims removed) and nominated pods (added).
-    def add_pod(
-        self, state: CycleState, pod_to_schedule: Pod, pod_to_add: Pod, nodes: NodeColumns, row: int
-    ) -> Status:
-        return self._update(state, pod_to_add, nodes, row, 1)
-
-    def remove_pod(
-        self,
-        state: CycleState,
-        pod_to_schedule: Pod,
-        pod_to_remove: Pod,
-        nodes: NodeColumns,
-        row: int,
-    ) -> Status:
-        return self._update(state, pod_to_remove, nodes, row, -1)
-
-    def _update(
-        self, state: CycleState, other: Pod, nodes: NodeColumns, row: int, delta: int
-    ) -> Status:
-        try:
-            pre = state.read(PRE_FILTER_KEY)
-        except MissingStateError as exc:
-            return Status.error(str(exc), plugin=self.name)
-        # Copy on write: CycleState.clone() is shallow, a cloned state must not see this.
-        state.write(PRE_FILTER_KEY, filtering.update_with_pod(pre, other, nodes, row, delta))
-        return SUCCESS
 
     # -------------------------------------------------------------------- scoring
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows) -> Status:

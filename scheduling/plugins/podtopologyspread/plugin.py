@@ -28,6 +28,7 @@ from scheduling.framework.interfaces import (
 from scheduling.framework.signature import WHEN_SKIPPED, Reuse
 from scheduling.framework.status import SUCCESS, Status
 from scheduling.plugins import names
+from scheduling.plugins.helper.pod_updates import PodUpdates
 from scheduling.plugins.podindex import (
     ClusterObjects,
     SelectorError,
@@ -54,7 +55,8 @@ class PodTopologySpreadArgsError(ValueError):
     """The plugin args are not PodTopologySpreadArgs or do not validate."""
 
 
-class PodTopologySpread:
+class PodTopologySpread(PodUpdates, prefilter_key=PRE_FILTER_KEY, update=filtering.update_with_pod):
+    # PreFilterExtensions from PodUpdates: preemption removes victims, nominated pods are added.
     name: ClassVar[str] = names.POD_TOPOLOGY_SPREAD
     # Counts matching pods across domains: reused only while PreFilter and PreScore skip.
     signature_reuse: ClassVar[Reuse] = WHEN_SKIPPED
@@ -109,33 +111,6 @@ class PodTopologySpread:
         if not pre.constraints:
             return None
         return filtering.filter_rows(pre, pod, nodes, rows)
-
-    # PreFilterExtensions: used by preemption (victims removed) and nominated pods (added).
-    def add_pod(
-        self, state: CycleState, pod_to_schedule: Pod, pod_to_add: Pod, nodes: NodeColumns, row: int
-    ) -> Status:
-        return self._update(state, pod_to_add, nodes, row, 1)
-
-    def remove_pod(
-        self,
-        state: CycleState,
-        pod_to_schedule: Pod,
-        pod_to_remove: Pod,
-        nodes: NodeColumns,
-        row: int,
-    ) -> Status:
-        return self._update(state, pod_to_remove, nodes, row, -1)
-
-    def _update(
-        self, state: CycleState, other: Pod, nodes: NodeColumns, row: int, delta: int
-    ) -> Status:
-        try:
-            pre = state.read(PRE_FILTER_KEY)
-        except MissingStateError as exc:
-            return Status.error(str(exc), plugin=self.name)
-        # Copy on write: CycleState.clone() is shallow, a cloned state must not see this.
-        state.write(PRE_FILTER_KEY, filtering.update_with_pod(pre, other, nodes, row, delta))
-        return SUCCESS
 
     # -------------------------------------------------------------------- scoring
     def pre_score(self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows) -> Status:

@@ -11,13 +11,11 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
   starts from it. Usage counts a workload from admission until its pods are deleted (bound
   pods included; a pod bound outside admission, e.g. applied with a nodeName, is charged when
   seen).
-- **Quota.** `services.queue.quota.cohorts`: nominal quota, borrowing from the cohort within
-borrowingLimit,
+- **Quota.** `cohorts.py`: nominal quota, borrowing from the cohort within borrowingLimit,
   lendingLimit keeping a guaranteed part. **Flavors** as Kueue assigns them
-  (`services.queue.quota.flavor_assign`, via `quota_assign`): one flavor per resource group,
-  skipping
-  flavors whose nodeLabels contradict the pod's nodeSelector / required node affinity or
-  whose taints it does not tolerate, flavorFungibility deciding when to try the next.
+  (`flavor_assign.py`, via `assign.py`): one flavor per resource group, skipping flavors
+  whose nodeLabels contradict the pod's nodeSelector / required node affinity or whose taints
+  it does not tolerate, flavorFungibility deciding when to try the next.
 - **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
   workload that fits go before an earlier one that does not, StrictFIFO does not. Across the
   queues of a cohort, the workload whose queue would have the lowest weighted dominant
@@ -34,15 +32,15 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.queue.config import QueueConfig
+from services.queue.config import QueueConfig, WaitForPodsReady
 from services.queue.keys import QueueKeys
 from services.queue.pod_status import cluster_queue_of
 from services.queue.quota import fair as quota_fair
@@ -55,12 +53,16 @@ from services.queue.quota.estimate import estimates
 from services.queue.quota.eta import Releases
 from services.queue.quota.evict import drain, preempt
 from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE
-from services.queue.quota.ready import Readiness, WaitForPodsReady
+from services.queue.quota.ready import Readiness
 from services.queue.quota.report import report
-from services.queue.quota.scripts import COMMIT, RELEASE
+from services.queue.quota.scripts import QUOTA_LUA
 from services.queue.quota.status import read_reserved
+from services.queue.quota.workload import (
+    Verdict,
+    Workload,
+    usage_field,
+)
 from services.queue.records import PodRecord
-from services.queue.store import quota_why
 from shared.messages import decode_pod
 from shared.metrics import default_metrics
 from shared.models import (
@@ -88,75 +90,8 @@ from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
-QUOTA_PLUGIN = "Quota"
-"""The 'plugin' a quota-waiting pod names (berth get pods: status Quota)."""
-
-QUOTA_KINDS = frozenset(
-    {"ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"}
-)
-"""Kinds whose changes change what admission decides (it reloads them)."""
-
-
-@dataclass(frozen=True, slots=True)
-class QuotaObjectsChanged:
-    """The informer saw a change of a QUOTA_KINDS object."""
-
-
-QUOTA_OBJECTS_CHANGED = QuotaObjectsChanged()
-
-
-def usage_field(queue: str, flavor: str, resource: str) -> str:
-    return f"{queue}|{flavor}|{resource}"
-
-
-@dataclass
-class Workload:
-    key: str
-    queue: str
-    priority: int
-    created: float
-    pods: dict[str, PodRecord] = field(default_factory=dict)
-    requests: dict[str, dict[str, int]] = field(default_factory=dict)
-    placements: dict[str, Placement] = field(default_factory=dict)
-    min_member: int = 1
-    admitted_members: int = 0
-    local_queue: str = ""
-    """Its LocalQueue, "namespace/name"."""
-
-    def request(self) -> dict[str, int]:
-        total: dict[str, int] = defaultdict(int)
-        for req in self.requests.values():
-            for resource, amount in req.items():
-                total[resource] += amount
-        return dict(total)
-
-    @property
-    def order(self) -> tuple[int, float, str]:
-        return (-self.priority, self.created, self.key)
-
-
-TenantOf = Callable[[PodRecord], str]
 _Best = tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]]
 """A queue's candidate in a round: share, order, workload, each pod's flavors."""
-
-
-@dataclass
-class Verdict:
-    """One round's answer: pods to ungate, and the reason of every pod still waiting."""
-
-    admitted: list[PodRecord] = field(default_factory=list)
-    waiting: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
-
-    async def write_whys(self, redis: Redis, keys: QueueKeys, tenant_of: TenantOf) -> None:
-        """The waiting pods' reasons, where the queue keeps every pod's (its `why` hash)."""
-        whys: dict[str, dict[str, bytes]] = defaultdict(dict)
-        for pod, message in self.waiting.values():
-            whys[tenant_of(pod)][pod.key] = quota_why(message)
-        if whys:
-            async with redis.pipeline(transaction=False) as pipe:
-                for tenant, blobs in whys.items():
-                    pipe.hset(keys.key(tenant, "why"), mapping=dict(blobs))  # type: ignore[arg-type]
-                await pipe.execute()
 
 
 class Admission:
@@ -188,8 +123,8 @@ class Admission:
         self.keys = QueueKeys(prefix)
         self.admitted_key = self.keys.quota_admitted
         self.usage_key = self.keys.quota_usage
-        self._commit = redis.register_script(COMMIT)
-        self._release = redis.register_script(RELEASE)
+        self._commit = QUOTA_LUA.register(redis, "commit")
+        self._release = QUOTA_LUA.register(redis, "release")
         self.loaded = False
         self.queues: dict[str, ClusterQueue] = {}
         self.local: dict[str, str] = {}
@@ -348,7 +283,7 @@ class Admission:
         if self.requeued.get(pod.key) == pod.uid:  # evicted, then bound by a stale proposal
             log.info("quota: %s was bound after its eviction; evicting it again", pod.key)
             return await requeue(self.store, pod.key, pod.uid)
-        queue, _ = self._queue_of(pod)
+        queue, _ = self.queue_of(pod)
         if queue is None:
             return
         request = self._request_of(pod, queue)
@@ -388,7 +323,7 @@ class Admission:
     def _workloads(self, verdict: Verdict) -> dict[str, Workload]:
         out: dict[str, Workload] = {}
         for pod in self.pending.values():
-            queue, problem = self._queue_of(pod)
+            queue, problem = self.queue_of(pod)
             if queue is None:
                 verdict.waiting[pod.key] = (pod, problem)
                 continue
@@ -548,7 +483,7 @@ class Admission:
         await self._commit(keys=[self.admitted_key, self.usage_key], args=args)
 
     # ------------------------------------------------------------------ helpers
-    def _queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
+    def queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
         name = pod.labels.get(QUEUE_NAME_LABEL, "")
         queue = self.local.get(f"{pod.namespace}/{name}")
         if queue is None:

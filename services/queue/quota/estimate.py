@@ -13,7 +13,8 @@ from services.queue.quota.cohorts import Cohort
 from services.queue.quota.eta import estimate
 
 if TYPE_CHECKING:
-    from services.queue.quota.admission import Admission, Workload
+    from services.queue.quota.admission import Admission
+    from services.queue.quota.workload import Workload
 
 
 def estimates(

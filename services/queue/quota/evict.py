@@ -15,7 +15,8 @@ from services.queue.quota.preemption import Candidate, Plan, Preemptor, plan
 from shared.models.kueue import PREEMPTION_NEVER, STOP_HOLD_AND_DRAIN, ClusterQueuePreemption
 
 if TYPE_CHECKING:
-    from services.queue.quota.admission import Admission, Workload
+    from services.queue.quota.admission import Admission
+    from services.queue.quota.workload import Workload
 
 
 async def preempt(

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from shared.models.kueue import USAGE_BASED
 
 if TYPE_CHECKING:
-    from services.queue.quota.admission import Admission, Workload
+    from services.queue.quota.admission import Admission
+    from services.queue.quota.workload import Workload
 
 
 def refresh(self: Admission) -> None:

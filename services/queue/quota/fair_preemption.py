@@ -30,8 +30,7 @@ from services.queue.quota.preemption import (
     Plan,
     Preemptor,
     Target,
-    allowed,
-    order,
+    candidates_for,
 )
 from shared.models.kueue import PREEMPTION_NEVER, ClusterQueuePreemption
 
@@ -100,19 +99,8 @@ def fair_plan(
     flavors = {r: f for f, r in request}
     if not needs:
         return Plan(flavors)
-    sim = cohort.with_usage({q: dict(u) for q, u in cohort.usage.items()})
+    sim, candidates = candidates_for(cohort, policy, preemptor, admitted, needs, may_evict)
     queue = preemptor.queue
-    in_cohort = bool(cohort.queues[queue].cohort)
-    candidates = sorted(
-        (
-            c
-            for c in admitted
-            if any(fr in needs for fr in c.usage)
-            and allowed(policy, preemptor, c, sim, needs, in_cohort)
-            and may_evict(c)
-        ),
-        key=order(queue),
-    )
     below: int | None = None
     borrow = policy.borrow_within_cohort
     if borrow.policy != PREEMPTION_NEVER:

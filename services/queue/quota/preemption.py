@@ -123,6 +123,32 @@ def order(queue: str) -> Callable[[Candidate], tuple[bool, bool, int, float, str
     return lambda c: (not c.evicting, c.queue == queue, c.priority, -c.admitted_at, c.key)
 
 
+def candidates_for(
+    cohort: Cohort,
+    policy: ClusterQueuePreemption,
+    preemptor: Preemptor,
+    admitted: Iterable[Candidate],
+    needs: frozenset[FlavorResource],
+    may_evict: Callable[[Candidate], bool],
+) -> tuple[Cohort, list[Candidate]]:
+    """A copy of the cohort to simulate evictions on, and the admitted workloads the policy
+    lets `preemptor` evict for the (flavor, resource) pairs it `needs`, in Kueue's order
+    (classical and fair-sharing preemption both start here)."""
+    sim = cohort.with_usage({q: dict(u) for q, u in cohort.usage.items()})
+    in_cohort = bool(cohort.queues[preemptor.queue].cohort)
+    candidates = sorted(
+        (
+            c
+            for c in admitted
+            if any(fr in needs for fr in c.usage)
+            and allowed(policy, preemptor, c, sim, needs, in_cohort)
+            and may_evict(c)
+        ),
+        key=order(preemptor.queue),
+    )
+    return sim, candidates
+
+
 def plan(
     cohort: Cohort,
     policy: ClusterQueuePreemption,
@@ -148,19 +174,8 @@ def plan(
         flavors = {r: f for f, r in request}
     if not needs:
         return Plan(flavors)
-    sim = cohort.with_usage({q: dict(u) for q, u in cohort.usage.items()})
+    sim, candidates = candidates_for(cohort, policy, preemptor, admitted, needs, may_evict)
     queue = preemptor.queue
-    in_cohort = bool(cohort.queues[queue].cohort)
-    candidates = sorted(
-        (
-            c
-            for c in admitted
-            if any(fr in needs for fr in c.usage)
-            and allowed(policy, preemptor, c, sim, needs, in_cohort)
-            and may_evict(c)
-        ),
-        key=order(queue),
-    )
     if not candidates:
         return None
     own = [c for c in candidates if c.queue == queue]

@@ -16,21 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from services.queue.config import WaitForPodsReady
 from services.queue.quota.effects import admitted_workloads
 from services.queue.quota.evict import evict
 
 if TYPE_CHECKING:
-    from services.queue.quota.admission import Admission, Workload
-
-
-@dataclass(frozen=True, slots=True)
-class WaitForPodsReady:
-    timeout_s: float = 0.0
-    """0: off."""
-    block_admission: bool = False
-    backoff_base_s: float = 60.0
-    backoff_max_s: float = 3600.0
-    backoff_limit: int | None = None
+    from services.queue.quota.admission import Admission
+    from services.queue.quota.workload import Workload
 
 
 @dataclass

@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING
 from shared.metrics import BerthMetrics
 
 if TYPE_CHECKING:
-    from services.queue.quota.admission import Admission, Verdict
+    from services.queue.quota.admission import Admission
+    from services.queue.quota.workload import Verdict
 
 
 def report(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> None:
     """Kueue's metric families for every ClusterQueue, after a round."""
     waiting: dict[str, int] = defaultdict(int)
     for pod in admission.pending.values():
-        queue, _ = admission._queue_of(pod)
+        queue, _ = admission.queue_of(pod)
         waiting[queue or ""] += 1
     active: dict[str, int] = defaultdict(int)
     for record in admission.admitted.values():

@@ -1,0 +1,83 @@
+"""What quota admission decides about: a waiting workload (a pod, or a gang's pods), one round's
+verdict, the usage field names, and the kinds whose changes make admission reload."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from redis.asyncio import Redis
+
+from services.queue.keys import QueueKeys
+from services.queue.quota.assign import Placement
+from services.queue.records import PodRecord
+from services.queue.store import quota_why
+
+QUOTA_PLUGIN = "Quota"
+"""The 'plugin' a quota-waiting pod names (berth get pods: status Quota)."""
+
+QUOTA_KINDS = frozenset(
+    {"ClusterQueue", "Cohort", "LocalQueue", "ResourceFlavor", "Namespace", "PodGroup"}
+)
+"""Kinds whose changes change what admission decides (it reloads them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaObjectsChanged:
+    """The informer saw a change of a QUOTA_KINDS object."""
+
+
+QUOTA_OBJECTS_CHANGED = QuotaObjectsChanged()
+
+
+def usage_field(queue: str, flavor: str, resource: str) -> str:
+    return f"{queue}|{flavor}|{resource}"
+
+
+@dataclass
+class Workload:
+    key: str
+    queue: str
+    priority: int
+    created: float
+    pods: dict[str, PodRecord] = field(default_factory=dict)
+    requests: dict[str, dict[str, int]] = field(default_factory=dict)
+    placements: dict[str, Placement] = field(default_factory=dict)
+    min_member: int = 1
+    admitted_members: int = 0
+    local_queue: str = ""
+    """Its LocalQueue, "namespace/name"."""
+
+    def request(self) -> dict[str, int]:
+        total: dict[str, int] = defaultdict(int)
+        for req in self.requests.values():
+            for resource, amount in req.items():
+                total[resource] += amount
+        return dict(total)
+
+    @property
+    def order(self) -> tuple[int, float, str]:
+        return (-self.priority, self.created, self.key)
+
+
+TenantOf = Callable[[PodRecord], str]
+
+
+@dataclass
+class Verdict:
+    """One round's answer: pods to ungate, and the reason of every pod still waiting."""
+
+    admitted: list[PodRecord] = field(default_factory=list)
+    waiting: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
+
+    async def write_whys(self, redis: Redis, keys: QueueKeys, tenant_of: TenantOf) -> None:
+        """The waiting pods' reasons, where the queue keeps every pod's (its `why` hash)."""
+        whys: dict[str, dict[str, bytes]] = defaultdict(dict)
+        for pod, message in self.waiting.values():
+            whys[tenant_of(pod)][pod.key] = quota_why(message)
+        if whys:
+            async with redis.pipeline(transaction=False) as pipe:
+                for tenant, blobs in whys.items():
+                    pipe.hset(keys.key(tenant, "why"), mapping=dict(blobs))  # type: ignore[arg-type]
+                await pipe.execute()
