@@ -39,7 +39,7 @@ from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.records import PodRecord
 from services.queue.routing import Step, group_steps, route_pod_change
-from services.queue.store import NamespaceLabels, QueueStore
+from services.queue.store import MoveResult, NamespaceLabels, QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
 from shared.kafka import (
@@ -52,6 +52,7 @@ from shared.kafka import (
     refusal,
 )
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
+from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.queue_keys import InvalidTenantError
 from shared.redisconn import connect
 from shared.retry import Retry
@@ -60,6 +61,9 @@ from shared.store import ClusterStore
 from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
+
+INCOMING_QUEUES = ("active", "backoff", "unschedulable", "gated")
+"""Outcome effects that put a pod in one of upstream's queues (ScheduleAttemptFailure)."""
 
 SERVICE_NAME = "queue"
 HeadersHook = Callable[[ScheduleBatch], Headers]
@@ -118,6 +122,8 @@ class QueueService:
         self.replica_id = replica_id or uuid.uuid4().hex[:8]
         self.headers_hook = headers_hook
         self.metrics: Counter[str] = Counter()
+        self.prom: BerthMetrics = default_metrics()
+        """kube-scheduler's and berth's Prometheus families (self.metrics: counts for tests)."""
         self._consumer_options = consumer_options or {}
         self._producer_options = producer_options or {}
         self._consumer: AIOKafkaConsumer | None = None
@@ -178,6 +184,9 @@ class QueueService:
         await self._consumer.start()
         self._tasks = [
             asyncio.create_task(self._consume_loop(), name="queue-consume"),
+            asyncio.create_task(
+                report_consumer_lag(self._consumer, self.prom), name="queue-consumer-lag"
+            ),
             *(
                 [asyncio.create_task(self.informer.run(self._stopping), name="queue-informer")]
                 if self.informer is not None
@@ -382,34 +391,51 @@ class QueueService:
     async def _apply(self, step: Step) -> None:
         store = self.store
         if step.kind == "upsert":
-            await store.upsert(step.items)
+            placed = await store.upsert(step.items)
+            for (op, _pod), queue in zip(step.items, placed, strict=True):
+                if op == "add" and queue:
+                    self.prom.incoming_pods.labels(queue=queue, event="PodAdd").inc()
         elif step.kind == "delete":
             self.metrics["deleted"] += await store.delete(step.items)
         elif step.kind == "outcome":
             effects = await store.record_outcomes(step.items)
             self.metrics.update(f"outcome_{effect}" for effect in effects)
+            for effect in effects:
+                if effect in INCOMING_QUEUES:
+                    self.prom.incoming_pods.labels(
+                        queue=effect, event="ScheduleAttemptFailure"
+                    ).inc()
         elif step.kind == "cluster":
             for event in step.items:
                 if event.action != ActionType.NONE:
                     moved = await store.move_all(event)
                     self.metrics["woken"] += moved.moved
+                    self._incoming(moved, event.label)
         elif step.kind == "bound":
             await store.delete(step.items)
-            self.metrics["woken"] += (await store.assigned_pods_added(step.items)).moved
+            added = await store.assigned_pods_added(step.items)
+            self.metrics["woken"] += added.moved
+            self._incoming(added, "AssignedPodAdd")
         elif step.kind == "assigned_update":
-            self.metrics["woken"] += (await store.assigned_pods_updated(step.items)).moved
+            updated = await store.assigned_pods_updated(step.items)
+            self.metrics["woken"] += updated.moved
+            self._incoming(updated, "AssignedPodUpdate")
         elif step.kind == "assigned_delete":
             await store.delete(step.items)
             # One move for a run of deletions: each would move the same pods.
-            self.metrics["woken"] += (await store.assigned_pod_deleted(step.items[-1])).moved
+            deleted = await store.assigned_pod_deleted(step.items[-1])
+            self.metrics["woken"] += deleted.moved
+            self._incoming(deleted, "AssignedPodDelete")
 
     async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
         assert self._producer is not None
         log.warning("queue: dead letter from %s@%s: %s", record.topic, record.offset, error)
+        self.prom.dead_letters.labels(topic=str(record.topic)).inc()
         await self._send_dead_letter(DeadLetter.of_record(SERVICE_NAME, record, error))
 
     async def _dead_letter_pod(self, pod: PodRecord, error: str) -> None:
         log.warning("queue: dead letter for stored pod %s: %s", pod.key, error)
+        self.prom.dead_letters.labels(topic=STREAM_TOPIC).inc()
         letter = DeadLetter(
             service=SERVICE_NAME,
             topic=STREAM_TOPIC,
@@ -547,14 +573,27 @@ class QueueService:
     async def _flush_backoff(self) -> int:
         moved = await self.store.flush_backoff_completed()
         self.metrics["backoff_completed"] += moved
+        if moved:
+            self.prom.incoming_pods.labels(queue="active", event="BackoffComplete").inc(moved)
         return moved
 
     async def _flush_leftover(self) -> int:
-        moved = (await self.store.flush_unschedulable_leftover()).moved
+        result = await self.store.flush_unschedulable_leftover()
+        moved = result.moved
         self.metrics["unschedulable_timeout"] += moved
+        self._incoming(result, "UnschedulableTimeout")
         return moved
+
+    def _incoming(self, moved: MoveResult, event: str) -> None:
+        """scheduler_queue_incoming_pods_total for pods a move sent to active or backoff."""
+        if moved.to_active:
+            self.prom.incoming_pods.labels(queue="active", event=event).inc(moved.to_active)
+        if moved.to_backoff:
+            self.prom.incoming_pods.labels(queue="backoff", event=event).inc(moved.to_backoff)
 
     async def _expire_leases(self) -> int:
         expired = await self.store.expire_leases()
         self.metrics["redispatched"] += expired
+        if expired:
+            self.prom.expired_leases.inc(expired)
         return expired

@@ -47,7 +47,7 @@ def families(metrics: BerthMetrics) -> dict[str, tuple[str, set[str]]]:
             "scheduler_schedule_attempts", "counter", {"result", "profile"}, id="attempts"
         ),
         pytest.param(
-            "scheduler_e2e_scheduling_duration_seconds",
+            "scheduler_scheduling_attempt_duration_seconds",
             "histogram",
             {"result", "profile"},
             id="e2e",
@@ -58,7 +58,7 @@ def families(metrics: BerthMetrics) -> dict[str, tuple[str, set[str]]]:
             {"extension_point", "status", "profile"},
             id="extension-points",
         ),
-        pytest.param("berth_conflicts", "counter", set(), id="conflicts"),
+        pytest.param("berth_conflicts", "counter", {"reason"}, id="conflicts"),
         pytest.param("berth_binding_duration_seconds", "histogram", {"result"}, id="binding"),
         pytest.param("berth_consumer_lag", "gauge", {"topic"}, id="lag"),
     ],
@@ -69,7 +69,7 @@ def test_families_are_named_like_kube_scheduler(
     metrics.set_pending({})
     metrics.record_attempt("scheduled", 0.01)
     metrics.observe_extension_point("Filter", 0.001)
-    metrics.conflicts.inc()
+    metrics.conflict("reserve")
     metrics.record_binding("bound", 0.02)
     metrics.set_consumer_lag({"berth.schedule": 4})
     assert families(metrics)[name] == (kind, labels)
@@ -77,13 +77,14 @@ def test_families_are_named_like_kube_scheduler(
 
 def test_counters_are_exposed_with_the_total_suffix(metrics: BerthMetrics) -> None:
     metrics.record_attempt("unschedulable")
-    metrics.conflicts.inc(2)
+    metrics.conflict("reserve")
+    metrics.conflict("reserve")
     text = generate_latest(metrics.registry).decode()
     assert (
         'scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"}'
         in (text)
     )
-    assert "berth_conflicts_total 2.0" in text
+    assert 'berth_conflicts_total{reason="reserve"} 2.0' in text
 
 
 def test_set_pending_sets_all_four_queues(metrics: BerthMetrics) -> None:
@@ -123,7 +124,10 @@ def test_record_attempt(
     metrics.record_attempt(result, seconds, profile="batch")
     labels = {"result": result, "profile": "batch"}
     assert sample(metrics, "scheduler_schedule_attempts_total", **labels) == count
-    assert sample(metrics, "scheduler_e2e_scheduling_duration_seconds_count", **labels) == e2e_count
+    assert (
+        sample(metrics, "scheduler_scheduling_attempt_duration_seconds_count", **labels)
+        == e2e_count
+    )
 
 
 def test_time_extension_point_records_the_status(metrics: BerthMetrics) -> None:
