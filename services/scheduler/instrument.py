@@ -71,7 +71,7 @@ def status_label(result: object) -> str:
     if isinstance(result, tuple):
         status = next((item for item in result if isinstance(item, Status)), None)
     elif not isinstance(result, Status):
-        status = getattr(result, "status", None)
+        status = getattr(result, "status", None) or getattr(result, "error", None)
     if isinstance(status, Status):
         return _CODE_NAMES.get(status.code, str(status.code))
     return SUCCESS
