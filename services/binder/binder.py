@@ -59,6 +59,7 @@ from services.binder.order import CheckOrder
 from services.binder.refusals import LeaseReader, victims_refusal
 from shared.eviction import evict
 from shared.kafka import Headers
+from shared.logs import DecisionLog
 from shared.messages import (
     Outcome,
     OutcomeResult,
@@ -188,6 +189,8 @@ class Binder:
         self.kube = kube
         """Kubernetes mode: bind and evict through the API server (services.binder.kube_api)."""
         self.metrics = metrics if metrics is not None else default_metrics()
+        self.decisions = DecisionLog(log)
+        """Notable decisions at INFO (preemptions, conflicts), rate limited per kind."""
         self.store = store
         self.bindings = store.bindings
         self.view = view
@@ -690,6 +693,17 @@ class Binder:
         )
         await self._clear_lower_nominations(p, priority_of(pod))
         self.stats["preempted"] += evicted
+        self.decisions.info(
+            "preemption",
+            "preempted %d pod(s) on %s for %s: %s",
+            len(p.victims),
+            p.node_name,
+            p.pod_key,
+            ", ".join(v.pod_key for v in p.victims),
+            pod=p.pod_key,
+            node=p.node_name,
+            victims=[v.pod_key for v in p.victims],
+        )
         await self._outcome(
             p,
             "unschedulable",
@@ -891,6 +905,16 @@ class Binder:
         self.metrics.record_attempt(result, seconds)
         if result == "conflict":
             self.metrics.conflict(conflict)
+            self.decisions.info(
+                "conflict",
+                "conflict: %s on %s (%s)",
+                p.pod_key,
+                p.node_name,
+                conflict,
+                pod=p.pod_key,
+                node=p.node_name,
+                reason=conflict,
+            )
         elif result == "scheduled":
             self.metrics.record_scheduled(p.attempt, now - p.queued_at if p.queued_at else None)
 

@@ -64,6 +64,7 @@ from shared.kafka import (
     message_verifier,
     refusal,
 )
+from shared.logs import DecisionLog
 from shared.message_auth import Verifier
 from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
@@ -156,6 +157,7 @@ class SchedulerWorker:
         self.stats = WorkerStats()
         self.metrics = metrics if metrics is not None else default_metrics()
         self._sampler = instrument(self.frameworks, self.metrics)
+        self._decisions = DecisionLog(log)
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -459,6 +461,14 @@ class SchedulerWorker:
         assert self._producer is not None
         self.stats.dead_letters += 1
         self.metrics.dead_letters.labels(topic=str(record.topic)).inc()
+        self._decisions.info(
+            "dead_letter",
+            "dead letter from %s@%s: %s",
+            record.topic,
+            record.offset,
+            error,
+            topic=str(record.topic),
+        )
         letter = DeadLetter.of_record(self.config.service_name, record, error)
         delivery: asyncio.Future[Any] = await self._producer.send(
             self.config.topics.dlq, value=letter.encode(), key=record.key
