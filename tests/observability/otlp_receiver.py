@@ -31,10 +31,15 @@ class ReceivedSpan:
     start_ns: int
     end_ns: int
     status_code: int
+    status_message: str = ""
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """(name, attributes) of each span event, in order."""
 
 
 def _value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(item) for item in value.array_value.values]
     return getattr(value, kind) if kind else None
 
 
@@ -58,6 +63,8 @@ def _span(span: Span, resource: dict[str, Any]) -> ReceivedSpan:
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,
         status_code=span.status.code,
+        status_message=span.status.message,
+        events=tuple((e.name, {a.key: _value(a.value) for a in e.attributes}) for e in span.events),
     )
 
 
