@@ -81,6 +81,7 @@ from shared.store.bindings import AttemptState
 from shared.store.records import unpack
 from shared.tasks import finish
 from shared.tracing import (
+    add_victim_events,
     binding_cycle_span,
     binding_step_span,
     inject_headers,
@@ -558,8 +559,7 @@ class Binder:
         )
 
     async def _bind(self, p: Proposal, r: _Reserved) -> None:
-        with binding_step_span("PreBind"):
-            pass  # berth has no volumes or other pre-binding work
+        # No PreBind span: berth has no volumes or other pre-binding work.
         with binding_step_span("Bind"):
             if self.kube is not None and not await self._api_bind(p, r.node):
                 return
@@ -693,6 +693,10 @@ class Binder:
         )
         await self._clear_lower_nominations(p, priority_of(pod))
         self.stats["preempted"] += evicted
+        cycle = _CYCLE.get()
+        if cycle is not None:
+            evicted_refs = [(v.pod_key, v.uid) for v in p.victims]
+            add_victim_events(cycle.span, evicted_refs, p.node_name)
         self.decisions.info(
             "preemption",
             "preempted %d pod(s) on %s for %s: %s",
@@ -877,7 +881,7 @@ class Binder:
         cycle = _CYCLE.get()
         if cycle is not None and result != "extend":
             cycle.result = result
-            set_result(cycle.span, result, node_name=node, message=message)
+            set_result(cycle.span, result, node_name=node, message=message, plugins=plugins)
             if not cycle.replay:
                 self._count_attempt(p, result, conflict)
         await self.emitter.outcome(

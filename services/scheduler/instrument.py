@@ -25,6 +25,7 @@ from typing import Any
 from scheduling.framework.runtime import Framework
 from scheduling.framework.status import Code, Status
 from shared.metrics import SUCCESS, BerthMetrics
+from shared.tracing import ATTR_PLUGIN, extension_point_span, span_status, tracing_enabled
 
 PLUGIN_SAMPLE_PERCENT = 10
 """Upstream pluginMetricsSamplePercent."""
@@ -66,12 +67,17 @@ _CODE_NAMES = {
 
 def status_label(result: object) -> str:
     """The status label of a run_* or plugin result: a Status, or an object carrying one
-    (`.status`), or a tuple holding one; anything else is a success."""
+    (`.status`, `.error`, or a Filter plugin's `.failures`), or a tuple holding one;
+    anything else is a success."""
     status: object = result
     if isinstance(result, tuple):
         status = next((item for item in result if isinstance(item, Status)), None)
     elif not isinstance(result, Status):
         status = getattr(result, "status", None) or getattr(result, "error", None)
+        failures = getattr(result, "failures", None)
+        if status is None and failures:
+            # A vectorised Filter plugin's verdicts: the status of the rows it rejected.
+            status = failures[0][0]
     if isinstance(status, Status):
         return _CODE_NAMES.get(status.code, str(status.code))
     return SUCCESS
@@ -92,23 +98,60 @@ class CycleSampler:
 
 
 def _timed_point(
-    method: Callable[..., Any], point: str, profile: str, metrics: BerthMetrics
+    method: Callable[..., Any],
+    point: str,
+    profile: str,
+    metrics: BerthMetrics,
+    depth: list[int],
 ) -> Callable[..., Any]:
     @functools.wraps(method)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        status = "Error"
+        if depth[0]:
+            # Called by another extension point (PostFilter's dry run runs PreFilter and
+            # Filter): part of that one's time, as upstream counts it.
+            return method(*args, **kwargs)
+        depth[0] += 1
         try:
-            result = method(*args, **kwargs)
-            status = status_label(result)
-            return result
+            return _outermost(args, kwargs)
         finally:
-            metrics.observe_extension_point(
-                point, time.perf_counter() - started, status=status, profile=profile
+            depth[0] -= 1
+
+    def _outermost(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        span = extension_point_span(point) if tracing_enabled() else None
+        if span is None:
+            return _call(
+                method,
+                args,
+                kwargs,
+                lambda s, t: metrics.observe_extension_point(point, t, status=s, profile=profile),
             )
+        with span as current:
+
+            def done(status: str, seconds: float) -> None:
+                metrics.observe_extension_point(point, seconds, status=status, profile=profile)
+                span_status(current, status)
+
+            return _call(method, args, kwargs, done)
 
     setattr(timed, _MARK, True)
     return timed
+
+
+def _call(
+    method: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    done: Callable[[str, float], None],
+) -> Any:
+    """`method(*args, **kwargs)`, then `done(status label, seconds)` (also on a raise)."""
+    started = time.perf_counter()
+    status = "Error"
+    try:
+        result = method(*args, **kwargs)
+        status = status_label(result)
+        return result
+    finally:
+        done(status, time.perf_counter() - started)
 
 
 def _timed_plugin(
@@ -118,18 +161,27 @@ def _timed_plugin(
     sampler: CycleSampler,
     metrics: BerthMetrics,
 ) -> Callable[..., Any]:
+    """Timed in sampled cycles; a span of its own (under the extension point's) whenever
+    the cycle is traced."""
+
+    def observe(status: str, seconds: float) -> None:
+        if sampler.sampled:
+            metrics.observe_plugin(plugin, point, seconds, status)
+
     @functools.wraps(method)
     def timed(*args: Any, **kwargs: Any) -> Any:
+        if tracing_enabled():
+            with extension_point_span(plugin, {ATTR_PLUGIN: plugin}) as span:
+                if span.is_recording():
+
+                    def done(status: str, seconds: float) -> None:
+                        observe(status, seconds)
+                        span_status(span, status)
+
+                    return _call(method, args, kwargs, done)
         if not sampler.sampled:
             return method(*args, **kwargs)
-        started = time.perf_counter()
-        status = "Error"
-        try:
-            result = method(*args, **kwargs)
-            status = status_label(result)
-            return result
-        finally:
-            metrics.observe_plugin(plugin, point, time.perf_counter() - started, status)
+        return _call(method, args, kwargs, observe)
 
     setattr(timed, _MARK, True)
     return timed
@@ -144,10 +196,12 @@ def instrument(
     sampler = sampler if sampler is not None else CycleSampler()
     items = frameworks.items() if isinstance(frameworks, dict) else frameworks
     for profile, framework in items:
+        depth = [0]
         for attribute, point in EXTENSION_POINTS:
             method = getattr(framework, attribute)
             if not getattr(method, _MARK, False):
-                setattr(framework, attribute, _timed_point(method, point, profile, metrics))
+                timed = _timed_point(method, point, profile, metrics, depth)
+                setattr(framework, attribute, timed)
         for listed, method_name, point in PLUGIN_METHODS:
             for entry in getattr(framework, listed):
                 name, plugin = entry[0], entry[1]

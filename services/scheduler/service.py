@@ -72,7 +72,12 @@ from shared.proposals import Proposal
 from shared.retry import OUTAGE_ERRORS, Retry, until_answered
 from shared.store import ClusterStore, StoreKeys
 from shared.tasks import finish
-from shared.tracing import inject_headers, scheduling_cycle_span, set_result
+from shared.tracing import (
+    add_victim_events,
+    inject_headers,
+    scheduling_cycle_span,
+    set_result,
+)
 from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
@@ -95,9 +100,24 @@ def _record(span: Span, decision: Decision) -> None:
     proposal, outcome = decision.proposal, decision.outcome
     if proposal is not None:
         result = "proposed" if proposal.kind == "bind" else "preempting"
-        set_result(span, result, node_name=proposal.node_name, message=proposal.message)
+        set_result(
+            span,
+            result,
+            node_name=proposal.node_name,
+            message=proposal.message,
+            plugins=proposal.unschedulable_plugins,
+        )
+        if proposal.victims:
+            victims = [(v.pod_key, v.uid) for v in proposal.victims]
+            add_victim_events(span, victims, proposal.node_name)
     elif outcome is not None:
-        set_result(span, outcome.result, node_name=outcome.node_name, message=outcome.message)
+        set_result(
+            span,
+            outcome.result,
+            node_name=outcome.node_name,
+            message=outcome.message,
+            plugins=outcome.unschedulable_plugins,
+        )
 
 
 def heartbeat_key(prefix: str, cluster: str) -> str:
