@@ -193,6 +193,24 @@ class BerthMetrics:
             "Pods whose dispatch lease expired without an outcome (sent again).",
             registry=reg,
         )
+        self.tenant_pending = Gauge(
+            "berth_tenant_pending_pods",
+            "Pending pods per tenant and queue (active, backoff, unschedulable, gated, "
+            "in_flight). The same on every queue replica: aggregate with max().",
+            ["tenant", "queue"],
+            registry=reg,
+        )
+        self.trace_export_failures = Counter(
+            "berth_trace_export_failures",
+            "Span batches the OTLP exporter failed to deliver (the spans are lost).",
+            registry=reg,
+        )
+        self.leader = Gauge(
+            "berth_leader",
+            "1 while this replica holds its leader Lease, else 0.",
+            ["lease"],
+            registry=reg,
+        )
         self.follow_lag = Gauge(
             "berth_view_follow_lag",
             "Store changes not yet applied by this replica's view of the cluster "

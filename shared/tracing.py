@@ -67,15 +67,17 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
+from prometheus_client import Counter
 
 from shared.env import ENV_OTLP_ENDPOINT, ENV_OTLP_TIMEOUT_SECONDS, ENV_TRACE_SAMPLE_RATIO
+from shared.metrics import default_metrics
 
 Headers = list[tuple[str, bytes]]
 """aiokafka record headers."""
@@ -258,7 +260,9 @@ def setup_tracing(config: TracingConfig) -> Tracing:
         id_generator=PodTraceIds(),
     )
     timeout_ms = config.export_timeout_seconds * 1000
-    exporter = OTLPSpanExporter(endpoint=config.traces_url, timeout=config.export_timeout_seconds)
+    exporter = CountingExporter(
+        OTLPSpanExporter(endpoint=config.traces_url, timeout=config.export_timeout_seconds)
+    )
     provider.add_span_processor(
         BatchSpanProcessor(
             exporter,
@@ -270,6 +274,33 @@ def setup_tracing(config: TracingConfig) -> Tracing:
     )
     _install(provider.get_tracer(INSTRUMENTATION_NAME), provider)
     return Tracing(config, provider)
+
+
+class CountingExporter(SpanExporter):
+    """An exporter that counts its failed exports in berth_trace_export_failures_total (the
+    alert on trace export failing reads it)."""
+
+    def __init__(self, inner: SpanExporter, failures: Counter | None = None) -> None:
+        self.inner = inner
+        self.failures = (
+            failures if failures is not None else default_metrics().trace_export_failures
+        )
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            self.failures.inc()
+            raise
+        if result != SpanExportResult.SUCCESS:
+            self.failures.inc()
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
 
 
 _POD_TRACE: contextvars.ContextVar[int] = contextvars.ContextVar("berth_pod_trace", default=0)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pytest
 from aiokafka import AIOKafkaConsumer
 from opentelemetry.trace import INVALID_SPAN
+from prometheus_client import REGISTRY
 
 from shared.kafka import Topics, ensure_topics, make_producer
 from shared.messages import ScheduleRequest
@@ -524,3 +525,34 @@ def test_preemption_victims_are_events(receiver: OtlpReceiver, tracing: Tracing)
         ATTR_POD_UID: "u1",
         ATTR_NODE: "node-3",
     }
+
+
+def test_failed_exports_are_counted(receiver: OtlpReceiver) -> None:
+    """berth_trace_export_failures_total (the chart's trace-export alert) counts the batches
+    a down collector did not take, and not the ones a live one did."""
+    failures = "berth_trace_export_failures_total"
+
+    def failed() -> float:
+        return REGISTRY.get_sample_value(failures) or 0.0
+
+    before = failed()
+    live = setup_tracing(TracingConfig(service_name="berth-test", endpoint=receiver.endpoint))
+    with scheduling_cycle_span(make_request("uid-ok")):
+        pass
+    live.shutdown()
+    assert receiver.wait_for(1)
+    assert failed() == before
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = setup_tracing(
+        TracingConfig(
+            service_name="berth-test",
+            endpoint=f"http://127.0.0.1:{port}",
+            export_timeout_seconds=0.3,
+        )
+    )
+    with scheduling_cycle_span(make_request("uid-lost")):
+        pass
+    down.shutdown()
+    assert failed() == before + 1
