@@ -60,6 +60,8 @@ POD_ATTEMPTS_BUCKETS = _exponential(1, 2, 5)
 """Upstream pod_scheduling_attempts: 1 .. 16."""
 VICTIMS_BUCKETS = _exponential(1, 2, 7)
 """Upstream preemption_victims: 1 .. 64."""
+KUEUE_WAIT_BUCKETS = (1.0, *_exponential(2.5, 2, 13))
+"""Kueue's generateExponentialBuckets(14): 1 s, then 2.5 s .. ~2.8 h."""
 PLUGIN_BUCKETS = _exponential(0.00001, 1.5, 20)
 """Upstream plugin_execution_duration_seconds: 10 us .. ~22 ms."""
 EXTENSION_POINT_BUCKETS = _exponential(0.0001, 2, 12)
@@ -271,10 +273,78 @@ class BerthMetrics:
             quota,
             registry=reg,
         )
-        self.cq_borrowing = Gauge(
-            "kueue_cluster_queue_borrowing",
-            "Usage above the nominal quota (borrowed from the cohort).",
+        self.cq_borrowed = Gauge(
+            "berth_cluster_queue_borrowed",
+            "Usage above the nominal quota (borrowed from the cohort): berth's own, Kueue has "
+            "no such family.",
             quota,
+            registry=reg,
+        )
+        self.cq_reservation = Gauge(
+            "kueue_cluster_queue_resource_reservation",
+            "Reports the cluster_queue's total resource reservation within all the flavors "
+            "(berth reserves and admits at once: the same as the usage).",
+            quota,
+            registry=reg,
+        )
+        self.cq_borrowing_limit = Gauge(
+            "kueue_cluster_queue_borrowing_limit",
+            "Reports the cluster_queue's resource borrowing limit within all the flavors",
+            quota,
+            registry=reg,
+        )
+        self.cq_lending_limit = Gauge(
+            "kueue_cluster_queue_lending_limit",
+            "Reports the cluster_queue's resource lending limit within all the flavors",
+            quota,
+            registry=reg,
+        )
+        self.cq_status = Gauge(
+            "kueue_cluster_queue_status",
+            "Reports 'cluster_queue' with its 'status' (pending, active or terminating): 1 "
+            "for one of the statuses.",
+            ["cluster_queue", "status"],
+            registry=reg,
+        )
+        self.cq_reserving_active = Gauge(
+            "kueue_reserving_active_workloads",
+            "The number of Workloads that are reserving quota, per 'cluster_queue'",
+            ["cluster_queue"],
+            registry=reg,
+        )
+        self.cq_quota_reserved = Counter(
+            "kueue_quota_reserved_workloads",
+            "The total number of quota reserved workloads per 'cluster_queue'",
+            ["cluster_queue"],
+            registry=reg,
+        )
+        self.cq_quota_reserved_wait = Histogram(
+            "kueue_quota_reserved_wait_time_seconds",
+            "The time between a workload was created or requeued until it got quota "
+            "reservation, per 'cluster_queue'",
+            ["cluster_queue"],
+            buckets=KUEUE_WAIT_BUCKETS,
+            registry=reg,
+        )
+        self.cq_admission_wait = Histogram(
+            "kueue_admission_wait_time_seconds",
+            "The time between a workload was created or requeued until admission, per "
+            "'cluster_queue'",
+            ["cluster_queue"],
+            buckets=KUEUE_WAIT_BUCKETS,
+            registry=reg,
+        )
+        self.admission_attempts = Counter(
+            "kueue_admission_attempts",
+            "The total number of attempts to admit workloads (one per quota round with "
+            "workloads waiting): 'success' admitted at least one, 'inadmissible' none.",
+            ["result"],
+            registry=reg,
+        )
+        self.admission_attempt_duration = Histogram(
+            "kueue_admission_attempt_duration_seconds",
+            "The latency of an admission attempt, by the result.",
+            ["result"],
             registry=reg,
         )
         self.cq_round_errors = Counter(
