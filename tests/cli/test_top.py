@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from cli.main import main
-from cli.top import Scrape, TopError, delta, endpoints, frame, quantile, scrape
+from cli.top import Scrape, Series, TopError, delta, endpoints, frame, quantile, scrape
 from shared.health import HealthServer
 from shared.metrics import BerthMetrics
 
@@ -38,8 +38,8 @@ def test_quantile(q: float, buckets: dict[float, float], expected: float | None)
 
 
 def test_a_counter_reset_counts_from_zero() -> None:
-    old = {("x_total", ()): 10.0, ("y_total", ()): 3.0}
-    new = {("x_total", ()): 15.0, ("y_total", ()): 2.0, ("z_total", ()): 4.0}
+    old: Series = {("x_total", ()): 10.0, ("y_total", ()): 3.0}
+    new: Series = {("x_total", ()): 15.0, ("y_total", ()): 2.0, ("z_total", ()): 4.0}
     assert delta(new, old) == {("x_total", ()): 5.0, ("y_total", ()): 2.0, ("z_total", ()): 4.0}
 
 
