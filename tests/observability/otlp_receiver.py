@@ -76,12 +76,15 @@ class OtlpReceiver:
         self.spans: list[ReceivedSpan] = []
         self.paths: list[str] = []
         self.content_types: list[str] = []
+        self.bytes_received = 0
+        """Request bodies as sent (compressed, when they were)."""
         self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                sent = len(body)
                 encoding = self.headers.get("Content-Encoding", "")
                 if encoding == "gzip":
                     body = gzip.decompress(body)
@@ -90,6 +93,7 @@ class OtlpReceiver:
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
                 with receiver._lock:
+                    receiver.bytes_received += sent
                     receiver.paths.append(self.path)
                     receiver.content_types.append(self.headers.get("Content-Type", ""))
                     receiver.spans.extend(_decode(request))
