@@ -94,7 +94,7 @@ async def test_every_pods_path_is_one_linked_trace(dev_servers: DevServers) -> N
         for cycle in cycles:
             assert cycle.attributes[ATTR_RESULT] == "unschedulable"
             assert "nodes are available" in cycle.attributes[ATTR_MESSAGE]
-            assert cycle.attributes[ATTR_PLUGINS] == ["NodeResourcesFit"]
+            assert "NodeResourcesFit" in cycle.attributes[ATTR_PLUGINS]
             assert cycle.status_code != STATUS_ERROR
         assert len({s.attributes["berth.pod.attempt"] for s in cycles}) == len(cycles)
 
