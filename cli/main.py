@@ -49,6 +49,7 @@ DELEGATED: dict[str, tuple[str, str, str]] = {
     "simulate": ("cli.simulate", "simulate_main", "replay a trace of arrivals and node events"),
     "run": ("cli.run", "run_main", "schedule manifests through an ephemeral stack"),
     "demo": ("cli.demo", "demo_main", "the bundled multi-tenant workload, end to end"),
+    "top": ("cli.top", "top_main", "live throughput, latency and queue depth from /metrics"),
 }
 
 

@@ -53,7 +53,17 @@ def _exponential(start: float, factor: float, count: int) -> tuple[float, ...]:
 
 
 E2E_BUCKETS = _exponential(0.001, 2, 15)
-"""Upstream e2e_scheduling_duration_seconds: 1 ms .. 16 s."""
+"""Upstream scheduling_attempt_duration_seconds (and permit_wait_duration_seconds): 1 ms .. 16 s."""
+SLI_BUCKETS = _exponential(0.01, 2, 20)
+"""Upstream pod_scheduling_sli_duration_seconds: 10 ms .. ~88 min."""
+POD_ATTEMPTS_BUCKETS = _exponential(1, 2, 5)
+"""Upstream pod_scheduling_attempts: 1 .. 16."""
+VICTIMS_BUCKETS = _exponential(1, 2, 7)
+"""Upstream preemption_victims: 1 .. 64."""
+KUEUE_WAIT_BUCKETS = (1.0, *_exponential(2.5, 2, 13))
+"""Kueue's generateExponentialBuckets(14): 1 s, then 2.5 s .. ~2.8 h."""
+PLUGIN_BUCKETS = _exponential(0.00001, 1.5, 20)
+"""Upstream plugin_execution_duration_seconds: 10 us .. ~22 ms."""
 EXTENSION_POINT_BUCKETS = _exponential(0.0001, 2, 12)
 """Upstream framework_extension_point_duration_seconds: 0.1 ms .. 204.8 ms."""
 BINDING_BUCKETS = _exponential(0.001, 2, 15)
@@ -87,12 +97,77 @@ class BerthMetrics:
             ["result", "profile"],
             registry=reg,
         )
-        self.e2e_scheduling_duration = Histogram(
-            "scheduler_e2e_scheduling_duration_seconds",
-            "E2e scheduling latency in seconds (from queue dispatch to the attempt's result: "
-            "scheduling algorithm + binding)",
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding: from the "
+            "start of the worker's cycle to the attempt's result)",
             ["result", "profile"],
             buckets=E2E_BUCKETS,
+            registry=reg,
+        )
+        self.algorithm_duration = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds",
+            buckets=E2E_BUCKETS,
+            registry=reg,
+        )
+        self.pod_sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling "
+            "queue, and might involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=SLI_BUCKETS,
+            registry=reg,
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=POD_ATTEMPTS_BUCKETS,
+            registry=reg,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            registry=reg,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims",
+            buckets=VICTIMS_BUCKETS,
+            registry=reg,
+        )
+        self.plugin_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=PLUGIN_BUCKETS,
+            registry=reg,
+        )
+        self.incoming_pods = Counter(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=reg,
+        )
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Duration of waiting on permit.",
+            ["result"],
+            buckets=E2E_BUCKETS,
+            registry=reg,
+        )
+        self.cache_size = Gauge(
+            "scheduler_scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"],
+            registry=reg,
+        )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment "
+            "the gauge for all plugins that caused it to not schedule and so this metric have "
+            "meaning only when broken down by plugin.",
+            ["plugin", "profile"],
             registry=reg,
         )
         self.extension_point_duration = Histogram(
@@ -105,7 +180,44 @@ class BerthMetrics:
         self.conflicts = Counter(
             "berth_conflicts",
             "Proposals the binder refused because the cluster changed since the worker's view "
-            "(the pod goes straight back to active).",
+            "(the pod goes straight back to active), by the reason's kind.",
+            ["reason"],
+            registry=reg,
+        )
+        self.dead_letters = Counter(
+            "berth_dead_letters",
+            "Messages this service sent to the dead-letter topic instead of acting on them.",
+            ["topic"],
+            registry=reg,
+        )
+        self.expired_leases = Counter(
+            "berth_expired_leases",
+            "Pods whose dispatch lease expired without an outcome (sent again).",
+            registry=reg,
+        )
+        self.tenant_pending = Gauge(
+            "berth_tenant_pending_pods",
+            "Pending pods per tenant and queue (active, backoff, unschedulable, gated, "
+            "in_flight). The same on every queue replica: aggregate with max().",
+            ["tenant", "queue"],
+            registry=reg,
+        )
+        self.trace_export_failures = Counter(
+            "berth_trace_export_failures",
+            "Span batches the OTLP exporter failed to deliver (the spans are lost).",
+            registry=reg,
+        )
+        self.leader = Gauge(
+            "berth_leader",
+            "1 while this replica holds its leader Lease, else 0.",
+            ["lease"],
+            registry=reg,
+        )
+        self.follow_lag = Gauge(
+            "berth_view_follow_lag",
+            "Store changes not yet applied by this replica's view of the cluster "
+            "(resourceVersion of the store minus the view's).",
+            ["view"],
             registry=reg,
         )
         self.binding_duration = Histogram(
@@ -161,10 +273,78 @@ class BerthMetrics:
             quota,
             registry=reg,
         )
-        self.cq_borrowing = Gauge(
-            "kueue_cluster_queue_borrowing",
-            "Usage above the nominal quota (borrowed from the cohort).",
+        self.cq_borrowed = Gauge(
+            "berth_cluster_queue_borrowed",
+            "Usage above the nominal quota (borrowed from the cohort): berth's own, Kueue has "
+            "no such family.",
             quota,
+            registry=reg,
+        )
+        self.cq_reservation = Gauge(
+            "kueue_cluster_queue_resource_reservation",
+            "Reports the cluster_queue's total resource reservation within all the flavors "
+            "(berth reserves and admits at once: the same as the usage).",
+            quota,
+            registry=reg,
+        )
+        self.cq_borrowing_limit = Gauge(
+            "kueue_cluster_queue_borrowing_limit",
+            "Reports the cluster_queue's resource borrowing limit within all the flavors",
+            quota,
+            registry=reg,
+        )
+        self.cq_lending_limit = Gauge(
+            "kueue_cluster_queue_lending_limit",
+            "Reports the cluster_queue's resource lending limit within all the flavors",
+            quota,
+            registry=reg,
+        )
+        self.cq_status = Gauge(
+            "kueue_cluster_queue_status",
+            "Reports 'cluster_queue' with its 'status' (pending, active or terminating): 1 "
+            "for one of the statuses.",
+            ["cluster_queue", "status"],
+            registry=reg,
+        )
+        self.cq_reserving_active = Gauge(
+            "kueue_reserving_active_workloads",
+            "The number of Workloads that are reserving quota, per 'cluster_queue'",
+            ["cluster_queue"],
+            registry=reg,
+        )
+        self.cq_quota_reserved = Counter(
+            "kueue_quota_reserved_workloads",
+            "The total number of quota reserved workloads per 'cluster_queue'",
+            ["cluster_queue"],
+            registry=reg,
+        )
+        self.cq_quota_reserved_wait = Histogram(
+            "kueue_quota_reserved_wait_time_seconds",
+            "The time between a workload was created or requeued until it got quota "
+            "reservation, per 'cluster_queue'",
+            ["cluster_queue"],
+            buckets=KUEUE_WAIT_BUCKETS,
+            registry=reg,
+        )
+        self.cq_admission_wait = Histogram(
+            "kueue_admission_wait_time_seconds",
+            "The time between a workload was created or requeued until admission, per "
+            "'cluster_queue'",
+            ["cluster_queue"],
+            buckets=KUEUE_WAIT_BUCKETS,
+            registry=reg,
+        )
+        self.admission_attempts = Counter(
+            "kueue_admission_attempts",
+            "The total number of attempts to admit workloads (one per quota round with "
+            "workloads waiting): 'success' admitted at least one, 'inadmissible' none.",
+            ["result"],
+            registry=reg,
+        )
+        self.admission_attempt_duration = Histogram(
+            "kueue_admission_attempt_duration_seconds",
+            "The latency of an admission attempt, by the result.",
+            ["result"],
             registry=reg,
         )
         self.cq_round_errors = Counter(
@@ -198,6 +378,30 @@ class BerthMetrics:
         self._attempts(result, profile).inc()
         if seconds is not None:
             self._e2e(result, profile).observe(max(0.0, seconds))
+
+    def record_scheduled(self, attempts: int, sli_seconds: float | None) -> None:
+        """A pod bound: its attempts, and its SLI latency from its first entry in the queue."""
+        attempts = max(1, attempts)
+        self.pod_attempts.observe(attempts)
+        if sli_seconds is not None:
+            # Upstream's label is the attempt count as a string.
+            label = str(attempts)
+            self._child(self.pod_sli_duration, label).observe(max(0.0, sli_seconds))
+
+    def record_preemption(self, victims: int) -> None:
+        self.preemption_attempts.inc()
+        if victims:
+            self.preemption_victims.observe(victims)
+
+    def observe_plugin(
+        self, plugin: str, extension_point: str, seconds: float, status: str = SUCCESS
+    ) -> None:
+        self._child(self.plugin_duration, plugin, extension_point, status).observe(seconds)
+
+    def conflict(self, reason: str) -> None:
+        if reason not in CONFLICT_REASONS:
+            raise MetricsError(f"unknown conflict reason {reason!r}: {CONFLICT_REASONS}")
+        self._child(self.conflicts, reason).inc()
 
     # --------------------------------------------------------------------- framework
     def observe_extension_point(
@@ -249,7 +453,7 @@ class BerthMetrics:
         return self._child(self.schedule_attempts, result, profile)
 
     def _e2e(self, result: str, profile: str) -> Histogram:
-        return self._child(self.e2e_scheduling_duration, result, profile)
+        return self._child(self.attempt_duration, result, profile)
 
     def _extension_point(self, extension_point: str, status: str, profile: str) -> Histogram:
         return self._child(self.extension_point_duration, extension_point, status, profile)
@@ -266,6 +470,12 @@ class BerthMetrics:
         if child is None:
             child = self._children[key] = family.labels(*values)
         return cast(_Family, child)
+
+
+CONFLICT_REASONS = ("reserve", "cross_node", "kept_changing", "reservation_lost", "api")
+"""The `reason` label of berth_conflicts_total: check-and-reserve refused (resources, ports,
+nomination), the binder's InterPodAffinity/PodTopologySpread check failed, the pod or node
+kept changing, the reservation was lost before Bind, the API server refused the binding."""
 
 
 class ExtensionPointTimer:

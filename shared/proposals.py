@@ -77,6 +77,10 @@ class Proposal:
     message: str = ""
     """preempt: the FitError message."""
     pods_to_activate: tuple[str, ...] = ()
+    cycle_started: float = 0.0
+    """Wall-clock time the worker's scheduling cycle started (scheduling_attempt_duration)."""
+    queued_at: float = 0.0
+    """Wall-clock time the pod first entered the queue (pod_scheduling_sli_duration)."""
     sequence: int = 0
     """The worker's count of proposals sent: with the record's timestamp, the order the
     worker decided them in (the binder checks them in that order across partitions)."""
@@ -116,6 +120,10 @@ class Proposal:
             body["activate"] = list(self.pods_to_activate)
         if self.sequence:
             body["seq"] = self.sequence
+        if self.cycle_started:
+            body["t0"] = self.cycle_started
+        if self.queued_at:
+            body["tq"] = self.queued_at
         return cast(bytes, msgpack.packb(body, use_bin_type=True))
 
     @classmethod
@@ -152,6 +160,8 @@ class Proposal:
             message=opt_field(body, "msg", str, ""),
             pods_to_activate=strings_field(body, "activate"),
             sequence=opt_field(body, "seq", int, 0),
+            cycle_started=float(opt_field(body, "t0", (int, float), 0.0)),
+            queued_at=float(opt_field(body, "tq", (int, float), 0.0)),
         )
 
     @classmethod

@@ -24,7 +24,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -32,13 +32,14 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 from redis.asyncio import Redis
 
-from shared.env import ENV_PROFILE_DIR, StackError
-from shared.health import HealthServer
+from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError
+from shared.health import HealthConfigError, HealthServer
 from shared.kafka import explain_kafka_failure
+from shared.logs import LogConfigError, configure_logging, log_start
 from shared.redisconn import ping_or_refuse
 from shared.retry import until_answered
 from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
-from shared.tracing import TracingConfig, setup_tracing
+from shared.tracing import TracingConfig, TracingConfigError, setup_tracing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -179,15 +180,15 @@ class ServiceRunner:
         return cls(service, parser.parse_args(argv).name)
 
     def main(self, serve: Serve) -> int:
-        logging.basicConfig(
-            level=logging.INFO,
-            format=f"%(asctime)s {self.service} %(levelname)s %(name)s: %(message)s",
-            stream=sys.stderr,
-        )
+        try:
+            configure_logging(self.service, self.name)
+        except LogConfigError as exc:
+            print(f"{self.service} {self.name}: {exc}", file=sys.stderr)
+            return EXIT_MISCONFIGURED
         try:
             with profiled(self.name):
                 asyncio.run(self.run(serve))
-        except (SecurityError, StackError) as exc:
+        except (SecurityError, StackError, HealthConfigError, TracingConfigError) as exc:
             log.error("%s", exc)  # noqa: TRY400 (a setting or a server, not a bug: one line)
             return EXIT_MISCONFIGURED
         return 0
@@ -207,4 +208,21 @@ class ServiceRunner:
         gc.set_threshold(GC_THRESHOLD_YOUNG, 20, 20)
         stop = stop_on_signals()
         async with observed(self.service) as health:
+            log_start(log, config=berth_settings(os.environ), endpoints=_endpoints(health))
             await serve(stop, health)
+
+
+def berth_settings(env: Mapping[str, str]) -> dict[str, str]:
+    """The BERTH_* settings for the start line's digest (secrets left out)."""
+    secret = ("KEY", "PASSWORD", "TOKEN", "SECRET")
+    return {
+        name: value
+        for name, value in env.items()
+        if name.startswith("BERTH_") and not any(word in name for word in secret)
+    }
+
+
+def _endpoints(health: HealthServer) -> dict[str, str]:
+    endpoints = {"otlp": os.environ.get(ENV_OTLP_ENDPOINT, "") or "off"}
+    endpoints["metrics"] = f":{health.port}" if health.enabled else "off"
+    return endpoints

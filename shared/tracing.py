@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing for the berth services: one trace per pod attempt.
+"""OpenTelemetry tracing for the berth services: one trace per pod, every attempt in it.
 
     tracing = setup_tracing(TracingConfig.from_env("berth-queue", os.environ))
     ...                                  # the span helpers below
@@ -15,6 +15,11 @@ A pod attempt's trace (W3C trace context travels in Kafka headers)::
          ├─ PreFilter, Filter, PostFilter, PreScore, Score, NormalizeScore, Reserve, Permit
          └─ binding_cycle     binder: parent from the berth.proposals headers
              └─ WaitOnPermit, PreBind, Bind, PostBind
+
+Every attempt of a pod is in one trace: the trace id is derived from the pod's uid
+(`pod_trace_id`), so the queue's dispatch spans of attempts 1, 2, 3... are roots of the same
+trace, and the ratio sampler (which looks at the trace id only) decides once per pod: a pod's
+failed and successful attempts are kept or dropped together.
 
 A berth.schedule message carries many pods, so each pod's context travels in headers of its
 own, named `traceparent.<pod uid>` (and `tracestate.<pod uid>`); one-pod messages
@@ -48,6 +53,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import hashlib
 import math
 import os
 import time
@@ -60,14 +67,17 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
+from prometheus_client import Counter
 
 from shared.env import ENV_OTLP_ENDPOINT, ENV_OTLP_TIMEOUT_SECONDS, ENV_TRACE_SAMPLE_RATIO
+from shared.metrics import default_metrics
 
 Headers = list[tuple[str, bytes]]
 """aiokafka record headers."""
@@ -100,6 +110,11 @@ ATTR_SCHEDULING_CYCLE = "berth.scheduling_cycle"
 ATTR_EXTENSION_POINT = "berth.extension_point"
 ATTR_RESULT = "berth.result"
 ATTR_NODE = "berth.node"
+ATTR_PLUGINS = "berth.unschedulable_plugins"
+ATTR_MESSAGE = "berth.message"
+ATTR_STATUS_CODE = "berth.status_code"
+ATTR_PLUGIN = "berth.plugin"
+EVENT_VICTIM = "preemption.victim"
 
 _POD_HEADER_SEPARATOR = "."
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -242,9 +257,12 @@ def setup_tracing(config: TracingConfig) -> Tracing:
         resource=Resource.create(attributes),
         sampler=ParentBased(TraceIdRatioBased(config.sample_ratio)),
         shutdown_on_exit=False,
+        id_generator=PodTraceIds(),
     )
     timeout_ms = config.export_timeout_seconds * 1000
-    exporter = OTLPSpanExporter(endpoint=config.traces_url, timeout=config.export_timeout_seconds)
+    exporter = CountingExporter(
+        OTLPSpanExporter(endpoint=config.traces_url, timeout=config.export_timeout_seconds)
+    )
     provider.add_span_processor(
         BatchSpanProcessor(
             exporter,
@@ -256,6 +274,56 @@ def setup_tracing(config: TracingConfig) -> Tracing:
     )
     _install(provider.get_tracer(INSTRUMENTATION_NAME), provider)
     return Tracing(config, provider)
+
+
+class CountingExporter(SpanExporter):
+    """An exporter that counts its failed exports in berth_trace_export_failures_total (the
+    alert on trace export failing reads it)."""
+
+    def __init__(self, inner: SpanExporter, failures: Counter | None = None) -> None:
+        self.inner = inner
+        self.failures = (
+            failures if failures is not None else default_metrics().trace_export_failures
+        )
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            self.failures.inc()
+            raise
+        if result != SpanExportResult.SUCCESS:
+            self.failures.inc()
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+_POD_TRACE: contextvars.ContextVar[int] = contextvars.ContextVar("berth_pod_trace", default=0)
+
+
+def pod_trace_id(pod_uid: str) -> int:
+    """The trace id of every attempt of the pod with this uid (128 bits of its SHA-256)."""
+    digest = hashlib.sha256(b"berth-pod-trace:" + pod_uid.encode()).digest()
+    return int.from_bytes(digest[:16], "big") or 1
+
+
+class PodTraceIds(IdGenerator):
+    """Root spans started for a pod (`dispatch_headers`) get the pod's trace id; every other
+    id is random."""
+
+    def __init__(self) -> None:
+        self._random = RandomIdGenerator()
+
+    def generate_span_id(self) -> int:
+        return self._random.generate_span_id()
+
+    def generate_trace_id(self) -> int:
+        return _POD_TRACE.get() or self._random.generate_trace_id()
 
 
 def tracing_enabled() -> bool:
@@ -344,8 +412,9 @@ def attempt_attributes(attempt: PodAttempt) -> dict[str, AttributeValue]:
 def dispatch_headers(
     requests: Sequence[PodAttempt], headers: Headers | None = None, *, now: float | None = None
 ) -> Headers:
-    """Start and end one `queue.dispatch` root span per request (a new trace per attempt)
-    and return headers carrying each pod's context (`traceparent.<uid>`).
+    """Start and end one `queue.dispatch` root span per request (in the pod's trace: every
+    attempt of a pod shares it, and its sampling decision) and return headers carrying each
+    pod's context (`traceparent.<uid>`).
 
     A request with a `timestamp` (ScheduleRequest: when it was last queued, epoch seconds)
     starts its span then, so the span shows the time the pod waited in the queue."""
@@ -362,13 +431,17 @@ def dispatch_headers(
             attributes[ATTR_SCHEDULING_CYCLE] = cycle
         queued = getattr(request, "timestamp", None)
         start_ns = int(queued * 1e9) if isinstance(queued, float | int) and queued > 0 else end_ns
-        span = tracer.start_span(
-            SPAN_DISPATCH,
-            context=root,
-            kind=SpanKind.PRODUCER,
-            attributes=attributes,
-            start_time=min(start_ns, end_ns),
-        )
+        token = _POD_TRACE.set(pod_trace_id(request.uid))
+        try:
+            span = tracer.start_span(
+                SPAN_DISPATCH,
+                context=root,
+                kind=SpanKind.PRODUCER,
+                attributes=attributes,
+                start_time=min(start_ns, end_ns),
+            )
+        finally:
+            _POD_TRACE.reset(token)
         span.end(end_time=end_ns)
         inject_headers(out, context=trace.set_span_in_context(span), pod_uid=request.uid)
     return out
@@ -475,15 +548,48 @@ def pod_span(
     return _span(tracer, name, parent or Context(), kind, attempt_attributes(attempt))
 
 
-def set_result(span: Span, result: str, *, node_name: str = "", message: str = "") -> None:
+FAILED_RESULTS = ("error", "conflict")
+"""Results that mark a span failed (status ERROR): the attempt failed, not the pod."""
+
+
+def set_result(
+    span: Span,
+    result: str,
+    *,
+    node_name: str = "",
+    message: str = "",
+    plugins: Sequence[str] = (),
+) -> None:
     """Record an attempt's result ("scheduled", "unschedulable", "error", "conflict") on a
-    span; "error" marks the span failed."""
+    span; "error" and "conflict" mark the span failed (status ERROR, the message as its
+    description); an unschedulable attempt keeps its FitError message and failed plugins as
+    attributes (the pod does not fit: the scheduler did not fail)."""
     if not span.is_recording():
         return
     span.set_attribute(ATTR_RESULT, result)
     if node_name:
         span.set_attribute(ATTR_NODE, node_name)
-    if result == "error":
+    if plugins:
+        span.set_attribute(ATTR_PLUGINS, list(plugins))
+    if message:
+        span.set_attribute(ATTR_MESSAGE, message)
+    if result in FAILED_RESULTS:
+        span.set_status(Status(StatusCode.ERROR, f"{result}: {message}" if message else result))
+
+
+def span_status(span: Span, code_name: str, message: str = "") -> None:
+    """A framework status on a span: anything but Success, Skip and Wait is ERROR for an
+    Error, and an attribute otherwise (a plugin rejecting nodes is not a failure)."""
+    if not span.is_recording():
+        return
+    span.set_attribute(ATTR_STATUS_CODE, code_name)
+    if code_name == "Error":
         span.set_status(Status(StatusCode.ERROR, message or None))
-    elif message:
-        span.set_attribute("berth.message", message)
+
+
+def add_victim_events(span: Span, victims: Sequence[tuple[str, str]], node_name: str) -> None:
+    """One `preemption.victim` event per (pod key, uid) evicted for the span's pod."""
+    if not span.is_recording():
+        return
+    for key, uid in victims:
+        span.add_event(EVENT_VICTIM, {ATTR_POD_KEY: key, ATTR_POD_UID: uid, ATTR_NODE: node_name})

@@ -31,6 +31,7 @@ from typing import Any
 
 from shared.config.types import LeaderElection
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
+from shared.metrics import default_metrics
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class LeaderElector:
             "%s leads (Lease %s/%s)", self.identity, self.settings.namespace, self.settings.name
         )
         self.leading.set()
+        default_metrics().leader.labels(lease=self.settings.name).set(1)
 
     async def hold(self) -> None:
         """Renew until the Lease cannot be renewed for renew_deadline; then set `lost`."""
@@ -111,6 +113,7 @@ class LeaderElector:
                     self.clock() - self._renewed_at,
                 )
                 self.leading.clear()
+                default_metrics().leader.labels(lease=self.settings.name).set(0)
                 self.lost.set()
                 return
 

@@ -59,6 +59,7 @@ from services.binder.refusals import victims_refusal
 from services.queue.client import lease_reader
 from shared.eviction import evict
 from shared.kafka import Headers
+from shared.logs import DecisionLog
 from shared.messages import (
     Outcome,
     OutcomeResult,
@@ -79,6 +80,7 @@ from shared.store.bindings import AttemptState
 from shared.store.records import unpack
 from shared.tasks import finish
 from shared.tracing import (
+    add_victim_events,
     binding_cycle_span,
     binding_step_span,
     inject_headers,
@@ -119,11 +121,19 @@ class _Cycle:
     span: Span
     started: float
     result: str = ""
+    replay: bool = False
+    """The outcome re-sends an attempt's end (counted when it first ended)."""
 
 
 _CYCLE: contextvars.ContextVar[_Cycle | None] = contextvars.ContextVar(
     "binding_cycle", default=None
 )
+
+
+def _mark_replay() -> None:
+    cycle = _CYCLE.get()
+    if cycle is not None:
+        cycle.replay = True
 
 
 class Slot:
@@ -179,6 +189,8 @@ class Binder:
         self.kube = kube
         """Kubernetes mode: bind and evict through the API server (services.binder.kube_api)."""
         self.metrics = metrics if metrics is not None else default_metrics()
+        self.decisions = DecisionLog(log)
+        """Notable decisions at INFO (preemptions, conflicts), rate limited per kind."""
         self.store = store
         self.bindings = store.bindings
         self.view = view
@@ -434,7 +446,9 @@ class Binder:
             # The store streamed the refusal with the node's usage: the worker's view checks
             # itself against it there (scheduling/cache).
             self.stats["conflict"] += 1
-            await self._outcome(p, "conflict", message=", ".join(result.reasons))
+            await self._outcome(
+                p, "conflict", message=", ".join(result.reasons), conflict="reserve"
+            )
         elif status is ReserveStatus.STALE:
             self.stats["stale"] += 1
         elif status is ReserveStatus.DUPLICATE:
@@ -452,7 +466,9 @@ class Binder:
         elif status is ReserveStatus.GONE:
             await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
         else:  # the pod or node kept changing under us
-            await self._final_conflict(p, f"the {status.value.split('_')[0]} kept changing")
+            await self._final_conflict(
+                p, f"the {status.value.split('_')[0]} kept changing", conflict="kept_changing"
+            )
         return None
 
     async def _check_cross_node(
@@ -480,7 +496,9 @@ class Binder:
             await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c")
             self.stats["conflict"] += 1
             plugins = (status.plugin,) if status.plugin else ()
-            await self._outcome(p, "conflict", message=status.message(), plugins=plugins)
+            await self._outcome(
+                p, "conflict", message=status.message(), plugins=plugins, conflict="cross_node"
+            )
             return None
         result = a.result
         permitted = result.gang == "permit"
@@ -499,23 +517,33 @@ class Binder:
         async with self._waiting:
             lease = r.wait_seconds + self.config.lease_margin_seconds
             await self._outcome(p, "extend", lease=lease)
-            if r.gang:
-                deadline = asyncio.get_running_loop().time() + r.wait_seconds
-                verdict = await self.gangs.wait(r.gang, r.generation, deadline)
-                if verdict == "timeout":
-                    rejected = await self.bindings.gang_reject(r.gang, r.generation)
-                    verdict = "permit" if rejected.status == "permitted" else "rejected"
-                if verdict == "permit":
-                    return True
-                plugins: Sequence[str] = (names.COSCHEDULING,)
-            else:
-                await asyncio.sleep(r.wait_seconds)
-                plugins = p.permit_plugins
+            waiting_since = time.perf_counter()
+            allowed = await self._permit_verdict(p, r)
+            waited = time.perf_counter() - waiting_since
+            self.metrics.permit_wait_duration.labels(
+                result="Success" if allowed else "Unschedulable"
+            ).observe(waited)
+            if allowed:
+                return True
+            plugins: Sequence[str] = (names.COSCHEDULING,) if r.gang else p.permit_plugins
         await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "u")
         self.view.forget(p.uid)
         self.stats["permit_rejected"] += 1
         await self._permit_rejected(p, r.wait_seconds, plugins)
         return False
+
+    async def _permit_verdict(self, p: Proposal, r: _Reserved) -> bool:
+        """WaitOnPermit: True when the gang was permitted in time (a pod alone waits out its
+        timeout: nothing in the binder allows it)."""
+        if not r.gang:
+            await asyncio.sleep(r.wait_seconds)
+            return False
+        deadline = asyncio.get_running_loop().time() + r.wait_seconds
+        verdict = await self.gangs.wait(r.gang, r.generation, deadline)
+        if verdict == "timeout":
+            rejected = await self.bindings.gang_reject(r.gang, r.generation)
+            verdict = "permit" if rejected.status == "permitted" else "rejected"
+        return verdict == "permit"
 
     async def _permit_rejected(
         self, p: Proposal, wait_seconds: float, plugins: Sequence[str]
@@ -530,8 +558,7 @@ class Binder:
         )
 
     async def _bind(self, p: Proposal, r: _Reserved) -> None:
-        with binding_step_span("PreBind"):
-            pass  # berth has no volumes or other pre-binding work
+        # No PreBind span: berth has no volumes or other pre-binding work.
         with binding_step_span("Bind"):
             if self.kube is not None and not await self._api_bind(p, r.node):
                 return
@@ -542,7 +569,9 @@ class Binder:
                 await self._outcome(p, "error", message=f"pod {p.pod_key} was deleted")
             else:  # the reservation expired, or a newer attempt or a gang timeout took it
                 self.stats["lost"] += 1
-                await self._outcome(p, "conflict", message="the reservation was lost")
+                await self._outcome(
+                    p, "conflict", message="the reservation was lost", conflict="reservation_lost"
+                )
             return
         with binding_step_span("PostBind"):
             self.stats["bound"] += 1
@@ -558,7 +587,9 @@ class Binder:
         conflict = answer.result == "conflict"
         await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c" if conflict else "e")
         self.stats["api_" + answer.result] += 1
-        await self._outcome(p, "conflict" if conflict else "error", message=answer.message)
+        await self._outcome(
+            p, "conflict" if conflict else "error", message=answer.message, conflict="api"
+        )
         return False
 
     # ---------------------------------------------------------------- preempt
@@ -600,6 +631,7 @@ class Binder:
             # Forged or a duplicate of one that ended: no worker waits on it, nothing is
             # written.
             message = f"preemption refused: {refusal}"
+            _mark_replay()  # not an attempt's end: counted (if ever) when it ended
             await self._outcome(p, "error", message=message, stream_end=False)
             return
         unjustified = await self._unjustified(p, pod, victims)
@@ -660,6 +692,21 @@ class Binder:
         )
         await self._clear_lower_nominations(p, priority_of(pod))
         self.stats["preempted"] += evicted
+        cycle = _CYCLE.get()
+        if cycle is not None:
+            evicted_refs = [(v.pod_key, v.uid) for v in p.victims]
+            add_victim_events(cycle.span, evicted_refs, p.node_name)
+        self.decisions.info(
+            "preemption",
+            "preempted %d pod(s) on %s for %s: %s",
+            len(p.victims),
+            p.node_name,
+            p.pod_key,
+            ", ".join(v.pod_key for v in p.victims),
+            pod=p.pod_key,
+            node=p.node_name,
+            victims=[v.pod_key for v in p.victims],
+        )
         await self._outcome(
             p,
             "unschedulable",
@@ -716,6 +763,7 @@ class Binder:
             self.stats["stale"] += 1
             return
         self.stats["duplicate"] += 1
+        _mark_replay()
         await self._outcome(p, "scheduled", node=node)
 
     async def _stored_pod(self, p: Proposal) -> Pod | None:
@@ -732,11 +780,20 @@ class Binder:
         namespace, name = key.split("/", 1)
         return await self.store.get_as(PodGroup, namespace, name)
 
-    async def _final_conflict(self, p: Proposal, message: str, plugin: str = "") -> None:
-        await self._claim_and_report(p, "c", "conflict", message, plugin)
+    async def _final_conflict(
+        self, p: Proposal, message: str, plugin: str = "", *, conflict: str = "kept_changing"
+    ) -> None:
+        await self._claim_and_report(p, "c", "conflict", message, plugin, conflict=conflict)
 
     async def _claim_and_report(
-        self, p: Proposal, state: AttemptState, result: OutcomeResult, message: str, plugin: str
+        self,
+        p: Proposal,
+        state: AttemptState,
+        result: OutcomeResult,
+        message: str,
+        plugin: str,
+        *,
+        conflict: str = "kept_changing",
     ) -> None:
         """Record the attempt's end (so duplicates are dropped) and report it."""
         claimed, _, seen = await self.bindings.claim(p.uid, p.attempt, state, p.pod_key)
@@ -750,7 +807,9 @@ class Binder:
             return
         if result == "conflict":
             self.stats["conflict"] += 1
-        await self._outcome(p, result, message=message, plugins=(plugin,) if plugin else ())
+        await self._outcome(
+            p, result, message=message, plugins=(plugin,) if plugin else (), conflict=conflict
+        )
 
     async def _replay(self, p: Proposal, state: str, pod: Pod | None = None) -> None:
         """A duplicate of an attempt that ended already: send its outcome again. The binder
@@ -758,6 +817,7 @@ class Binder:
         lease); if it did report, the queue drops this copy as stale."""
         self.stats["duplicate"] += 1
         self.stats["replayed"] += 1
+        _mark_replay()
         if state == "b":
             node = await self.bindings.bound_node(p.pod_key)
             if node:
@@ -813,6 +873,7 @@ class Binder:
         nominated: str | None = None,
         lease: float | None = None,
         stream_end: bool = True,
+        conflict: str = "reserve",
     ) -> None:
         if p.kind == "preempt" and result != "extend" and stream_end:
             # Streamed first: the worker that proposed it waits for its victims' deletion
@@ -821,9 +882,9 @@ class Binder:
         cycle = _CYCLE.get()
         if cycle is not None and result != "extend":
             cycle.result = result
-            set_result(cycle.span, result, node_name=node, message=message)
-            if result == "conflict":
-                self.metrics.conflicts.inc()
+            set_result(cycle.span, result, node_name=node, message=message, plugins=plugins)
+            if not cycle.replay:
+                self._count_attempt(p, result, conflict)
         await self.emitter.outcome(
             Outcome(
                 tenant=p.tenant,
@@ -840,6 +901,27 @@ class Binder:
             ),
             inject_headers(),
         )
+
+    def _count_attempt(self, p: Proposal, result: OutcomeResult, conflict: str) -> None:
+        """kube-scheduler's attempt metrics for the attempt this outcome ends (a preempting
+        attempt is unschedulable, as upstream counts it)."""
+        now = time.time()
+        seconds = now - p.cycle_started if p.cycle_started else None
+        self.metrics.record_attempt(result, seconds)
+        if result == "conflict":
+            self.metrics.conflict(conflict)
+            self.decisions.info(
+                "conflict",
+                "conflict: %s on %s (%s)",
+                p.pod_key,
+                p.node_name,
+                conflict,
+                pod=p.pod_key,
+                node=p.node_name,
+                reason=conflict,
+            )
+        elif result == "scheduled":
+            self.metrics.record_scheduled(p.attempt, now - p.queued_at if p.queued_at else None)
 
     @contextlib.asynccontextmanager
     async def _node_lock(self, node: str) -> AsyncIterator[None]:

@@ -44,7 +44,7 @@ from shared.kafka import (
 )
 from shared.message_auth import Verifier
 from shared.messages import DeadLetter, Outcome
-from shared.metrics import report_consumer_lag
+from shared.metrics import default_metrics, report_consumer_lag
 from shared.proposals import Proposal
 from shared.retry import Retry
 from shared.security import KafkaSecurity
@@ -150,6 +150,7 @@ class KafkaEmitter:
         await self._send(self._topics.outcomes, outcome.uid, outcome.encode(), headers)
 
     async def refused(self, proposal: Proposal, reason: str) -> None:
+        default_metrics().dead_letters.labels(topic=self._topics.proposals).inc()
         letter = DeadLetter(
             service=self._service,
             topic=self._topics.proposals,
@@ -346,6 +347,7 @@ class BinderService:
     async def _dead_letter(self, record: Any, error: str) -> None:
         assert self._producer is not None
         self.dead_letters += 1
+        default_metrics().dead_letters.labels(topic=str(record.topic)).inc()
         letter = DeadLetter.of_record(self.config.service_name, record, error)
         delivery = await self._producer.send(
             self.config.topics.dlq, value=letter.encode(), key=record.key

@@ -53,7 +53,17 @@ async def report_pending(store: QueueStore, metrics: BerthMetrics, interval: flo
     while True:
         pause = interval
         try:
-            total = sum((await store.counts()).values(), QueueCounts())
+            by_tenant = await store.counts()
+            total = sum(by_tenant.values(), QueueCounts())
+            for tenant, counts in by_tenant.items():
+                for queue, value in (
+                    ("active", counts.active),
+                    ("backoff", counts.backoff),
+                    ("unschedulable", counts.unschedulable),
+                    ("gated", counts.gated),
+                    ("in_flight", counts.inflight),
+                ):
+                    metrics.tenant_pending.labels(tenant=tenant, queue=queue).set(value)
             metrics.set_pending(
                 {
                     "active": total.active,

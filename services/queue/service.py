@@ -36,6 +36,7 @@ from services.queue.affinity_wake import NamespaceLabels
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
+from services.queue.housekeeping import Housekeeping, count_incoming
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.keys import InvalidTenantError
 from services.queue.quota.admission import Admission
@@ -55,6 +56,7 @@ from shared.kafka import (
     refusal,
 )
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
+from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.security import KafkaSecurity
@@ -62,6 +64,9 @@ from shared.store import ClusterStore
 from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
+
+INCOMING_QUEUES = ("active", "backoff", "unschedulable", "gated")
+"""Outcome effects that put a pod in one of upstream's queues (ScheduleAttemptFailure)."""
 
 SERVICE_NAME = "queue"
 HeadersHook = Callable[[ScheduleBatch], Headers]
@@ -120,6 +125,8 @@ class QueueService:
         self.replica_id = replica_id or uuid.uuid4().hex[:8]
         self.headers_hook = headers_hook
         self.metrics: Counter[str] = Counter()
+        self.prom: BerthMetrics = default_metrics()
+        """kube-scheduler's and berth's Prometheus families (self.metrics: counts for tests)."""
         self._consumer_options = consumer_options or {}
         self._producer_options = producer_options or {}
         self._consumer: AIOKafkaConsumer | None = None
@@ -143,6 +150,14 @@ class QueueService:
                 handle=self.apply_events,
                 relist=self.relist,
             )
+        self.housekeeping = Housekeeping(
+            self.store,
+            self.config,
+            self.metrics,
+            self.prom,
+            stopping=self._stopping,
+            work=self._work,
+        )
         self.ready = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -180,6 +195,9 @@ class QueueService:
         await self._consumer.start()
         self._tasks = [
             asyncio.create_task(self._consume_loop(), name="queue-consume"),
+            asyncio.create_task(
+                report_consumer_lag(self._consumer, self.prom), name="queue-consumer-lag"
+            ),
             *(
                 [asyncio.create_task(self.informer.run(self._stopping), name="queue-informer")]
                 if self.informer is not None
@@ -189,17 +207,9 @@ class QueueService:
                 asyncio.create_task(self._dispatch_loop(), name=f"queue-dispatch-{i}")
                 for i in range(max(1, self.config.dispatch_concurrency))
             ),
-            asyncio.create_task(
-                self._every(self.config.backoff_flush_interval, self._flush_backoff),
-                name="queue-flush-backoff",
-            ),
-            asyncio.create_task(
-                self._every(self.config.leftover_flush_interval, self._flush_leftover),
-                name="queue-flush-leftover",
-            ),
-            asyncio.create_task(
-                self._every(self.config.lease_check_interval, self._expire_leases),
-                name="queue-leases",
+            *(
+                asyncio.create_task(loop, name=name)
+                for name, loop in self.housekeeping.loops().items()
             ),
         ]
         self.ready = True
@@ -384,34 +394,51 @@ class QueueService:
     async def _apply(self, step: Step) -> None:
         store = self.store
         if step.kind == "upsert":
-            await store.upsert(step.items)
+            placed = await store.upsert(step.items)
+            for (op, _pod), queue in zip(step.items, placed, strict=True):
+                if op == "add" and queue:
+                    self.prom.incoming_pods.labels(queue=queue, event="PodAdd").inc()
         elif step.kind == "delete":
             self.metrics["deleted"] += await store.delete(step.items)
         elif step.kind == "outcome":
             effects = await store.record_outcomes(step.items)
             self.metrics.update(f"outcome_{effect}" for effect in effects)
+            for effect in effects:
+                if effect in INCOMING_QUEUES:
+                    self.prom.incoming_pods.labels(
+                        queue=effect, event="ScheduleAttemptFailure"
+                    ).inc()
         elif step.kind == "cluster":
             for event in step.items:
                 if event.action != ActionType.NONE:
                     moved = await store.move_all(event)
                     self.metrics["woken"] += moved.moved
+                    count_incoming(self.prom, moved, event.label)
         elif step.kind == "bound":
             await store.delete(step.items)
-            self.metrics["woken"] += (await store.assigned_pods_added(step.items)).moved
+            added = await store.assigned_pods_added(step.items)
+            self.metrics["woken"] += added.moved
+            count_incoming(self.prom, added, "AssignedPodAdd")
         elif step.kind == "assigned_update":
-            self.metrics["woken"] += (await store.assigned_pods_updated(step.items)).moved
+            updated = await store.assigned_pods_updated(step.items)
+            self.metrics["woken"] += updated.moved
+            count_incoming(self.prom, updated, "AssignedPodUpdate")
         elif step.kind == "assigned_delete":
             await store.delete(step.items)
             # One move for a run of deletions: each would move the same pods.
-            self.metrics["woken"] += (await store.assigned_pod_deleted(step.items[-1])).moved
+            deleted = await store.assigned_pod_deleted(step.items[-1])
+            self.metrics["woken"] += deleted.moved
+            count_incoming(self.prom, deleted, "AssignedPodDelete")
 
     async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
         assert self._producer is not None
         log.warning("queue: dead letter from %s@%s: %s", record.topic, record.offset, error)
+        self.prom.dead_letters.labels(topic=str(record.topic)).inc()
         await self._send_dead_letter(DeadLetter.of_record(SERVICE_NAME, record, error))
 
     async def _dead_letter_pod(self, pod: PodRecord, error: str) -> None:
         log.warning("queue: dead letter for stored pod %s: %s", pod.key, error)
+        self.prom.dead_letters.labels(topic=STREAM_TOPIC).inc()
         letter = DeadLetter(
             service=SERVICE_NAME,
             topic=STREAM_TOPIC,
@@ -525,38 +552,3 @@ class QueueService:
     async def _drain_publishes(self) -> None:
         if self._outstanding:
             await asyncio.gather(*list(self._outstanding), return_exceptions=True)
-
-    # ------------------------------------------------------------------ periodic work
-
-    async def _every(self, interval: float, action: Callable[[], Awaitable[int]]) -> None:
-        retry = Retry(f"queue: periodic {getattr(action, '__name__', action)}", log)
-        pause = interval
-        while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), pause)
-            if self._stopping.is_set():
-                return
-            try:
-                if await action():
-                    self._work.set()
-                retry.succeeded()
-                pause = interval
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 (Retry logs it)
-                pause = max(interval, retry.failed(exc))
-
-    async def _flush_backoff(self) -> int:
-        moved = await self.store.flush_backoff_completed()
-        self.metrics["backoff_completed"] += moved
-        return moved
-
-    async def _flush_leftover(self) -> int:
-        moved = (await self.store.flush_unschedulable_leftover()).moved
-        self.metrics["unschedulable_timeout"] += moved
-        return moved
-
-    async def _expire_leases(self) -> int:
-        expired = await self.store.expire_leases()
-        self.metrics["redispatched"] += expired
-        return expired

@@ -52,6 +52,7 @@ from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.config import WorkerConfig
 from services.scheduler.cycle import Decision, decide, failed_decision
+from services.scheduler.instrument import instrument
 from shared.health import HealthServer
 from shared.kafka import (
     FETCH_MAX_WAIT_MS,
@@ -63,6 +64,7 @@ from shared.kafka import (
     message_verifier,
     refusal,
 )
+from shared.logs import DecisionLog
 from shared.message_auth import Verifier
 from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
@@ -70,7 +72,12 @@ from shared.proposals import Proposal
 from shared.retry import OUTAGE_ERRORS, Retry, until_answered
 from shared.store import ClusterStore, StoreKeys
 from shared.tasks import finish
-from shared.tracing import inject_headers, scheduling_cycle_span, set_result
+from shared.tracing import (
+    add_victim_events,
+    inject_headers,
+    scheduling_cycle_span,
+    set_result,
+)
 from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
@@ -93,9 +100,24 @@ def _record(span: Span, decision: Decision) -> None:
     proposal, outcome = decision.proposal, decision.outcome
     if proposal is not None:
         result = "proposed" if proposal.kind == "bind" else "preempting"
-        set_result(span, result, node_name=proposal.node_name, message=proposal.message)
+        set_result(
+            span,
+            result,
+            node_name=proposal.node_name,
+            message=proposal.message,
+            plugins=proposal.unschedulable_plugins,
+        )
+        if proposal.victims:
+            victims = [(v.pod_key, v.uid) for v in proposal.victims]
+            add_victim_events(span, victims, proposal.node_name)
     elif outcome is not None:
-        set_result(span, outcome.result, node_name=outcome.node_name, message=outcome.message)
+        set_result(
+            span,
+            outcome.result,
+            node_name=outcome.node_name,
+            message=outcome.message,
+            plugins=outcome.unschedulable_plugins,
+        )
 
 
 def heartbeat_key(prefix: str, cluster: str) -> str:
@@ -154,6 +176,8 @@ class SchedulerWorker:
         )
         self.stats = WorkerStats()
         self.metrics = metrics if metrics is not None else default_metrics()
+        self._sampler = instrument(self.frameworks, self.metrics)
+        self._decisions = DecisionLog(log)
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -342,6 +366,9 @@ class SchedulerWorker:
             if index and index % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
             with scheduling_cycle_span(request, record.headers) as span:
+                cycle_started = time.time()
+                began = time.perf_counter()
+                self._sampler.begin_cycle()
                 try:
                     decision = await self._decide(request)
                 except Exception as exc:  # a framework bug must not stop the partition
@@ -349,6 +376,7 @@ class SchedulerWorker:
                         "scheduling %s (attempt %d) failed", request.pod_key, request.attempt
                     )
                     decision = failed_decision(request, exc)
+                decision = self._measured(decision, request, cycle_started, began)
                 _record(span, decision)
                 headers = inject_headers()  # the binder's (or queue's) parent
             deliveries.append(await self._publish(decision, headers))
@@ -359,6 +387,29 @@ class SchedulerWorker:
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)
         return deliveries
+
+    def _measured(
+        self, decision: Decision, request: ScheduleRequest, cycle_started: float, began: float
+    ) -> Decision:
+        """Record the worker's part of kube-scheduler's metrics; stamp a proposal with the
+        times the binder needs for the attempt's duration and the pod's SLI latency."""
+        elapsed = time.perf_counter() - began
+        proposal, outcome = decision.proposal, decision.outcome
+        if proposal is not None:
+            self.metrics.algorithm_duration.observe(elapsed)
+            if proposal.kind == "preempt":
+                self.metrics.record_preemption(len(proposal.victims))
+            stamped = replace(
+                proposal,
+                cycle_started=cycle_started,
+                queued_at=request.initial_attempt_timestamp,
+            )
+            return Decision(proposal=stamped)
+        if outcome is not None and outcome.result in ("unschedulable", "error"):
+            if outcome.result == "unschedulable":
+                self.metrics.algorithm_duration.observe(elapsed)
+            self.metrics.record_attempt(outcome.result, elapsed)
+        return decision
 
     async def _decide(self, request: ScheduleRequest) -> Decision:
         """One scheduling cycle. With extenders, in a thread (their calls block on HTTP for up
@@ -421,8 +472,6 @@ class SchedulerWorker:
         outcome = decision.outcome
         assert outcome is not None
         self.stats.outcomes += 1
-        if outcome.result in ("unschedulable", "error"):
-            self.metrics.record_attempt(outcome.result)
         delivery: asyncio.Future[Any] = await self._producer.send(
             topics.outcomes, value=outcome.encode(), key=outcome.uid.encode(), headers=trace_headers
         )
@@ -431,6 +480,15 @@ class SchedulerWorker:
     async def _dead_letter(self, record: Any, error: str) -> asyncio.Future[Any]:
         assert self._producer is not None
         self.stats.dead_letters += 1
+        self.metrics.dead_letters.labels(topic=str(record.topic)).inc()
+        self._decisions.info(
+            "dead_letter",
+            "dead letter from %s@%s: %s",
+            record.topic,
+            record.offset,
+            error,
+            topic=str(record.topic),
+        )
         letter = DeadLetter.of_record(self.config.service_name, record, error)
         delivery: asyncio.Future[Any] = await self._producer.send(
             self.config.topics.dlq, value=letter.encode(), key=record.key
@@ -462,7 +520,18 @@ class SchedulerWorker:
             with contextlib.suppress(Exception):
                 await self._heartbeat()
 
+    async def _report_view(self) -> None:
+        """scheduler_scheduler_cache_size and berth_view_follow_lag, from the view."""
+        view = self.view
+        cache = self.metrics.cache_size
+        cache.labels(type="nodes").set(len(view.nodes))
+        cache.labels(type="pods").set(len(view.pods))
+        cache.labels(type="assumed_pods").set(len(view.assumed))
+        behind = max(0, await self.store.resource_version() - view.resource_version)
+        self.metrics.follow_lag.labels(view=self.config.service_name).set(behind)
+
     async def _heartbeat(self) -> None:
+        await self._report_view()
         beat = {
             "rv": self.view.resource_version,
             "ts": self.clock(),

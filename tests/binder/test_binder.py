@@ -348,7 +348,13 @@ async def test_binding_metrics(redis_client: aioredis.Redis, redis_prefix: str):
         count = "berth_binding_duration_seconds_count"
         assert registry.get_sample_value(count, {"result": "scheduled"}) == 1
         assert registry.get_sample_value(count, {"result": "conflict"}) == 1
-        assert registry.get_sample_value("berth_conflicts_total") == 1
+        assert registry.get_sample_value("berth_conflicts_total", {"reason": "reserve"}) == 1
+        # kube-scheduler's attempt counts: the binder ends these attempts, so it counts them.
+        attempts = "scheduler_schedule_attempts_total"
+        for result in ("scheduled", "conflict"):
+            labels = {"result": result, "profile": "default-scheduler"}
+            assert registry.get_sample_value(attempts, labels) == 1
+        assert registry.get_sample_value("scheduler_pod_scheduling_attempts_count") == 1
     finally:
         await h.binder.close()
         await h.sync.stop()

@@ -31,10 +31,15 @@ class ReceivedSpan:
     start_ns: int
     end_ns: int
     status_code: int
+    status_message: str = ""
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
+    """(name, attributes) of each span event, in order."""
 
 
 def _value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [_value(item) for item in value.array_value.values]
     return getattr(value, kind) if kind else None
 
 
@@ -58,6 +63,8 @@ def _span(span: Span, resource: dict[str, Any]) -> ReceivedSpan:
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,
         status_code=span.status.code,
+        status_message=span.status.message,
+        events=tuple((e.name, {a.key: _value(a.value) for a in e.attributes}) for e in span.events),
     )
 
 
@@ -69,12 +76,15 @@ class OtlpReceiver:
         self.spans: list[ReceivedSpan] = []
         self.paths: list[str] = []
         self.content_types: list[str] = []
+        self.bytes_received = 0
+        """Request bodies as sent (compressed, when they were)."""
         self._lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                sent = len(body)
                 encoding = self.headers.get("Content-Encoding", "")
                 if encoding == "gzip":
                     body = gzip.decompress(body)
@@ -83,6 +93,7 @@ class OtlpReceiver:
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
                 with receiver._lock:
+                    receiver.bytes_received += sent
                     receiver.paths.append(self.path)
                     receiver.content_types.append(self.headers.get("Content-Type", ""))
                     receiver.spans.extend(_decode(request))

@@ -81,7 +81,7 @@ async def test_metrics_are_scraped(server: HealthServer, metrics: BerthMetrics) 
     parsed = {f.name: f for f in text_string_to_metric_families(reply.body.decode())}
     pending = {s.labels["queue"]: s.value for s in parsed["scheduler_pending_pods"].samples}
     assert pending == {"active": 5.0, "backoff": 0.0, "unschedulable": 0.0, "gated": 2.0}
-    assert "scheduler_e2e_scheduling_duration_seconds" in parsed
+    assert "scheduler_scheduling_attempt_duration_seconds" in parsed
 
 
 @pytest.mark.parametrize(
@@ -103,12 +103,12 @@ async def test_metrics_negotiation(
     content_type: str,
     gzipped: bool,
 ) -> None:
-    metrics.conflicts.inc()
+    metrics.conflict("reserve")
     reply = await fetch(server, "/metrics", headers=headers)
     assert reply.headers["Content-Type"].startswith(content_type)
     assert (reply.headers.get("Content-Encoding") == "gzip") is gzipped
     body = gzip.decompress(reply.body) if gzipped else reply.body
-    assert b"berth_conflicts_total 1.0" in body
+    assert b'berth_conflicts_total{reason="reserve"} 1.0' in body
 
 
 @pytest.mark.parametrize(

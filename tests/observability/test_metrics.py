@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -47,7 +48,7 @@ def families(metrics: BerthMetrics) -> dict[str, tuple[str, set[str]]]:
             "scheduler_schedule_attempts", "counter", {"result", "profile"}, id="attempts"
         ),
         pytest.param(
-            "scheduler_e2e_scheduling_duration_seconds",
+            "scheduler_scheduling_attempt_duration_seconds",
             "histogram",
             {"result", "profile"},
             id="e2e",
@@ -58,7 +59,7 @@ def families(metrics: BerthMetrics) -> dict[str, tuple[str, set[str]]]:
             {"extension_point", "status", "profile"},
             id="extension-points",
         ),
-        pytest.param("berth_conflicts", "counter", set(), id="conflicts"),
+        pytest.param("berth_conflicts", "counter", {"reason"}, id="conflicts"),
         pytest.param("berth_binding_duration_seconds", "histogram", {"result"}, id="binding"),
         pytest.param("berth_consumer_lag", "gauge", {"topic"}, id="lag"),
     ],
@@ -69,7 +70,7 @@ def test_families_are_named_like_kube_scheduler(
     metrics.set_pending({})
     metrics.record_attempt("scheduled", 0.01)
     metrics.observe_extension_point("Filter", 0.001)
-    metrics.conflicts.inc()
+    metrics.conflict("reserve")
     metrics.record_binding("bound", 0.02)
     metrics.set_consumer_lag({"berth.schedule": 4})
     assert families(metrics)[name] == (kind, labels)
@@ -77,13 +78,14 @@ def test_families_are_named_like_kube_scheduler(
 
 def test_counters_are_exposed_with_the_total_suffix(metrics: BerthMetrics) -> None:
     metrics.record_attempt("unschedulable")
-    metrics.conflicts.inc(2)
+    metrics.conflict("reserve")
+    metrics.conflict("reserve")
     text = generate_latest(metrics.registry).decode()
     assert (
         'scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"}'
         in (text)
     )
-    assert "berth_conflicts_total 2.0" in text
+    assert 'berth_conflicts_total{reason="reserve"} 2.0' in text
 
 
 def test_set_pending_sets_all_four_queues(metrics: BerthMetrics) -> None:
@@ -123,7 +125,10 @@ def test_record_attempt(
     metrics.record_attempt(result, seconds, profile="batch")
     labels = {"result": result, "profile": "batch"}
     assert sample(metrics, "scheduler_schedule_attempts_total", **labels) == count
-    assert sample(metrics, "scheduler_e2e_scheduling_duration_seconds_count", **labels) == e2e_count
+    assert (
+        sample(metrics, "scheduler_scheduling_attempt_duration_seconds_count", **labels)
+        == e2e_count
+    )
 
 
 def test_time_extension_point_records_the_status(metrics: BerthMetrics) -> None:
@@ -217,3 +222,122 @@ async def test_consumer_lag_is_zero_for_a_topic_without_partitions_here() -> Non
             return frozenset()
 
     assert await consumer_lag_by_topic(Unassigned()) == {"berth.schedule": 0}
+
+
+# ------------------------------------------------------------ upstream names, labels, buckets
+def _exp(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "labels", "buckets"),
+    [
+        # kubernetes/kubernetes pkg/scheduler/metrics/metrics.go
+        ("scheduler_schedule_attempts", "counter", ["result", "profile"], None),
+        (
+            "scheduler_scheduling_attempt_duration_seconds",
+            "histogram",
+            ["result", "profile"],
+            _exp(0.001, 2, 15),
+        ),
+        ("scheduler_scheduling_algorithm_duration_seconds", "histogram", [], _exp(0.001, 2, 15)),
+        ("scheduler_preemption_victims", "histogram", [], _exp(1, 2, 7)),
+        ("scheduler_preemption_attempts", "counter", [], None),
+        ("scheduler_pending_pods", "gauge", ["queue"], None),
+        (
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "histogram",
+            ["attempts"],
+            _exp(0.01, 2, 20),
+        ),
+        ("scheduler_pod_scheduling_attempts", "histogram", [], _exp(1, 2, 5)),
+        (
+            "scheduler_framework_extension_point_duration_seconds",
+            "histogram",
+            ["extension_point", "status", "profile"],
+            _exp(0.0001, 2, 12),
+        ),
+        (
+            "scheduler_plugin_execution_duration_seconds",
+            "histogram",
+            ["plugin", "extension_point", "status"],
+            _exp(0.00001, 1.5, 20),
+        ),
+        ("scheduler_queue_incoming_pods", "counter", ["queue", "event"], None),
+        ("scheduler_permit_wait_duration_seconds", "histogram", ["result"], _exp(0.001, 2, 15)),
+        ("scheduler_scheduler_cache_size", "gauge", ["type"], None),
+        ("scheduler_unschedulable_pods", "gauge", ["plugin", "profile"], None),
+        # kubernetes-sigs/kueue pkg/metrics/metrics.go
+        ("kueue_admission_attempts", "counter", ["result"], None),
+        ("kueue_pending_workloads", "gauge", ["cluster_queue", "status"], None),
+        ("kueue_quota_reserved_workloads", "counter", ["cluster_queue"], None),
+        (
+            "kueue_quota_reserved_wait_time_seconds",
+            "histogram",
+            ["cluster_queue"],
+            [1.0, *_exp(2.5, 2, 13)],
+        ),
+        ("kueue_admitted_workloads", "counter", ["cluster_queue"], None),
+        (
+            "kueue_admission_wait_time_seconds",
+            "histogram",
+            ["cluster_queue"],
+            [1.0, *_exp(2.5, 2, 13)],
+        ),
+        ("kueue_evicted_workloads", "counter", ["cluster_queue", "reason"], None),
+        ("kueue_reserving_active_workloads", "gauge", ["cluster_queue"], None),
+        ("kueue_admitted_active_workloads", "gauge", ["cluster_queue"], None),
+        ("kueue_cluster_queue_status", "gauge", ["cluster_queue", "status"], None),
+        (
+            "kueue_cluster_queue_resource_reservation",
+            "gauge",
+            ["cohort", "cluster_queue", "flavor", "resource"],
+            None,
+        ),
+        (
+            "kueue_cluster_queue_borrowing_limit",
+            "gauge",
+            ["cohort", "cluster_queue", "flavor", "resource"],
+            None,
+        ),
+        ("kueue_cluster_queue_weighted_share", "gauge", ["cluster_queue"], None),
+    ],
+)
+def test_upstream_names_labels_and_buckets(
+    metrics: BerthMetrics,
+    name: str,
+    kind: str,
+    labels: list[str],
+    buckets: list[float] | None,
+) -> None:
+    (family,) = [f for f in metrics.registry.collect() if f.name == name]
+    assert family.type == kind
+    registered = metrics.registry._names_to_collectors
+    collector: Any = registered[name + ("_total" if kind == "counter" else "")]
+    assert list(collector._labelnames) == labels
+    if buckets is not None:
+        assert list(collector._upper_bounds[:-1]) == pytest.approx(buckets)
+
+
+def test_no_family_uses_a_name_kueue_does_not_define(metrics: BerthMetrics) -> None:
+    kueue = {f.name for f in metrics.registry.collect() if f.name.startswith("kueue_")}
+    assert "kueue_cluster_queue_borrowing" not in kueue
+
+
+@pytest.mark.parametrize("reason", ["reserve", "cross_node", "kept_changing", "api"])
+def test_conflicts_by_reason(metrics: BerthMetrics, reason: str) -> None:
+    metrics.conflict(reason)
+    assert sample(metrics, "berth_conflicts_total", reason=reason) == 1
+
+
+def test_an_unknown_conflict_reason_is_refused(metrics: BerthMetrics) -> None:
+    with pytest.raises(MetricsError, match="unknown conflict reason 'node'"):
+        metrics.conflict("node")
+
+
+def test_record_scheduled_labels_the_sli_by_attempts(metrics: BerthMetrics) -> None:
+    metrics.record_scheduled(3, 12.5)
+    metrics.record_scheduled(0, None)  # an attempt count of 0 is counted as 1
+    assert sample(metrics, "scheduler_pod_scheduling_sli_duration_seconds_count", attempts="3") == 1
+    assert sample(metrics, "scheduler_pod_scheduling_attempts_count") == 2
+    assert sample(metrics, "scheduler_pod_scheduling_attempts_bucket", le="1.0") == 1

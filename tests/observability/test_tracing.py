@@ -12,18 +12,22 @@ from dataclasses import dataclass
 import pytest
 from aiokafka import AIOKafkaConsumer
 from opentelemetry.trace import INVALID_SPAN
+from prometheus_client import REGISTRY
 
 from shared.kafka import Topics, ensure_topics, make_producer
 from shared.messages import ScheduleRequest
 from shared.tracing import (
     ATTR_ATTEMPT,
     ATTR_EXTENSION_POINT,
+    ATTR_MESSAGE,
     ATTR_NODE,
+    ATTR_PLUGINS,
     ATTR_POD_KEY,
     ATTR_POD_UID,
     ATTR_RESULT,
     ATTR_SCHEDULING_CYCLE,
     ATTR_TENANT,
+    EVENT_VICTIM,
     SPAN_BINDING_CYCLE,
     SPAN_DISPATCH,
     SPAN_SCHEDULING_CYCLE,
@@ -31,6 +35,7 @@ from shared.tracing import (
     Tracing,
     TracingConfig,
     TracingConfigError,
+    add_victim_events,
     binding_cycle_span,
     binding_step_span,
     dispatch_headers,
@@ -38,6 +43,7 @@ from shared.tracing import (
     extract_context,
     inject_headers,
     pod_span,
+    pod_trace_id,
     scheduling_cycle_span,
     set_result,
     setup_tracing,
@@ -47,7 +53,7 @@ from tests.observability.otlp_receiver import OtlpReceiver, ReceivedSpan
 
 # opentelemetry.proto.trace.v1.Span.SpanKind / Status.StatusCode
 KIND_INTERNAL, KIND_CONSUMER, KIND_PRODUCER = 1, 5, 4
-STATUS_ERROR = 2
+STATUS_UNSET, STATUS_ERROR = 0, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,3 +443,116 @@ def test_shutdown_is_quick_when_the_collector_is_down() -> None:
     installed.shutdown()
     assert time.monotonic() - started < 2.0
     assert not tracing_enabled()
+
+
+# ------------------------------------------------------------------- one trace per pod
+def test_every_attempt_of_a_pod_is_in_the_pods_trace(
+    receiver: OtlpReceiver, tracing: Tracing
+) -> None:
+    attempts = [make_request("uid-p", attempt=n) for n in (1, 2, 3)]
+    for request in attempts:
+        headers = dispatch_headers([request])
+        with scheduling_cycle_span(request, headers) as span:
+            set_result(span, "unschedulable" if request.attempt < 3 else "scheduled")
+    dispatch_headers([make_request("uid-q")])
+    tracing.shutdown()
+    spans = receiver.wait_for(3 * 2 + 1)
+    pod_spans = [s for s in spans if s.attributes.get(ATTR_POD_UID) == "uid-p"]
+    assert len(pod_spans) == 6
+    assert {s.trace_id for s in pod_spans} == {format(pod_trace_id("uid-p"), "032x")}
+    other = only(receiver.by_name(SPAN_DISPATCH), **{ATTR_POD_UID: "uid-q"})
+    assert other.trace_id == format(pod_trace_id("uid-q"), "032x") != pod_spans[0].trace_id
+    # each attempt's cycle hangs under its own dispatch span
+    by_attempt = {(s.name, s.attributes[ATTR_ATTEMPT]): s for s in pod_spans}
+    for n in (1, 2, 3):
+        cycle, dispatch = by_attempt[(SPAN_SCHEDULING_CYCLE, n)], by_attempt[(SPAN_DISPATCH, n)]
+        assert cycle.parent_span_id == dispatch.span_id
+
+
+def test_sampling_is_decided_once_per_pod(receiver: OtlpReceiver) -> None:
+    installed = setup_tracing(
+        TracingConfig(service_name="berth-test", endpoint=receiver.endpoint, sample_ratio=0.5)
+    )
+    try:
+        decisions: dict[str, set[bool]] = {}
+        for i in range(100):
+            uid = f"uid-{i}"
+            for attempt in (1, 2, 3):
+                (header,) = dispatch_headers([make_request(uid, attempt=attempt)])
+                sampled = int(header[1].rsplit(b"-", 1)[1], 16) & 1 == 1
+                decisions.setdefault(uid, set()).add(sampled)
+    finally:
+        installed.shutdown()
+    # every pod's attempts are all kept or all dropped, and both happen at ratio 0.5
+    assert all(len(seen) == 1 for seen in decisions.values())
+    kept = sum(1 for seen in decisions.values() if True in seen)
+    assert 25 <= kept <= 75
+
+
+@pytest.mark.parametrize(
+    ("result", "status"),
+    [
+        pytest.param("scheduled", STATUS_UNSET, id="scheduled"),
+        pytest.param("unschedulable", STATUS_UNSET, id="unschedulable-is-not-a-failure"),
+        pytest.param("conflict", STATUS_ERROR, id="conflict-failed-the-attempt"),
+        pytest.param("error", STATUS_ERROR, id="error"),
+    ],
+)
+def test_the_result_sets_the_status_and_attributes(
+    receiver: OtlpReceiver, tracing: Tracing, result: str, status: int
+) -> None:
+    message = "0/3 nodes are available: 3 Insufficient cpu."
+    with scheduling_cycle_span(make_request("uid-r")) as span:
+        set_result(span, result, message=message, plugins=("NodeResourcesFit",))
+    tracing.shutdown()
+    (cycle,) = receiver.wait_for(1)
+    assert cycle.status_code == status
+    assert cycle.attributes[ATTR_RESULT] == result
+    assert cycle.attributes[ATTR_MESSAGE] == message
+    assert cycle.attributes[ATTR_PLUGINS] == ["NodeResourcesFit"]
+    if status == STATUS_ERROR:
+        assert cycle.status_message == f"{result}: {message}"
+
+
+def test_preemption_victims_are_events(receiver: OtlpReceiver, tracing: Tracing) -> None:
+    with scheduling_cycle_span(make_request("uid-v")) as span:
+        add_victim_events(span, [("default/low-1", "u1"), ("default/low-2", "u2")], "node-3")
+    tracing.shutdown()
+    (cycle,) = receiver.wait_for(1)
+    assert [name for name, _ in cycle.events] == [EVENT_VICTIM, EVENT_VICTIM]
+    assert cycle.events[0][1] == {
+        ATTR_POD_KEY: "default/low-1",
+        ATTR_POD_UID: "u1",
+        ATTR_NODE: "node-3",
+    }
+
+
+def test_failed_exports_are_counted(receiver: OtlpReceiver) -> None:
+    """berth_trace_export_failures_total (the chart's trace-export alert) counts the batches
+    a down collector did not take, and not the ones a live one did."""
+    failures = "berth_trace_export_failures_total"
+
+    def failed() -> float:
+        return REGISTRY.get_sample_value(failures) or 0.0
+
+    before = failed()
+    live = setup_tracing(TracingConfig(service_name="berth-test", endpoint=receiver.endpoint))
+    with scheduling_cycle_span(make_request("uid-ok")):
+        pass
+    live.shutdown()
+    assert receiver.wait_for(1)
+    assert failed() == before
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    down = setup_tracing(
+        TracingConfig(
+            service_name="berth-test",
+            endpoint=f"http://127.0.0.1:{port}",
+            export_timeout_seconds=0.3,
+        )
+    )
+    with scheduling_cycle_span(make_request("uid-lost")):
+        pass
+    down.shutdown()
+    assert failed() == before + 1

@@ -98,6 +98,17 @@ async def test_nominal_quota_then_reasons_and_positions(
     assert sample("kueue_admitted_workloads_total", {"cluster_queue": "team-a"}) == 4
     waiting = {"cluster_queue": "team-a", "status": "inadmissible"}
     assert sample("kueue_pending_workloads", waiting) == 2
+    assert sample("kueue_pending_workloads", {**waiting, "status": "active"}) == 0
+    # the rest of Kueue's families, by their upstream names
+    team_a = {"cluster_queue": "team-a"}
+    assert sample("kueue_quota_reserved_workloads_total", team_a) == 4
+    assert sample("kueue_admission_wait_time_seconds_count", team_a) == 4
+    assert sample("kueue_reserving_active_workloads", team_a) == 4
+    assert sample("kueue_cluster_queue_resource_reservation", quota) == 4.0
+    assert sample("kueue_cluster_queue_status", {**team_a, "status": "active"}) == 1
+    assert sample("kueue_cluster_queue_status", {**team_a, "status": "pending"}) == 0
+    assert sample("kueue_admission_attempts_total", {"result": "success"}) == 1
+    assert sample("kueue_admission_attempt_duration_seconds_count", {"result": "success"}) == 1
     assert all(p.quota_wait == "" for p in verdict.admitted)
     assert {k: m for k, (_, m) in verdict.waiting.items()} == {
         "team-a/p4": "Waiting for quota in ClusterQueue team-a (position 1 of 2): "

@@ -144,7 +144,12 @@ def test_a_service_with_the_wrong_kafka_ca_exits_with_one_line(
     )
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
-    errors = [line for line in done.stderr.splitlines() if " ERROR shared.service" in line]
+    # JSON lines by default (stderr is not a terminal): the one error line names its logger.
+    errors = [
+        line
+        for line in done.stderr.splitlines()
+        if '"level":"ERROR"' in line and '"logger":"shared.service"' in line
+    ]
     assert len(errors) == 1, done.stderr[-3000:]
     assert f"Kafka at {bootstrap} (SSL): " in errors[0]
     assert "CERTIFICATE_VERIFY_FAILED" in errors[0]

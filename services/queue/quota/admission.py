@@ -299,6 +299,7 @@ class Admission:
         must never stop the queue from taking the informer's events."""
         self.dirty = False
         verdict = Verdict()
+        started = time.perf_counter()
         try:
             await self._admit_all(verdict)
         except (RedisError, OSError):
@@ -307,7 +308,7 @@ class Admission:
         except Exception:
             log.exception("quota admission round failed")
             self.metrics.cq_round_errors.inc()
-        report(self, verdict, self.metrics)
+        report(self, verdict, self.metrics, seconds=time.perf_counter() - started)
         return verdict
 
     async def _admit_all(self, verdict: Verdict) -> None:

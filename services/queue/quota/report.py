@@ -1,7 +1,10 @@
-"""What quota admission reports: Kueue's metric families per ClusterQueue."""
+"""What quota admission reports: Kueue's metric families per ClusterQueue (upstream names,
+kubernetes-sigs/kueue pkg/metrics), after every round."""
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -11,24 +14,61 @@ if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
     from services.queue.quota.workload import Verdict
 
+CQ_STATUSES = ("pending", "active", "terminating")
 
-def report(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> None:
-    """Kueue's metric families for every ClusterQueue, after a round."""
+_WAITING_SINCE: weakref.WeakKeyDictionary[Admission, dict[str, float]] = weakref.WeakKeyDictionary()
+"""Per admission: pod key -> when this replica first saw it waiting for quota (the start of
+kueue_admission_wait_time_seconds; a requeued pod starts again)."""
+
+
+def report(
+    admission: Admission,
+    verdict: Verdict,
+    metrics: BerthMetrics,
+    *,
+    seconds: float | None = None,
+    now: float | None = None,
+) -> None:
+    """Kueue's metric families for every ClusterQueue, after a round that took `seconds`."""
+    now = time.monotonic() if now is None else now
+    since = _WAITING_SINCE.setdefault(admission, {})
     waiting: dict[str, int] = defaultdict(int)
-    for pod in admission.pending.values():
+    for key, pod in admission.pending.items():
         queue, _ = admission.queue_of(pod)
         waiting[queue or ""] += 1
+        since.setdefault(key, now)
+    inadmissible: dict[str, int] = defaultdict(int)
+    for pod, _message in verdict.waiting.values():
+        queue, _ = admission.queue_of(pod)
+        inadmissible[queue or ""] += 1
     active: dict[str, int] = defaultdict(int)
     for record in admission.admitted.values():
         active[record["cq"]] += 1
     for pod in verdict.admitted:
         queue = admission.admitted.get(pod.key, {}).get("cq", "")
+        waited = max(0.0, now - since.pop(pod.key, now))
         metrics.cq_admitted.labels(cluster_queue=queue).inc()
+        metrics.cq_quota_reserved.labels(cluster_queue=queue).inc()
+        metrics.cq_admission_wait.labels(cluster_queue=queue).observe(waited)
+        metrics.cq_quota_reserved_wait.labels(cluster_queue=queue).observe(waited)
+    for key in [k for k in since if k not in admission.pending]:
+        del since[key]  # deleted, or admitted by another replica
+    if seconds is not None and (verdict.admitted or verdict.waiting):
+        result = "success" if verdict.admitted else "inadmissible"
+        metrics.admission_attempts.labels(result=result).inc()
+        metrics.admission_attempt_duration.labels(result=result).observe(seconds)
     for cohort in admission.cohorts.values():
         for name, quota in cohort.queues.items():
-            metrics.cq_pending.labels(cluster_queue=name, status="inadmissible").set(waiting[name])
+            tried = min(inadmissible[name], waiting[name])
+            pending = metrics.cq_pending
+            pending.labels(cluster_queue=name, status="inadmissible").set(tried)
+            pending.labels(cluster_queue=name, status="active").set(waiting[name] - tried)
             metrics.cq_admitted_active.labels(cluster_queue=name).set(active[name])
+            metrics.cq_reserving_active.labels(cluster_queue=name).set(active[name])
             metrics.cq_share.labels(cluster_queue=name).set(cohort.share(name))
+            for status in CQ_STATUSES:
+                value = 1 if status == "active" else 0
+                metrics.cq_status.labels(cluster_queue=name, status=status).set(value)
             for (flavor, resource), limits in quota.limits.items():
                 labels = {
                     "cohort": quota.cohort,
@@ -38,9 +78,15 @@ def report(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> Non
                 }
                 scale = 1000.0 if resource == "cpu" else 1.0
                 fr = (flavor, resource)
+                used = cohort.used(name, fr) / scale
                 metrics.cq_nominal.labels(**labels).set(limits.nominal / scale)
-                metrics.cq_usage.labels(**labels).set(cohort.used(name, fr) / scale)
-                metrics.cq_borrowing.labels(**labels).set(cohort.borrowed(name, fr) / scale)
+                metrics.cq_usage.labels(**labels).set(used)
+                metrics.cq_reservation.labels(**labels).set(used)
+                metrics.cq_borrowed.labels(**labels).set(cohort.borrowed(name, fr) / scale)
+                if limits.borrowing is not None:
+                    metrics.cq_borrowing_limit.labels(**labels).set(limits.borrowing / scale)
+                if limits.lending is not None:
+                    metrics.cq_lending_limit.labels(**labels).set(limits.lending / scale)
     for queue, count in admission.evictions.items():
         metrics.cq_evicted.labels(cluster_queue=queue, reason="Preempted").inc(count)
     admission.evictions.clear()
