@@ -70,6 +70,10 @@ class QueueConfig:
     """Kueue's admissionFairSharing.usageHalfLifeTime: LocalQueues' usage decays with this
     half-life, and orders the workloads of UsageBasedAdmissionFairSharing ClusterQueues
     (0: off)."""
+    quota_round_interval: float = 0.05
+    """Quota admission runs a round at most this often: events that come faster are taken
+    together by the next round. A round reads every ClusterQueue's head; one round per event
+    kept the queue's core busy on Kueue's baseline (40,000 rounds for 15,000 workloads)."""
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     """Kueue's waitForPodsReady for quota-admitted workloads (services/queue/quota/ready.py)."""
     topics: Topics = field(default_factory=Topics)

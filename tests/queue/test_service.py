@@ -469,3 +469,29 @@ async def test_a_gang_member_rejected_for_too_few_siblings_wakes_when_one_joins(
         await reader.wait_until(lambda: len(reader.requests()) == 4)
     woken = {r.pod_key: r.attempt for r in reader.requests()[2:]}
     assert woken == {"default/m0": 2, "default/m1": 1}
+
+
+async def test_quota_rounds_take_events_together_and_none_is_lost(
+    make_service, service_config: QueueConfig, cluster: ClusterStore
+) -> None:
+    """Events within quota_round_interval of the last round wait for one deferred round; the
+    release that comes in that window still admits the pod waiting for it."""
+    from dataclasses import replace
+
+    from shared.models import load_manifest_text
+    from tests.queue.test_admission import pod as quota_pod
+    from tests.queue.test_admission import queues
+
+    await cluster.apply(load_manifest_text(queues(("team-a", "", 1, None, 1))).queue_objects)
+    config = replace(service_config, quota_round_interval=1.0)
+    async with make_service(config) as service:
+        [first] = await cluster.apply([quota_pod("first", "team-a", created=1)])
+        await wait_for(lambda: service.metrics["quota_admitted"] == 1)
+        rounds, events = service.metrics["quota_rounds"], service.metrics["store_events"]
+        await cluster.apply([quota_pod("second", "team-a", created=2)])
+        await wait_for(lambda: service.metrics["store_events"] == events + 1)  # its own batch
+        await cluster.delete("Pod", "team-a", "first", uid=first.uid)
+        await wait_for(lambda: service.metrics["quota_admitted"] == 2)
+        # the add and the delete came within the interval: one deferred round took both
+        assert service.metrics["quota_rounds"] == rounds + 1
+        assert [p.key for p in (await service.store.pending("team-a")).pods] == ["team-a/second"]

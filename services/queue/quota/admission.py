@@ -52,7 +52,7 @@ from services.queue.quota.effects import place_on_flavors, requeue
 from services.queue.quota.estimate import estimates
 from services.queue.quota.eta import Releases
 from services.queue.quota.evict import drain, preempt
-from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE
+from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE, Assignment
 from services.queue.quota.ready import Readiness
 from services.queue.quota.report import report
 from services.queue.quota.scripts import QUOTA_LUA
@@ -364,6 +364,11 @@ class Admission:
         skip: dict[str, bool] = {}
         """Workloads found not admissible this round (quota only shrinks within a round):
         not looked at again; True when it holds its queue's turn."""
+        unfit: dict[tuple[str, str, int], Assignment] = {}
+        """(queue, shape, quota version) -> the assignment of a workload that did not fit: a
+        backlog of like workloads costs one assignment per shape, not one per workload."""
+        version = 0
+        """Bumped whenever quota may have changed within the round (an admission, an eviction)."""
         while True:
             best: _Best | None = None
             for queue, waiting in by_queue.items():
@@ -387,14 +392,23 @@ class Admission:
                     if missing > 0:
                         reasons[wl.key] = f"gang waiting for {missing} more pod(s)"
                         continue
-                    assignment, flavors = assign_pods(
-                        cohort,
-                        self.queues[queue],
-                        self.flavors,
-                        wl.requests,
-                        wl.placements,
-                        fair_sharing=bool(self.fair_sharing),
-                    )
+                    shape = wl.shape()
+                    memo = None if shape is None else (queue, shape, version)
+                    known = None if memo is None else unfit.get(memo)
+                    flavors: dict[str, dict[str, str]] = {}
+                    if known is not None:
+                        assignment = known
+                    else:
+                        assignment, flavors = assign_pods(
+                            cohort,
+                            self.queues[queue],
+                            self.flavors,
+                            wl.requests,
+                            wl.placements,
+                            fair_sharing=bool(self.fair_sharing),
+                        )
+                        if memo is not None and assignment.mode != FIT:
+                            unfit[memo] = assignment
                     if assignment.mode != FIT:
                         reasons[wl.key] = assignment.message() or "waiting for quota"
                         # Preempt for the first workload of a queue that does not fit, once
@@ -404,6 +418,7 @@ class Admission:
                         if queue not in reclaim_tried and assignment.mode == PREEMPT_MODE:
                             reclaim_tried[queue] = wl.key
                             why, reclaiming = await preempt(self, cohort, wl, assignment)
+                            version += 1
                             if reclaiming:
                                 reasons[wl.key] = reclaim_reason[wl.key] = why
                             elif why:  # blocked: the shortfall, and why nothing was evicted
@@ -423,6 +438,7 @@ class Admission:
             if best is None:
                 break
             _, _, wl, flavors = best
+            version += 1
             await self._write(
                 [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in wl.pods.items()],
                 group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",

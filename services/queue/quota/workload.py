@@ -56,6 +56,18 @@ class Workload:
                 total[resource] += amount
         return dict(total)
 
+    def shape(self) -> str | None:
+        """What its assignment depends on besides quota, when its pods are one pod set (the
+        same requests and placement): workloads of one shape in one queue fit or not alike.
+        None for several pod sets (their names, from pod keys, appear in the reasons)."""
+        shapes = {
+            repr(sorted(req.items())) + self.placements[key].signature()
+            if key in self.placements
+            else repr(sorted(req.items()))
+            for key, req in self.requests.items()
+        }
+        return f"{len(self.requests)}x{shapes.pop()}" if len(shapes) == 1 else None
+
     @property
     def order(self) -> tuple[int, float, str]:
         return (-self.priority, self.created, self.key)
