@@ -1,0 +1,278 @@
+"""Per-component Redis ACL users (deploy/helm/berth/files/redis-acl.yaml), on a real Redis.
+
+A whole standalone stack runs with each component logged in as its own user under exactly the
+rule the chart renders (queue, scheduler worker, binder, node agent, dashboard): pods are
+bound, one preempts a lower-priority pod (the binder deletes it), an unfit pod is explained,
+the dashboard's API answers, and Redis logged no refusal of any of those users (ACL LOG). Then
+each user is refused what its rule leaves out: the dashboard any write, the worker the queue's
+keys and the store's writes, the binder and the agent the queue's keys... The writes that
+only Redis 7's read-only key permissions (%R~) and selectors can refuse are asserted when the
+server is Redis 7 (Redis 6.2: the same writes are shown to pass, so the README's caveat stays
+true).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from cli.run import pipeline
+from cli.servers import DevServers
+from shared.env import StackSettings
+from shared.models import Manifests, PriorityClass, cluster_meta
+from shared.redisconn import connect
+from shared.security import ENV_REDIS_PASSWORD, ENV_REDIS_USERNAME, RedisSecurity
+from shared.store import ClusterStore, StoreKeys
+from tests.builders import make_node, make_pod
+from tests.conftest import delete_prefixed
+from tests.security.redis_acl import Prefixes, Rule, create_user, server_major
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+KINDS = {
+    "queue": "queue",
+    "worker": "scheduler",
+    "binder": "binder",
+    "agent": "agent",
+    "dashboard": "dashboard",
+}
+"""The stack's kinds of process -> their rule (and chart component) in redis-acl.yaml."""
+TENANT = "run"
+HOST = "kubernetes.io/hostname"
+
+
+def workload() -> Manifests:
+    """Two nodes, each mostly taken by a low-priority pod; two small pods that fit, a
+    high-priority pod that must evict a low one, and a pod no node can hold."""
+    nodes = [
+        make_node(f"n{i}").capacity(cpu="4", memory="16Gi", pods=10).label(HOST, f"n{i}").obj()
+        for i in range(2)
+    ]
+    low = [
+        make_pod(f"low-{i}").priority_class("low").req(cpu="3").node(f"n{i}").obj()
+        for i in range(2)
+    ]
+    pods = [
+        *low,
+        make_pod("web-0").req(cpu="500m").obj(),
+        make_pod("web-1").req(cpu="500m").obj(),
+        make_pod("high").priority_class("high").req(cpu="3").obj(),
+        make_pod("huge").req(cpu="64").obj(),
+    ]
+    classes = [
+        PriorityClass(metadata=cluster_meta("low"), value=1),
+        PriorityClass(metadata=cluster_meta("high"), value=1000),
+    ]
+    return Manifests(nodes=nodes, pods=pods, priority_classes=classes)
+
+
+@dataclass
+class Confined:
+    settings: StackSettings
+    redis7: bool
+    users: dict[str, tuple[str, str]]
+    """rule name -> (user, password)"""
+    report: dict[str, Any]
+    settled: bool
+    answers: dict[str, tuple[int, Any]]
+    """dashboard path -> (status, JSON)"""
+    refusals_logged: list[dict[str, Any]]
+
+    def client(self, rule: str) -> Redis:
+        user, password = self.users[rule]
+        return connect(self.settings.redis_url, RedisSecurity(username=user, password=password))
+
+    @property
+    def store_keys(self) -> StoreKeys:
+        return StoreKeys(self.settings.store_prefix, self.settings.cluster)
+
+    def queue_key(self, name: str) -> str:
+        return f"{self.settings.queue_prefix}{{{TENANT}}}:{name}"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def acl_log(admin: Redis, users: set[str]) -> list[dict[str, Any]]:
+    """The ACL LOG's refusals of `users`, but CLIENT SETINFO (redis-py sends it on every
+    connection and ignores a refusal; it is not granted)."""
+    entries: Any = await admin.execute_command("ACL", "LOG", "128")
+    out = []
+    for entry in entries:
+        fields = (
+            entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2], strict=True))
+        )
+        record = {_text(k): _text(v) for k, v in fields.items() if not isinstance(v, list)}
+        if record.get("username") in users and not record.get("object", "").startswith("client"):
+            out.append(record)
+    return out
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def confined(dev_servers: DevServers) -> AsyncIterator[Confined]:
+    settings = dev_servers.isolated_settings()
+    admin = connect(settings.redis_url, settings.redis_security)
+    redis7 = await server_major(admin) >= 7
+    prefixes = Prefixes(settings.store_prefix, settings.cluster, settings.queue_prefix)
+    users: dict[str, tuple[str, str]] = {}
+    for rule in (*KINDS.values(), "dashboard-front-door", "adapter"):
+        user = f"berth-{rule}-{settings.topic_suffix}"
+        users[rule] = (user, secrets.token_hex(16))
+        await create_user(admin, user, users[rule][1], Rule.of(rule, prefixes), redis7=redis7)
+    env = {
+        kind: {ENV_REDIS_USERNAME: users[rule][0], ENV_REDIS_PASSWORD: users[rule][1]}
+        for kind, rule in KINDS.items()
+    }
+    try:
+        # The stack stops before the refusals are tried: a write Redis 6.2 lets through must
+        # not reach a running service.
+        async with pipeline(
+            servers=dev_servers, settings=settings, dashboard=True, component_env=env
+        ) as run:
+            await run.apply(workload())
+            settled = await run.settle(90)
+            report = await run.report()
+            answers: dict[str, tuple[int, Any]] = {}
+            async with aiohttp.ClientSession() as http:
+                for path in (
+                    "api/pods?limit=0",
+                    "api/nodes",
+                    "api/queues",
+                    "api/clusterqueues",
+                    "api/events",
+                    "api/stats",
+                    f"api/events?pod={TENANT}/huge",
+                ):
+                    async with http.get(run.stack.dashboard_url + path) as response:
+                        answers[path] = (response.status, await response.json())
+            logged = await acl_log(admin, {user for user, _ in users.values()})
+        yield Confined(settings, redis7, users, report, settled, answers, logged)
+    finally:
+        for user, _ in users.values():
+            await admin.execute_command("ACL", "DELUSER", user)
+        await delete_prefixed(admin, settings.store_prefix)
+        await admin.aclose()
+
+
+async def test_the_stack_schedules_with_every_component_as_its_own_user(
+    confined: Confined,
+) -> None:
+    assert confined.settled, confined.report
+    pods = {entry["pod"]: entry for entry in confined.report["pods"]}
+    assert {pods[f"{TENANT}/web-{i}"]["status"] for i in range(2)} == {"Scheduled"}
+    high = pods[f"{TENANT}/high"]
+    assert high["status"] == "Scheduled", high
+    assert len(high["victims"]) == 1
+    assert high["victims"][0].startswith(f"{TENANT}/low-")
+    huge = pods[f"{TENANT}/huge"]
+    assert huge["status"] == "Unschedulable"
+    assert "Insufficient cpu" in huge["message"], huge
+    # No command of any component was refused: the rules hold all they need.
+    assert confined.refusals_logged == []
+
+
+async def test_the_read_only_dashboard_answers(confined: Confined) -> None:
+    for path, (status, _) in confined.answers.items():
+        assert status == 200, path
+    rows = {
+        f"{row['namespace']}/{row['name']}": row
+        for row in confined.answers["api/pods?limit=0"][1]["pods"]
+    }
+    assert rows[f"{TENANT}/web-0"]["node"] in {"n0", "n1"}
+    assert "Insufficient cpu" in rows[f"{TENANT}/huge"]["message"], rows[f"{TENANT}/huge"]
+    assert {row["name"] for row in confined.answers["api/nodes"][1]["nodes"]} == {"n0", "n1"}
+    assert confined.answers["api/queues"][1]["workers"]
+
+
+Attempt = Callable[[Confined, Redis], Awaitable[Any]]
+
+
+async def _hset(c: Confined, r: Redis, key: str) -> Any:
+    return await r.hset(key, "forged", "1")
+
+
+def _store(c: Confined, r: Redis) -> ClusterStore:
+    return ClusterStore(r, cluster=c.settings.cluster, prefix=c.settings.store_prefix)
+
+
+def _forged_pod(c: Confined) -> Any:
+    return make_pod("forged").req(cpu="1").obj()
+
+
+REFUSED: list[tuple[str, str, Attempt, bool]] = [
+    # (rule, what, attempt, only Redis 7 refuses it)
+    ("dashboard", "write a store object", lambda c, r: _store(c, r).apply([_forged_pod(c)]), False),
+    ("dashboard", "write a binding", lambda c, r: _hset(c, r, c.store_keys.pod_node), False),
+    ("dashboard", "write a queue key", lambda c, r: _hset(c, r, c.queue_key("st")), False),
+    ("dashboard", "delete a key", lambda c, r: r.delete(c.store_keys.rv), False),
+    ("scheduler", "touch the queue's keys", lambda c, r: r.hgetall(c.queue_key("st")), False),
+    ("scheduler", "write a store object", lambda c, r: _store(c, r).apply([_forged_pod(c)]), False),
+    (
+        "scheduler",
+        "stream a change",
+        lambda c, r: _store(c, r).bindings.ended(f"{TENANT}/web-0", "uid", 1),
+        False,
+    ),
+    ("scheduler", "write a binding", lambda c, r: _hset(c, r, c.store_keys.pod_node), True),
+    ("binder", "write the queue's leases", lambda c, r: _hset(c, r, c.queue_key("leases")), False),
+    ("binder", "write the queue's state", lambda c, r: _hset(c, r, c.queue_key("st")), True),
+    ("binder", "forge a worker heartbeat", lambda c, r: _hset(c, r, c.store_keys.workers), True),
+    ("agent", "touch the queue's keys", lambda c, r: r.hgetall(c.queue_key("st")), False),
+    ("adapter", "touch the queue's keys", lambda c, r: r.hgetall(c.queue_key("st")), False),
+    ("queue", "forge a worker heartbeat", lambda c, r: _hset(c, r, c.store_keys.workers), True),
+    (
+        "dashboard-front-door",
+        "write a queue key",
+        lambda c, r: _hset(c, r, c.queue_key("st")),
+        False,
+    ),
+]
+REFUSED += [
+    (rule, "list every key (KEYS, @dangerous)", lambda c, r: r.keys("*"), False)
+    for rule in (*KINDS.values(), "adapter", "dashboard-front-door")
+]
+REFUSED += [
+    (rule, "read a key outside berth's", lambda c, r: r.get("not-berth"), False)
+    for rule in (*KINDS.values(), "adapter", "dashboard-front-door")
+]
+
+
+def refused(exc: ResponseError) -> bool:
+    """A refusal by the ACL: NOPERM at the top level, or inside a script (Redis 6.2 and 7
+    word it differently)."""
+    text = str(exc)
+    return any(
+        word in text
+        for word in ("NOPERM", "no permissions", "can't access", "can't run", "permission")
+    )
+
+
+@pytest.mark.parametrize(
+    ("rule", "what", "attempt", "redis7_only"),
+    REFUSED,
+    ids=[f"{rule}-{what.replace(' ', '-')}" for rule, what, _, _ in REFUSED],
+)
+async def test_each_component_is_refused_what_its_rule_leaves_out(
+    confined: Confined, rule: str, what: str, attempt: Attempt, redis7_only: bool
+) -> None:
+    client = confined.client(rule)
+    try:
+        assert await client.ping()  # logged in as its user (PING is granted)
+        if redis7_only and not confined.redis7:
+            # Redis 6.2 has no read-only keys nor selectors: the caveat the README states.
+            await attempt(confined, client)
+            return
+        with pytest.raises(ResponseError) as caught:
+            await attempt(confined, client)
+        assert refused(caught.value), caught.value
+    finally:
+        await client.aclose()
