@@ -5,7 +5,9 @@ component, for Redis 7 (read-only keys %R~, selectors) or Redis 6.2 (neither).""
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -13,6 +15,8 @@ from typing import Any
 
 import yaml
 from redis.asyncio import Redis
+
+from shared.security import ENV_REDIS_PASSWORD, ENV_REDIS_USERNAME
 
 RULES_FILE = (
     Path(__file__).resolve().parents[2] / "deploy" / "helm" / "berth" / "files" / "redis-acl.yaml"
@@ -117,3 +121,52 @@ async def create_user(admin: Redis, user: str, password: str, rule: Rule, *, red
 def split_line(line: str) -> list[str]:
     """A ConfigMap line back into its words (redis-cli quoting)."""
     return shlex.split(line)
+
+
+Users = dict[str, tuple[str, str]]
+"""rule name -> (user, password)"""
+
+
+async def make_users(
+    admin: Redis, names: Iterable[str], prefixes: Prefixes, tag: str, *, redis7: bool
+) -> Users:
+    """One user per rule (`berth-<rule>-<tag>`, a random password)."""
+    users: Users = {}
+    for name in names:
+        users[name] = (f"berth-{name}-{tag}", secrets.token_hex(16))
+        await create_user(admin, *users[name], Rule.of(name, prefixes), redis7=redis7)
+    return users
+
+
+async def drop_users(admin: Redis, users: Users) -> None:
+    for user, _ in users.values():
+        await admin.execute_command("ACL", "DELUSER", user)
+
+
+def component_env(users: Users, kinds: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """cli.supervisor.Stack's `component_env`: each kind of process logs in as the user of
+    its rule (`kinds`: kind -> rule)."""
+    return {
+        kind: {ENV_REDIS_USERNAME: users[rule][0], ENV_REDIS_PASSWORD: users[rule][1]}
+        for kind, rule in kinds.items()
+    }
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+async def acl_refusals(admin: Redis, users: set[str]) -> list[dict[str, str]]:
+    """The ACL LOG's refusals of `users`, but CLIENT SETINFO: redis-py sends it on every
+    connection and ignores a refusal; it is not granted."""
+    entries: Any = await admin.execute_command("ACL", "LOG", "128")
+    out = []
+    for entry in entries:
+        if isinstance(entry, dict):
+            fields = entry
+        else:
+            fields = dict(zip(entry[::2], entry[1::2], strict=True))
+        record = {_text(k): _text(v) for k, v in fields.items()}
+        if record.get("username") in users and not record.get("object", "").startswith("client"):
+            out.append(record)
+    return out

@@ -13,7 +13,6 @@ true).
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,11 +28,18 @@ from cli.servers import DevServers
 from shared.env import StackSettings
 from shared.models import Manifests, PriorityClass, cluster_meta
 from shared.redisconn import connect
-from shared.security import ENV_REDIS_PASSWORD, ENV_REDIS_USERNAME, RedisSecurity
+from shared.security import RedisSecurity
 from shared.store import ClusterStore, StoreKeys
 from tests.builders import make_node, make_pod
 from tests.conftest import delete_prefixed
-from tests.security.redis_acl import Prefixes, Rule, create_user, server_major
+from tests.security.redis_acl import (
+    Prefixes,
+    acl_refusals,
+    component_env,
+    drop_users,
+    make_users,
+    server_major,
+)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -98,45 +104,22 @@ class Confined:
         return f"{self.settings.queue_prefix}{{{TENANT}}}:{name}"
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-async def acl_log(admin: Redis, users: set[str]) -> list[dict[str, Any]]:
-    """The ACL LOG's refusals of `users`, but CLIENT SETINFO (redis-py sends it on every
-    connection and ignores a refusal; it is not granted)."""
-    entries: Any = await admin.execute_command("ACL", "LOG", "128")
-    out = []
-    for entry in entries:
-        fields = (
-            entry if isinstance(entry, dict) else dict(zip(entry[::2], entry[1::2], strict=True))
-        )
-        record = {_text(k): _text(v) for k, v in fields.items() if not isinstance(v, list)}
-        if record.get("username") in users and not record.get("object", "").startswith("client"):
-            out.append(record)
-    return out
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def confined(dev_servers: DevServers) -> AsyncIterator[Confined]:
     settings = dev_servers.isolated_settings()
     admin = connect(settings.redis_url, settings.redis_security)
     redis7 = await server_major(admin) >= 7
     prefixes = Prefixes(settings.store_prefix, settings.cluster, settings.queue_prefix)
-    users: dict[str, tuple[str, str]] = {}
-    for rule in (*KINDS.values(), "dashboard-front-door", "adapter"):
-        user = f"berth-{rule}-{settings.topic_suffix}"
-        users[rule] = (user, secrets.token_hex(16))
-        await create_user(admin, user, users[rule][1], Rule.of(rule, prefixes), redis7=redis7)
-    env = {
-        kind: {ENV_REDIS_USERNAME: users[rule][0], ENV_REDIS_PASSWORD: users[rule][1]}
-        for kind, rule in KINDS.items()
-    }
+    rules = (*KINDS.values(), "dashboard-front-door", "adapter")
+    users = await make_users(admin, rules, prefixes, settings.topic_suffix, redis7=redis7)
     try:
         # The stack stops before the refusals are tried: a write Redis 6.2 lets through must
         # not reach a running service.
         async with pipeline(
-            servers=dev_servers, settings=settings, dashboard=True, component_env=env
+            servers=dev_servers,
+            settings=settings,
+            dashboard=True,
+            component_env=component_env(users, KINDS),
         ) as run:
             await run.apply(workload())
             settled = await run.settle(90)
@@ -154,11 +137,10 @@ async def confined(dev_servers: DevServers) -> AsyncIterator[Confined]:
                 ):
                     async with http.get(run.stack.dashboard_url + path) as response:
                         answers[path] = (response.status, await response.json())
-            logged = await acl_log(admin, {user for user, _ in users.values()})
+            logged = await acl_refusals(admin, {user for user, _ in users.values()})
         yield Confined(settings, redis7, users, report, settled, answers, logged)
     finally:
-        for user, _ in users.values():
-            await admin.execute_command("ACL", "DELUSER", user)
+        await drop_users(admin, users)
         await delete_prefixed(admin, settings.store_prefix)
         await admin.aclose()
 
