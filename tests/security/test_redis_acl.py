@@ -23,7 +23,7 @@ import pytest_asyncio
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from cli.run import pipeline
+from cli.run import RUN_TENANT, pipeline
 from cli.servers import DevServers
 from shared.env import StackSettings
 from shared.models import Manifests, PriorityClass, cluster_meta
@@ -51,7 +51,9 @@ KINDS = {
     "dashboard": "dashboard",
 }
 """The stack's kinds of process -> their rule (and chart component) in redis-acl.yaml."""
-TENANT = "run"
+TENANT = RUN_TENANT
+"""The stack's one tenant queue."""
+NS = "default"
 HOST = "kubernetes.io/hostname"
 
 
@@ -133,7 +135,7 @@ async def confined(dev_servers: DevServers) -> AsyncIterator[Confined]:
                     "api/clusterqueues",
                     "api/events",
                     "api/stats",
-                    f"api/events?pod={TENANT}/huge",
+                    f"api/events?pod={NS}/huge",
                 ):
                     async with http.get(run.stack.dashboard_url + path) as response:
                         answers[path] = (response.status, await response.json())
@@ -150,12 +152,12 @@ async def test_the_stack_schedules_with_every_component_as_its_own_user(
 ) -> None:
     assert confined.settled, confined.report
     pods = {entry["pod"]: entry for entry in confined.report["pods"]}
-    assert {pods[f"{TENANT}/web-{i}"]["status"] for i in range(2)} == {"Scheduled"}
-    high = pods[f"{TENANT}/high"]
+    assert {pods[f"{NS}/web-{i}"]["status"] for i in range(2)} == {"Scheduled"}
+    high = pods[f"{NS}/high"]
     assert high["status"] == "Scheduled", high
     assert len(high["victims"]) == 1
-    assert high["victims"][0].startswith(f"{TENANT}/low-")
-    huge = pods[f"{TENANT}/huge"]
+    assert high["victims"][0].startswith(f"{NS}/low-")
+    huge = pods[f"{NS}/huge"]
     assert huge["status"] == "Unschedulable"
     assert "Insufficient cpu" in huge["message"], huge
     # No command of any component was refused: the rules hold all they need.
@@ -169,8 +171,8 @@ async def test_the_read_only_dashboard_answers(confined: Confined) -> None:
         f"{row['namespace']}/{row['name']}": row
         for row in confined.answers["api/pods?limit=0"][1]["pods"]
     }
-    assert rows[f"{TENANT}/web-0"]["node"] in {"n0", "n1"}
-    assert "Insufficient cpu" in rows[f"{TENANT}/huge"]["message"], rows[f"{TENANT}/huge"]
+    assert rows[f"{NS}/web-0"]["node"] in {"n0", "n1"}
+    assert "Insufficient cpu" in rows[f"{NS}/huge"]["message"], rows[f"{NS}/huge"]
     assert {row["name"] for row in confined.answers["api/nodes"][1]["nodes"]} == {"n0", "n1"}
     assert confined.answers["api/queues"][1]["workers"]
 
@@ -201,7 +203,7 @@ REFUSED: list[tuple[str, str, Attempt, bool]] = [
     (
         "scheduler",
         "stream a change",
-        lambda c, r: _store(c, r).bindings.ended(f"{TENANT}/web-0", "uid", 1),
+        lambda c, r: _store(c, r).bindings.ended(f"{NS}/web-0", "uid", 1),
         False,
     ),
     ("scheduler", "write a binding", lambda c, r: _hset(c, r, c.store_keys.pod_node), True),

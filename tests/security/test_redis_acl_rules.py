@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from shared.redisconn import connect, ping_or_refuse
+from shared.security import ConnectError, RedisSecurity
 from tests.deploy.chart import render
 from tests.security.redis_acl import (
     RULES_FILE,
@@ -166,3 +168,23 @@ def test_the_chart_readme_points_at_the_rules_file() -> None:
     text = README.read_text()
     assert "files/redis-acl.yaml" in text
     assert "tests/security/test_redis_acl.py" in text
+
+
+async def test_a_component_refused_by_its_acl_says_so_in_one_line(
+    redis_client: aioredis.Redis, redis_url: str, test_id: str
+) -> None:
+    """A user whose rule lacks PING (the services' first command) is refused at start with
+    one line naming the user and the rules file, not a traceback."""
+    user = f"berth-noping-{test_id}"
+    await redis_client.execute_command("ACL", "SETUSER", user, "on", ">pw", "resetkeys", "-@all")
+    security = RedisSecurity(username=user, password="pw")
+    confined = connect(redis_url, security)
+    try:
+        with pytest.raises(ConnectError) as caught:
+            await ping_or_refuse(confined, redis_url, security)
+        assert "NOPERM" in str(caught.value)
+        assert f"Redis user '{user}' is not allowed this" in str(caught.value)
+        assert "files/redis-acl.yaml" in str(caught.value)
+    finally:
+        await confined.aclose()
+        await redis_client.execute_command("ACL", "DELUSER", user)
