@@ -193,7 +193,7 @@ class RedisSecurity:
                 if self.ca
                 else f" (checked against the system's CAs: set {ENV_REDIS_CA})"
             )
-        elif "NOPERM" in reason:
+        elif "NOPERM" in reason or "no permissions" in reason:
             user = self.username or urlsplit(url).username or "default"
             hint = (
                 f" (Redis user {user!r} is not allowed this: each component's ACL rule is in"

@@ -33,6 +33,7 @@ KUBE: dict[str, Any] = {
 USERS = {
     "redis": {"existingSecret": "redis-users", "existingSecretKey": "", "users": {"enabled": True}}
 }
+DASHBOARD = {"dashboard": {"enabled": True}}
 README = RULES_FILE.parents[1] / "README.md"
 
 
@@ -49,7 +50,7 @@ def _merge(*parts: dict[str, Any]) -> dict[str, Any]:
 
 CASES = [
     pytest.param(
-        USERS,
+        _merge(USERS, DASHBOARD),
         Prefixes(),
         "berth-",
         [
@@ -62,7 +63,7 @@ CASES = [
         id="standalone",
     ),
     pytest.param(
-        _merge(USERS, {"dashboard": {"tokensSecret": "tokens"}}),
+        _merge(USERS, DASHBOARD, {"dashboard": {"tokensSecret": "tokens"}}),
         Prefixes(),
         "berth-",
         [
@@ -75,7 +76,7 @@ CASES = [
         id="standalone-front-door",
     ),
     pytest.param(
-        _merge(KUBE, USERS, {"dashboard": {"tokensSecret": "tokens"}}),
+        _merge(KUBE, USERS, DASHBOARD, {"dashboard": {"tokensSecret": "tokens"}}),
         Prefixes(),
         "berth-",
         [
@@ -182,7 +183,7 @@ async def test_a_component_refused_by_its_acl_says_so_in_one_line(
     try:
         with pytest.raises(ConnectError) as caught:
             await ping_or_refuse(confined, redis_url, security)
-        assert "NOPERM" in str(caught.value)
+        assert "no permissions to run the 'ping' command" in str(caught.value)
         assert f"Redis user '{user}' is not allowed this" in str(caught.value)
         assert "files/redis-acl.yaml" in str(caught.value)
     finally:
