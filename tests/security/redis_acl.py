@@ -107,6 +107,13 @@ class Rule:
         return " ".join(f'"{w}"' if " " in w else w for w in words)
 
 
+async def command(redis: Redis, *words: str) -> Any:
+    """A raw command (ACL SETUSER with selectors, ACL LOG as Redis sends it: redis-py's own
+    helpers cover neither)."""
+    send: Any = redis.execute_command  # untyped in redis-py
+    return await send(*words)
+
+
 async def server_major(redis: Redis) -> int:
     """The server's major version (INFO server, as the admin)."""
     info = await redis.info("server")
@@ -114,8 +121,8 @@ async def server_major(redis: Redis) -> int:
 
 
 async def create_user(admin: Redis, user: str, password: str, rule: Rule, *, redis7: bool) -> None:
-    await admin.execute_command("ACL", "SETUSER", user, *rule.arguments(redis7=redis7))
-    await admin.execute_command("ACL", "SETUSER", user, f">{password}")
+    await command(admin, "ACL", "SETUSER", user, *rule.arguments(redis7=redis7))
+    await command(admin, "ACL", "SETUSER", user, f">{password}")
 
 
 def split_line(line: str) -> list[str]:
@@ -140,7 +147,7 @@ async def make_users(
 
 async def drop_users(admin: Redis, users: Users) -> None:
     for user, _ in users.values():
-        await admin.execute_command("ACL", "DELUSER", user)
+        await admin.acl_deluser(user)
 
 
 def component_env(users: Users, kinds: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -159,7 +166,7 @@ def _text(value: Any) -> str:
 async def acl_refusals(admin: Redis, users: set[str]) -> list[dict[str, str]]:
     """The ACL LOG's refusals of `users`, but CLIENT SETINFO: redis-py sends it on every
     connection and ignores a refusal; it is not granted."""
-    entries: Any = await admin.execute_command("ACL", "LOG", "128")
+    entries: Any = await command(admin, "ACL", "LOG", "128")
     out = []
     for entry in entries:
         if isinstance(entry, dict):

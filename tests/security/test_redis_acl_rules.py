@@ -16,6 +16,7 @@ from tests.security.redis_acl import (
     RULES_FILE,
     Prefixes,
     Rule,
+    command,
     components,
     rules,
     server_major,
@@ -160,9 +161,9 @@ async def test_no_rule_grants_a_dangerous_command_and_redis_accepts_every_rule(
         for version in {False, redis7}:
             try:
                 words = split_line(rule.line(user, redis7=version))
-                assert await redis_client.execute_command(*words) in (b"OK", "OK", True)
+                assert await command(redis_client, *words) in (b"OK", "OK", True)
             finally:
-                await redis_client.execute_command("ACL", "DELUSER", user)
+                await redis_client.acl_deluser(user)
 
 
 def test_the_chart_readme_points_at_the_rules_file() -> None:
@@ -177,7 +178,7 @@ async def test_a_component_refused_by_its_acl_says_so_in_one_line(
     """A user whose rule lacks PING (the services' first command) is refused at start with
     one line naming the user and the rules file, not a traceback."""
     user = f"berth-noping-{test_id}"
-    await redis_client.execute_command("ACL", "SETUSER", user, "on", ">pw", "resetkeys", "-@all")
+    await command(redis_client, "ACL", "SETUSER", user, "on", ">pw", "resetkeys", "-@all")
     security = RedisSecurity(username=user, password="pw")
     confined = connect(redis_url, security)
     try:
@@ -188,4 +189,4 @@ async def test_a_component_refused_by_its_acl_says_so_in_one_line(
         assert "files/redis-acl.yaml" in str(caught.value)
     finally:
         await confined.aclose()
-        await redis_client.execute_command("ACL", "DELUSER", user)
+        await redis_client.acl_deluser(user)
