@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import helm_python
+import kubernetes_validate
 import pytest
 import redis.asyncio as aioredis
 
 from shared.redisconn import connect, ping_or_refuse
 from shared.security import ConnectError, RedisSecurity
-from tests.deploy.chart import render
+from tests.deploy.chart import CHART_DIR, KUBE_VERSION, render
 from tests.security.redis_acl import (
     RULES_FILE,
     Prefixes,
@@ -190,3 +192,12 @@ async def test_a_component_refused_by_its_acl_says_so_in_one_line(
     finally:
         await confined.aclose()
         await redis_client.acl_deluser(user)
+
+
+def test_the_chart_with_per_component_users_lints_and_validates_strictly() -> None:
+    values = _merge(USERS, DASHBOARD)
+    report = helm_python.lint(CHART_DIR, values, strict=True, kube_version=f"v{KUBE_VERSION}")
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+    (configmap,) = [m for m in render(values).kinds("ConfigMap") if m.name.endswith("-redis-acl")]
+    kubernetes_validate.validate(configmap.doc, KUBE_VERSION, strict=True)
