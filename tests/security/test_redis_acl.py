@@ -25,8 +25,10 @@ from redis.exceptions import ResponseError
 
 from cli.run import RUN_TENANT, pipeline
 from cli.servers import DevServers
+from scheduling.kubelet import kubelet_refusal
 from shared.env import StackSettings
 from shared.models import Manifests, PriorityClass, cluster_meta
+from shared.objects import apply_manifests, delete_object
 from shared.redisconn import connect
 from shared.security import RedisSecurity
 from shared.store import ClusterStore, StoreKeys
@@ -263,3 +265,39 @@ async def test_each_component_is_refused_what_its_rule_leaves_out(
         assert refused(caught.value), caught.value
     finally:
         await client.aclose()
+
+
+async def test_the_front_door_writes_objects_as_its_own_user(confined: Confined) -> None:
+    """The dashboard-front-door rule holds what POST /api/apply and DELETE /api/objects run
+    (services/dashboard/app.py): an admitted apply, a pod bound by name checked against its
+    node, and deletes that give the node's room back."""
+    settings = confined.settings
+    admin = connect(settings.redis_url, settings.redis_security)
+    prefixes = Prefixes(settings.store_prefix, settings.cluster, settings.queue_prefix)
+    # A user of its own: the refusals tried above are in the ACL LOG under the module's.
+    tag = f"{settings.topic_suffix}-door"
+    users = await make_users(admin, ["dashboard-front-door"], prefixes, tag, redis7=confined.redis7)
+    user, password = users["dashboard-front-door"]
+    client = connect(settings.redis_url, RedisSecurity(username=user, password=password))
+    try:
+        store = _store(confined, client)
+        pods = [
+            make_pod("door").req(cpu="100m").obj(),
+            make_pod("door-bound").req(cpu="100m").node("n0").obj(),
+        ]
+        for pod in pods:
+            pod.spec.containers[0].image = "busybox"  # admission requires one
+        report = await apply_manifests(
+            store, Manifests(pods=pods), admission=True, node_check=kubelet_refusal
+        )
+        assert len(report.lines) == 2
+        bound = await store.get_pod(NS, "door-bound")
+        assert bound is not None
+        assert bound.spec.node_name == "n0"
+        assert await delete_object(store, "Pod", NS, "door")
+        assert await delete_object(store, "Pod", NS, "door-bound")
+        assert await acl_refusals(admin, {user}) == []
+    finally:
+        await client.aclose()
+        await drop_users(admin, users)
+        await admin.aclose()
