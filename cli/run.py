@@ -23,7 +23,7 @@ from cli.servers import (
     DevServers,
 )
 from cli.supervisor import RunningStack, Stack, start_stack
-from shared.env import StackError
+from shared.env import StackError, StackSettings
 from shared.kafka import Topics, assign_all, make_reader, message_verifier, refusal
 from shared.message_auth import Verifier
 from shared.models import ManifestError, Manifests, Pod, load_manifests
@@ -274,17 +274,19 @@ async def pipeline(
     session_ms: int = 1500,
     workdir: Path | None = None,
     extra_env: Mapping[str, str] | None = None,
+    component_env: Mapping[str, Mapping[str, str]] | None = None,
     watch_servers: bool = False,
     dashboard: bool = False,
     agents: int | None = None,
+    settings: StackSettings | None = None,
 ) -> AsyncIterator[Pipeline]:
     """Start an ephemeral stack (on `servers`, with keys and topics of its own, or on servers
     of its own; with a dashboard at `run.stack.dashboard_url` if asked; `agents` node agents,
     None: the stack's default), yield a Pipeline, stop everything. Servers of its own are
     restarted when they die; `servers` too with `watch_servers` (for a test that kills
-    them)."""
-    settings = None
-    if servers is not None:
+    them). `component_env`: variables per kind of process (cli.supervisor.Stack).
+    `settings`: the stack's (e.g. prefixes known beforehand), instead of isolated ones."""
+    if settings is None and servers is not None:
         settings = servers.isolated_settings()
     running = await start_stack(
         workers=workers,
@@ -298,6 +300,7 @@ async def pipeline(
         session_ms=session_ms,
         workdir=workdir,
         extra_env=extra_env,
+        component_env=component_env,
         servers=servers,
         watch_servers=watch_servers,
         dashboard=dashboard,

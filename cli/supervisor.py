@@ -88,11 +88,14 @@ class Stack:
         dashboard_port: int | None = None,
         tokens_file: str = "",
         extra_env: Mapping[str, str] | None = None,
+        component_env: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """`adapters`: Kubernetes API adapters (leader-elected; default one in Kubernetes
         mode, none standalone). `dashboard`: one dashboard (services/dashboard) on
         `dashboard_port` of the loopback (default: a free port), at `dashboard_url`; with
-        `tokens_file`, it is the API front door and needs those tokens."""
+        `tokens_file`, it is the API front door and needs those tokens. `component_env`:
+        kind ("queue", "worker", ...) -> variables for that kind's processes only (e.g. each
+        its own Redis user)."""
         self.settings = settings
         if adapters is None:
             adapters = 1 if settings.kube else 0
@@ -127,7 +130,7 @@ class Stack:
                     name,
                     service_argv(kind, name, settings),
                     workdir / f"{name}.log",
-                    env=env,
+                    env={**env, **(component_env or {}).get(kind, {})},
                     append_log=True,
                 )
         self.stopping = False
@@ -315,6 +318,7 @@ async def start_stack(
     session_ms: int = 3000,
     workdir: Path | None = None,
     extra_env: Mapping[str, str] | None = None,
+    component_env: Mapping[str, Mapping[str, str]] | None = None,
     ready_seconds: float = 60.0,
     kube: str = "",
     adapters: int | None = None,
@@ -355,6 +359,7 @@ async def start_stack(
             dashboard=dashboard,
             agents=agents,
             extra_env=extra_env,
+            component_env=component_env,
         )
         running = RunningStack(
             settings,

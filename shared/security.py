@@ -193,6 +193,12 @@ class RedisSecurity:
                 if self.ca
                 else f" (checked against the system's CAs: set {ENV_REDIS_CA})"
             )
+        elif "NOPERM" in reason or "no permissions" in reason:
+            user = self.username or urlsplit(url).username or "default"
+            hint = (
+                f" (Redis user {user!r} is not allowed this: each component's ACL rule is in"
+                " deploy/helm/berth/files/redis-acl.yaml)"
+            )
         elif any(
             word in reason for word in ("WRONGPASS", "NOAUTH", "invalid username", "password")
         ):

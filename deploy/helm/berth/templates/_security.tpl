@@ -162,3 +162,23 @@ The message keys a component holds: its own (it signs) and those of the componen
       {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* A list of files/redis-acl.yaml (commands or key patterns; {group: name} items expanded
+from its groups), $STORE and $QUEUE substituted, duplicates dropped: a JSON array.
+Arguments: items, acl (the loaded file), store, queue (glob-escaped prefixes). */}}
+{{- define "berth.aclExpand" -}}
+{{- $out := list }}
+{{- $acl := .acl }}
+{{- range .items }}
+{{- if kindIs "map" . }}
+{{- $out = concat $out (index $acl.groups .group) }}
+{{- else }}
+{{- $out = append $out . }}
+{{- end }}
+{{- end }}
+{{- $done := list }}
+{{- range $out }}
+{{- $done = append $done (. | replace "$STORE" $.store | replace "$QUEUE" $.queue) }}
+{{- end }}
+{{- toJson (uniq $done) }}
+{{- end }}
