@@ -12,6 +12,14 @@ from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
 
 
+KUEUE_MODE_BERTH = "berth"
+KUEUE_MODE_KUEUE = "kueue"
+KUEUE_MODES = (KUEUE_MODE_BERTH, KUEUE_MODE_KUEUE)
+"""Who admits pods to Kueue's queues: berth (its quota admission), or Kueue running in the
+cluster (berth admits nothing and schedules what Kueue ungates). README, "Kueue in the
+cluster"."""
+
+
 @dataclass(frozen=True, slots=True)
 class WaitForPodsReady:
     """Kueue's waitForPodsReady settings (what they do: services/queue/quota/ready.py)."""
@@ -72,6 +80,8 @@ class QueueConfig:
     (0: off)."""
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     """Kueue's waitForPodsReady for quota-admitted workloads (services/queue/quota/ready.py)."""
+    kueue_mode: str = KUEUE_MODE_BERTH
+    """KUEUE_MODES: "kueue" turns berth's quota admission off (Kueue admits)."""
     topics: Topics = field(default_factory=Topics)
     group_id: str = "berth-queue"
     """Kafka consumer group of the queue replicas."""
