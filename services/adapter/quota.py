@@ -23,7 +23,7 @@ import re
 
 from redis.exceptions import RedisError
 
-from services.adapter.status import Reporter, Report
+from services.adapter.status import Report, Reporter
 from services.queue.client import QueueClient
 from shared.kube.events import rfc3339
 from shared.retry import Backoff, Retry
@@ -90,7 +90,10 @@ class QuotaReports:
 
     async def once(self) -> int:
         """One pass: the reasons that changed are written; returns how many."""
-        waits = {key: status_message(message) for key, message in (await self.queue.quota_waits()).items()}
+        waits = {
+            key: status_message(message)
+            for key, message in (await self.queue.quota_waits()).items()
+        }
         for key in [k for k in self.reported if k not in waits]:
             del self.reported[key]  # admitted, or gone
         changed = [(key, text) for key, text in waits.items() if self.reported.get(key) != text]

@@ -11,7 +11,6 @@ from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
 
-
 KUEUE_MODE_BERTH = "berth"
 KUEUE_MODE_KUEUE = "kueue"
 KUEUE_MODES = (KUEUE_MODE_BERTH, KUEUE_MODE_KUEUE)

@@ -76,10 +76,10 @@ from shared.models import (
 from shared.models.kueue import (
     QUEUE_NAME_LABEL,
     STOP_NONE,
-    kueue_mark,
     ClusterQueue,
     LocalQueue,
     ResourceFlavor,
+    kueue_mark,
 )
 from shared.models.kueue import (
     Cohort as KueueCohort,
