@@ -86,6 +86,8 @@ class QuotaReports:
             except RedisError as e:
                 await retry.pause(e)
                 continue
+            except Exception:  # a bug here must not end the adapter's leadership
+                log.exception("adapter: reporting quota waits failed")
             await asyncio.sleep(self.period)
 
     async def once(self) -> int:

@@ -45,7 +45,7 @@ from shared.kube.kinds import (
     WATCHED,
     Kind,
 )
-from shared.kube.kueue import as_berth
+from shared.models.kueue_versions import as_berth
 
 __all__ = [
     "ADAPTER_CALLS",
@@ -420,7 +420,7 @@ class KubeApi:
     def _typed(k: Kind, index: int, obj: Mapping[str, Any]) -> dict[str, Any]:
         """The object as a manifest of berth's model: list items and some watch events lack
         kind/apiVersion, and a version berth does not model names some fields otherwise
-        (shared.kube.kueue)."""
+        (shared.models.kueue_versions)."""
         body = as_berth(k.kind, k.served[index][0], dict(obj))
         body["kind"] = k.kind
         body["apiVersion"] = k.api_version

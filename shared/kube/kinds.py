@@ -5,9 +5,9 @@ A kind may be served in several versions, depending on what is installed: Kueue'
 kueue.x-k8s.io/v1beta2 since Kueue 0.15 (v1beta1 still served beside it for a while), v1beta1
 before, and its Cohort was v1alpha1 in Kueue 0.9 and 0.10. `Kind.served` lists them in order of
 preference; the client lists the first one the server does not answer 404 (shared.kube.client),
-and `shared.kube.kueue` turns what that version calls its fields into berth's model (which is
-Kueue's v1beta1). All versions 404: the CRD is not installed, the kind is absent (the reflector
-looks again now and then, services.adapter.reflector).
+and `shared.models.kueue_versions` turns what that version calls its fields into berth's model
+(which is Kueue's v1beta1). All versions 404: the CRD is not installed, the kind is absent
+(the reflector looks again now and then, services.adapter.reflector).
 """
 
 from __future__ import annotations

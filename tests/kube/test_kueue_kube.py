@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any, cast
 
 import pytest
@@ -23,10 +24,10 @@ from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE, _try_next
 from services.queue.records import PodRecord
 from shared.env import StackSettings
 from shared.kube.client import API_CALLS
-from shared.kube.kueue import as_berth
 from shared.models.kueue import ClusterQueue, LocalQueue, kueue_mark
 from shared.models.kueue import Cohort as KueueCohort
-from shared.models.manifest import decode_object
+from shared.models.kueue_versions import as_berth
+from shared.models.manifest import ManifestError, decode_object
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import eventually, node, pod, running_adapter
@@ -443,3 +444,45 @@ async def test_the_stack_admits_a_real_clusters_pods_by_kueues_queues(
         assert set(emu.calls) <= API_CALLS
     finally:
         await stack.close()
+
+
+@pytest.mark.parametrize(
+    ("manifest", "check"),
+    [
+        (
+            {**cluster_queue("q", "4", cohort="c"), "apiVersion": "kueue.x-k8s.io/v1beta2"},
+            lambda o: o.spec.cohort == "c",
+        ),
+        (
+            {**cohort("c", "root"), "apiVersion": "kueue.x-k8s.io/v1beta2"},
+            lambda o: o.spec.parent == "root",
+        ),
+        (
+            {**cohort("c", "root", version="v1beta1"), "apiVersion": "kueue.x-k8s.io/v1beta1"},
+            lambda o: o.spec.parent == "root",
+        ),
+        (
+            {**local_queue("lq", "q"), "apiVersion": "kueue.x-k8s.io/v1beta2"},
+            lambda o: o.spec.cluster_queue == "q",
+        ),
+        ({**flavor(), "apiVersion": "kueue.x-k8s.io/v1beta2"}, lambda o: o.key == "default-flavor"),
+    ],
+)
+def test_manifests_in_the_versions_kueue_serves_are_applied_unchanged(
+    manifest: dict[str, Any], check: Any
+) -> None:
+    obj = decode_object(manifest)
+    assert check(obj)
+    assert manifest["apiVersion"] != "kueue.x-k8s.io/v1beta1" or manifest["kind"] == "Cohort"
+
+
+def test_a_version_kueue_does_not_serve_is_refused_with_the_expected_one() -> None:
+    manifest = {**cluster_queue("q", "4"), "apiVersion": "kueue.x-k8s.io/v1"}
+    with pytest.raises(ManifestError, match=re.escape('unknown apiVersion "kueue.x-k8s.io/v1"')):
+        decode_object(manifest)
+    v1beta2 = {**cluster_queue("q", "4"), "apiVersion": "kueue.x-k8s.io/v1beta2"}
+    v1beta2["spec"]["admissionChecksStrategy"] = {"admissionChecks": []}
+    with pytest.raises(
+        ManifestError, match=re.escape("spec.admissionChecksStrategy: unknown field")
+    ):
+        decode_object(v1beta2)

@@ -255,7 +255,10 @@ class Admission:
             elif self.is_admitted(pod):
                 self.readiness.bound.add(pod.key)
             return pod
-        if not self.managed(pod) or self.is_admitted(pod):
+        if not self.managed(pod):
+            self._forget(pod.key)  # e.g. Kueue's gate or label came with this change
+            return pod
+        if self.is_admitted(pod):
             return pod
         self.pending[pod.key] = pod
         self.dirty = True

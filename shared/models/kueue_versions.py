@@ -1,6 +1,8 @@
-"""Kueue's objects as the API server serves them, in the shape of berth's model of them.
+"""Kueue's objects in the versions Kueue serves, read into berth's model of them.
 
-berth models Kueue's kueue.x-k8s.io/v1beta1 (shared.models.kueue). Kueue 0.15 made v1beta2
+berth models Kueue's kueue.x-k8s.io/v1beta1 (shared.models.kueue; Cohort as v1alpha1, which
+has the same fields). Manifests (`berth apply`) and the adapter (Kubernetes mode,
+shared.kube.kinds) also take the other versions Kueue serves (ALSO_SERVED). Kueue 0.15 made v1beta2
 its storage version and renamed two fields berth reads: ClusterQueue `spec.cohort` is
 `spec.cohortName`, Cohort `spec.parent` is `spec.parentName`. Its flavorFungibility value
 `MayStopSearch` (v1beta2's name for Borrow / Preempt) berth's model accepts as it is. Fields
@@ -12,6 +14,14 @@ from the API (shared.models.decoding, API mode).
 from __future__ import annotations
 
 from typing import Any
+
+ALSO_SERVED: dict[str, tuple[str, ...]] = {
+    "ResourceFlavor": ("kueue.x-k8s.io/v1beta2",),
+    "ClusterQueue": ("kueue.x-k8s.io/v1beta2",),
+    "LocalQueue": ("kueue.x-k8s.io/v1beta2",),
+    "Cohort": ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1"),
+}
+"""Kind -> the apiVersions accepted besides berth's model's (shared.models.schema.KINDS)."""
 
 RENAMED: dict[tuple[str, str], dict[str, str]] = {
     ("kueue.x-k8s.io/v1beta2", "ClusterQueue"): {"cohortName": "cohort"},
