@@ -239,6 +239,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
         if parsed is None:
             return await super().__call__(raw)
         if parsed[0] in self.unserved or not self._serves(path, parsed[0]):
+            self.requests.append((raw.method.upper(), raw.path, dict(raw.query)))
             message = "the server could not find the requested resource"
             return self._json(status(404, "NotFound", message))
         body = await raw.read()
