@@ -60,6 +60,9 @@ __all__ = [
 ]
 
 
+Listed = tuple[list[dict[str, Any]], str]
+"""A list's items and its resourceVersion."""
+
 _POD = WATCHED["Pod"].resource
 _EVENT = create_namespaced_resource("", "v1", "Event", "events")
 _EVENT_V1 = create_namespaced_resource("events.k8s.io", "v1", "Event", "events")
@@ -304,7 +307,7 @@ class KubeApi:
             return listed
         raise AssertionError("unreachable: a kind is served in one version at least")
 
-    async def _list_served(self, k: Kind, index: int) -> tuple[list[dict[str, Any]], str]:
+    async def _list_served(self, k: Kind, index: int) -> Listed:
         expired = 0
         while True:
             items: list[dict[str, Any]] = []
