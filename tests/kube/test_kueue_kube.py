@@ -486,3 +486,37 @@ def test_a_version_kueue_does_not_serve_is_refused_with_the_expected_one() -> No
         ManifestError, match=re.escape("spec.admissionChecksStrategy: unknown field")
     ):
         decode_object(v1beta2)
+
+
+async def test_in_kueue_mode_berth_holds_no_pod_for_quota(
+    api_server: ApiServer, dev_servers: DevServers
+) -> None:
+    """kueue.mode kueue (BERTH_KUEUE_MODE): Kueue admits, so berth neither holds nor charges
+    a pod of a LocalQueue: with a ClusterQueue of 1 cpu, both 1-cpu pods are bound."""
+    emu = api_server.emulator
+    emu.upsert(node("n1"))
+    emu.upsert(flavor())
+    emu.upsert(cluster_queue("team-a", "1"))
+    emu.upsert(local_queue("lq-a", "team-a"))
+    emu.upsert(queued("p1", "lq-a"))
+    emu.upsert(queued("p2", "lq-a"))
+    settings = StackSettings.isolated(
+        dev_servers.redis_url, dev_servers.kafka_bootstrap, take_default_scheduler=True
+    )
+    stack = await start_stack(
+        settings=settings,
+        kube=str(api_server.kubeconfig),
+        session_ms=1500,
+        extra_env={"BERTH_KUEUE_MODE": "kueue"},
+    )
+    try:
+
+        async def both_bound() -> bool:
+            """both pods are bound, over the ClusterQueue's quota"""
+            return {"p1", "p2"} <= set(bound(api_server))
+
+        await eventually(both_bound, 90)
+        for name in ("p1", "p2"):
+            assert "Waiting for quota" not in condition(api_server, name).get("message", "")
+    finally:
+        await stack.close()
