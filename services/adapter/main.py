@@ -46,6 +46,7 @@ async def serve(
         scheduler_names=scheduler_names,
         cluster=settings.cluster,
         key_prefix=settings.store_prefix,
+        queue_prefix=settings.queue_prefix,
         topics=settings.topics,
         group_id=settings.group_id("adapter"),
         lease=lease,

@@ -157,8 +157,8 @@ class Reflector:
     async def _not_served(self, e: KubeApiError) -> None:
         if not self.absent:
             log.warning(
-                "%s is not served by the API server (%s): following none; "
-                "checking again every %.0fs",
+                "%s is not served by the API server (%s; is its CRD installed?): "
+                "following none; checking again every %.0fs",
                 self.kind,
                 e.message,
                 ABSENT_RECHECK_SECONDS,

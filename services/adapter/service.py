@@ -8,14 +8,17 @@
   supervisor (Kubernetes, or `berth up`) starts it again as a candidate, as kube-scheduler
   does.
 - **In**: one Reflector per kind (services.adapter.reflector) lists and watches Nodes,
-  Pods, Namespaces, PriorityClasses, PodDisruptionBudgets and PodGroups into the store
+  Pods, Namespaces, PriorityClasses, PodDisruptionBudgets, PodGroups and Kueue's
+  ResourceFlavors, ClusterQueues, LocalQueues and Cohorts (when their CRDs are installed:
+  shared.kube.kinds) into the store
   (services.adapter.sink decides which pods are berth's). Everything downstream is the same
   as standalone mode: the queue, the workers and the binder follow the store's change
   stream, so a pod deleted in Kubernetes leaves the queue and a node change wakes parked pods
   through the same queueing hints.
 - **Out**: the StatusWriter (services.adapter.status) follows `berth.outcomes` and writes
   PodScheduled conditions, nominatedNodeName and Events; pods the sink refuses (volumes to
-  bind) get the same condition and Event, saying why. Binding and eviction are the
+  bind) get the same condition and Event, saying why; pods held for quota admission say why
+  in their condition (services.adapter.quota). Binding and eviction are the
   binder's (services.binder.kube_api): they need the server's answer before anything is
   recorded.
 """
@@ -34,9 +37,11 @@ from redis.exceptions import RedisError
 
 from services.adapter.events import TICK_SECONDS
 from services.adapter.leader import LeaderElector, LeaseSettings
+from services.adapter.quota import QuotaReports
 from services.adapter.reflector import Reflector
 from services.adapter.sink import StoreSink
 from services.adapter.status import Reporter, StatusWriter, failed_scheduling, stop_consumer
+from services.queue.client import QueueClient
 from shared.kafka import Topics, ensure_topics, make_consumer, message_verifier
 from shared.kube.client import WATCHED, KubeApi, KubeApiError, KubeUnavailableError
 from shared.security import KafkaSecurity
@@ -67,6 +72,10 @@ class AdapterConfig:
     replica only, as kube-scheduler with --leader-elect=false)."""
     store_check_seconds: float = 5.0
     """How often the adapter checks that Redis still holds what it wrote (its epoch)."""
+    queue_prefix: str = "berth:q:"
+    """The queue's key prefix: the adapter reads, through its client, which pods wait for
+    quota and why (services.adapter.quota)."""
+    quota_report_seconds: float = 2.0
 
 
 class AdapterService:
@@ -84,6 +93,14 @@ class AdapterService:
         ]
         self.reporter = Reporter(api, config.identity)
         """Writes conditions and Events to pods (outcomes, and pods the sink refuses)."""
+        self.quota = QuotaReports(
+            QueueClient(redis, config.queue_prefix),
+            self.store,
+            self.reporter,
+            config.scheduler_names,
+            config.quota_report_seconds,
+        )
+        """Writes why pods wait for quota admission to them."""
         self.status: StatusWriter | None = None
         self.synced = asyncio.Event()
         """Set once every kind's first list is in the store (readiness)."""
@@ -123,6 +140,7 @@ class AdapterService:
         tasks.append(asyncio.create_task(self._ready(), name="adapter-ready"))
         tasks.append(asyncio.create_task(self._report(), name="adapter-status"))
         tasks.append(asyncio.create_task(self._explain_refusals(), name="adapter-refusals"))
+        tasks.append(asyncio.create_task(self.quota.run(), name="adapter-quota-waits"))
         tasks.append(asyncio.create_task(self._tick_events(), name="adapter-event-series"))
         watchers: list[asyncio.Task[Any]] = [
             asyncio.create_task(stop.wait()),

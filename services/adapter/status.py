@@ -158,6 +158,8 @@ class Reporter:
                 self._status[uid] = written
                 if len(self._status) > 50_000:
                     self._status.clear()
+        if not report.event_type:
+            return  # a condition only (services.adapter.quota)
         await self.recorder.record(
             namespace,
             name,

@@ -62,6 +62,11 @@ class QueueClient:
         """Quota admission's usage counters (raw: "queue|flavor|resource" -> amount)."""
         return dict(await self.redis.hgetall(self._keys.quota_usage))
 
+    async def quota_waits(self) -> dict[str, str]:
+        """Pod key -> why it waits for quota admission, for every pod the queue holds gated
+        for quota (the adapter writes it to the pod in Kubernetes mode)."""
+        return await self._reads.quota_waits()
+
     async def why_records(self, queue: str) -> dict[Any, Any]:
         """Why each pod of `queue` waits (raw: pod key -> msgpack, services.queue.views)."""
         return dict(await self.redis.hgetall(self._keys.key(queue, "why")))

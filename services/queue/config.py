@@ -11,6 +11,13 @@ from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
 
+KUEUE_MODE_BERTH = "berth"
+KUEUE_MODE_KUEUE = "kueue"
+KUEUE_MODES = (KUEUE_MODE_BERTH, KUEUE_MODE_KUEUE)
+"""Who admits pods to Kueue's queues: berth (its quota admission), or Kueue running in the
+cluster (berth admits nothing and schedules what Kueue ungates). README, "Kueue in the
+cluster"."""
+
 
 @dataclass(frozen=True, slots=True)
 class WaitForPodsReady:
@@ -76,6 +83,8 @@ class QueueConfig:
     kept the queue's core busy on Kueue's baseline (40,000 rounds for 15,000 workloads)."""
     wait_for_pods_ready: WaitForPodsReady = field(default_factory=WaitForPodsReady)
     """Kueue's waitForPodsReady for quota-admitted workloads (services/queue/quota/ready.py)."""
+    kueue_mode: str = KUEUE_MODE_BERTH
+    """KUEUE_MODES: "kueue" turns berth's quota admission off (Kueue admits)."""
     topics: Topics = field(default_factory=Topics)
     group_id: str = "berth-queue"
     """Kafka consumer group of the queue replicas."""

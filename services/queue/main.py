@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from services.queue.config import QueueConfig, WaitForPodsReady
+from services.queue.config import KUEUE_MODE_BERTH, KUEUE_MODES, QueueConfig, WaitForPodsReady
 from services.queue.quota.fair_preemption import STRATEGIES
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
@@ -116,6 +116,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="Kueue's waitForPodsReady: requeue an admitted workload not bound in time (0: off)",
     )
+    parser.add_argument(
+        "--kueue-mode",
+        default=os.environ.get(ENV_KUEUE_MODE) or KUEUE_MODE_BERTH,
+        choices=KUEUE_MODES,
+        help="who admits pods to Kueue's queues: berth (default; pods Kueue gates or labels "
+        "as its own excepted), or kueue (Kueue runs in the cluster: berth admits none)",
+    )
     parser.add_argument("--wait-for-pods-ready-block", action="store_true")
     parser.add_argument("--requeue-backoff-base", type=float, default=60.0, metavar="SECONDS")
     parser.add_argument("--requeue-backoff-max", type=float, default=3600.0, metavar="SECONDS")
@@ -125,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
 
 ENV_WAIT_FOR_PODS_READY = "BERTH_WAIT_FOR_PODS_READY_TIMEOUT"
 """waitForPodsReady's timeout in seconds (the queue's flag's default)."""
+ENV_KUEUE_MODE = "BERTH_KUEUE_MODE"
+"""Who admits pods to Kueue's queues, berth or kueue (the queue's --kueue-mode default)."""
 ENV_FAIR_SHARING = "BERTH_FAIR_SHARING"
 """Fair sharing's preemption strategies for the queue (its --fair-sharing flag's default)."""
 ENV_ADMISSION_FAIR_SHARING = "BERTH_ADMISSION_FAIR_SHARING_HALF_LIFE"
@@ -163,6 +172,7 @@ def config_from_args(args: argparse.Namespace, settings: StackSettings) -> Queue
         reclaim_by_requeue=not settings.kube,
         fair_sharing_strategies=fair_sharing_strategies(args.fair_sharing),
         admission_fair_sharing_half_life_s=args.admission_fair_sharing_half_life,
+        kueue_mode=args.kueue_mode,
         wait_for_pods_ready=WaitForPodsReady(
             args.wait_for_pods_ready_timeout,
             args.wait_for_pods_ready_block,

@@ -110,6 +110,10 @@ class NominatedPod:
     pod: bytes
 
 
+QUOTA = "Quota"
+"""The `why` plugin of a pod held for quota admission (services.queue.store.quota_why)."""
+
+
 def _read_why(blob: bytes | None) -> tuple[tuple[str, ...], tuple[str, ...], str]:
     if not blob:
         return (), (), ""
@@ -161,6 +165,28 @@ class QueueReads:
         found = sorted(text(m) for m in members)
         self._known_tenants.update(found)
         return found
+
+    async def quota_waits(self) -> dict[str, str]:
+        """Pod key -> why the queue holds it gated for quota admission (its message)."""
+        names = await self.tenants()
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.zrange(self.keys.key(name, "gated"), 0, -1)
+            gated = await pipe.execute()
+        out: dict[str, str] = {}
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for name, members in zip(names, gated, strict=True):
+                if members:
+                    pipe.hmget(self.keys.key(name, "why"), members)
+            replies = iter(await pipe.execute())
+        for members in gated:
+            if not members:
+                continue
+            for member, blob in zip(members, next(replies), strict=True):
+                plugins, _, message = _read_why(blob)
+                if QUOTA in plugins:
+                    out[text(member)] = message
+        return out
 
     async def scheduling_cycle(self, tenant: str) -> int:
         return integer(await self.redis.hget(self.keys.key(tenant, "ctr"), "scycle"), 0)

@@ -37,74 +37,31 @@ from lightkube.generic_resource import (
 )
 from lightkube.types import PatchType
 
-
-@dataclass(frozen=True)
-class Kind:
-    """One watched kind: berth's kind name, its apiVersion and the lightkube resource."""
-
-    kind: str
-    api_version: str
-    resource: Any
-    namespaced: bool
-
-
-_LISTED: list[tuple[str, str]] = []
-
-
-def _kind(group: str, version: str, kind: str, plural: str, namespaced: bool) -> Kind:
-    _LISTED.append((group, plural))
-    make = create_namespaced_resource if namespaced else create_global_resource
-    api_version = f"{group}/{version}" if group else version
-    return Kind(kind, api_version, make(group, version, kind, plural), namespaced)
-
-
-WATCHED: dict[str, Kind] = {
-    k.kind: k
-    for k in (
-        _kind("", "v1", "Node", "nodes", False),
-        _kind("", "v1", "Pod", "pods", True),
-        _kind("", "v1", "Namespace", "namespaces", False),
-        _kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False),
-        _kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
-        _kind("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups", True),
-    )
-}
-"""The kinds the adapter lists and watches into the store, by berth kind name."""
-
-ADAPTER_CALLS: frozenset[tuple[str, str, str]] = frozenset(
-    {(group, plural, verb) for group, plural in _LISTED for verb in ("list", "watch")}
-    | {
-        ("", "pods/status", "patch"),
-        ("events.k8s.io", "events", "create"),
-        ("events.k8s.io", "events", "patch"),
-        ("coordination.k8s.io", "leases", "create"),
-        ("coordination.k8s.io", "leases", "get"),
-        ("coordination.k8s.io", "leases", "update"),
-    }
+from shared.kube.kinds import (
+    ADAPTER_CALLS,
+    API_CALLS,
+    BINDER_CALLS,
+    DASHBOARD_CALLS,
+    WATCHED,
+    Kind,
 )
-"""Every (apiGroup, resource, verb) the adapter calls."""
+from shared.models.kueue_versions import as_berth
 
-BINDER_CALLS: frozenset[tuple[str, str, str]] = frozenset(
-    {
-        ("", "pods/binding", "create"),
-        ("", "pods/eviction", "create"),
-        ("", "events", "create"),
-    }
-)
-"""Every (apiGroup, resource, verb) the binder calls."""
+__all__ = [
+    "ADAPTER_CALLS",
+    "API_CALLS",
+    "BINDER_CALLS",
+    "DASHBOARD_CALLS",
+    "WATCHED",
+    "Kind",
+    "KubeApi",
+    "KubeApiError",
+    "KubeUnavailableError",
+]
 
-DASHBOARD_CALLS: frozenset[tuple[str, str, str]] = frozenset(
-    {
-        ("authentication.k8s.io", "tokenreviews", "create"),
-        ("authorization.k8s.io", "subjectaccessreviews", "create"),
-    }
-)
-"""The dashboard's calls in a cluster: who a token is, and what RBAC lets it read."""
 
-API_CALLS: frozenset[tuple[str, str, str]] = ADAPTER_CALLS | BINDER_CALLS | DASHBOARD_CALLS
-"""Every call berth makes, and nothing else: the Helm chart's RBAC grants exactly these,
-each component's to its own ServiceAccount (tests/deploy), and the Kubernetes-mode tests
-check that the emulator saw no other call."""
+Listed = tuple[list[dict[str, Any]], str]
+"""A list's items and its resourceVersion."""
 
 _POD = WATCHED["Pod"].resource
 _EVENT = create_namespaced_resource("", "v1", "Event", "events")
@@ -321,6 +278,8 @@ class KubeApi:
         )
         self.limiter = TokenBucket(self.settings.qps, self.settings.burst)
         self.requests = 0
+        self.served: dict[str, int] = {}
+        """Kind -> which of its versions (Kind.served) the server answered the last list in."""
         self._http: httpx.AsyncClient = self.client._client._client
 
     async def close(self) -> None:
@@ -333,8 +292,22 @@ class KubeApi:
 
         Served from the API server's watch cache (resourceVersion=0: etcd is not read),
         in pages of `page_size` (limit/continue). A continue token that expired
-        meanwhile (410) starts the list again; after two, unpaginated."""
+        meanwhile (410) starts the list again; after two, unpaginated. A kind served in
+        several versions (shared.kube.kinds) is listed in the first one not answered 404,
+        and watched in that one; 404 in all of them is raised (the CRD is not installed)."""
         k = WATCHED[kind]
+        for index in range(len(k.served)):
+            try:
+                listed = await self._list_served(k, index)
+            except KubeApiError as e:
+                if e.code != 404 or index == len(k.served) - 1:
+                    raise
+                continue  # not served in this version: the next one
+            self.served[kind] = index
+            return listed
+        raise AssertionError("unreachable: a kind is served in one version at least")
+
+    async def _list_served(self, k: Kind, index: int) -> Listed:
         expired = 0
         while True:
             items: list[dict[str, Any]] = []
@@ -349,10 +322,10 @@ class KubeApi:
                         params["continue"] = token
                     else:
                         params["resourceVersion"] = "0"
-                    if kind in FIELD_SELECTORS:
-                        params["fieldSelector"] = FIELD_SELECTORS[kind]
-                    page = await self._get(k, params)
-                    items.extend(self._typed(k, obj) for obj in page.get("items") or ())
+                    if k.kind in FIELD_SELECTORS:
+                        params["fieldSelector"] = FIELD_SELECTORS[k.kind]
+                    page = await self._get(k, index, params)
+                    items.extend(self._typed(k, index, obj) for obj in page.get("items") or ())
                     meta = page.get("metadata") or {}
                     token = str(meta.get("continue") or "")
                     if not token:
@@ -363,8 +336,8 @@ class KubeApi:
                     continue  # the continue token expired: list again from the start
                 raise
 
-    async def _get(self, k: Kind, params: dict[str, Any]) -> dict[str, Any]:
-        request = self._request(k, params, watch=False)
+    async def _get(self, k: Kind, index: int, params: dict[str, Any]) -> dict[str, Any]:
+        request = self._request(k, index, params, watch=False)
         await self.limiter.take()
         self.requests += 1
         try:
@@ -380,10 +353,11 @@ class KubeApi:
             raise KubeUnavailableError("unreadable list answer: not an object")
         return body
 
-    def _request(self, k: Kind, params: dict[str, Any], *, watch: bool) -> Any:
+    def _request(self, k: Kind, index: int, params: dict[str, Any], *, watch: bool) -> Any:
         generic = self.client._client
+        resource = k.served[index][1]
         br = generic.prepare_request(
-            "list", res=k.resource, namespace=ALL_NS if k.namespaced else None, watch=watch
+            "list", res=resource, namespace=ALL_NS if k.namespaced else None, watch=watch
         )
         br.params.update(params)
         if watch:
@@ -403,6 +377,7 @@ class KubeApi:
         KubeUnavailableError (connection lost, or nothing received for
         `watch_read_timeout`): never anything else, so the reflector keeps going."""
         k = WATCHED[kind]
+        index = self.served.get(kind, 0)  # the version the last list was served in
         params: dict[str, Any] = {
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
@@ -410,7 +385,7 @@ class KubeApi:
         }
         if kind in FIELD_SELECTORS:
             params["fieldSelector"] = FIELD_SELECTORS[kind]
-        request = self._request(k, params, watch=True)
+        request = self._request(k, index, params, watch=True)
         await self.limiter.take()
         self.requests += 1
         try:
@@ -434,7 +409,7 @@ class KubeApi:
                     raise KubeUnavailableError(f"watch event {event_type!r} without an object")
                 if event_type == "ERROR":
                     raise error_from_status(obj)
-                yield event_type, self._typed(k, obj)
+                yield event_type, self._typed(k, index, obj)
         except httpx.ReadTimeout as e:
             raise KubeUnavailableError(
                 f"{kind} watch received nothing for {self.settings.watch_read_timeout:.0f}s"
@@ -445,9 +420,11 @@ class KubeApi:
             await response.aclose()
 
     @staticmethod
-    def _typed(k: Kind, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """The object as a manifest: list items and some watch events lack kind/apiVersion."""
-        body = dict(obj)
+    def _typed(k: Kind, index: int, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """The object as a manifest of berth's model: list items and some watch events lack
+        kind/apiVersion, and a version berth does not model names some fields otherwise
+        (shared.models.kueue_versions)."""
+        body = as_berth(k.kind, k.served[index][0], dict(obj))
         body["kind"] = k.kind
         body["apiVersion"] = k.api_version
         return body

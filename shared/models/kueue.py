@@ -18,6 +18,7 @@ refused with its path when the object is applied.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from shared.models.meta import ObjectMeta, cluster_meta
@@ -27,6 +28,27 @@ from shared.models.taints import Taint, Toleration
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 """Pods name their LocalQueue with this label (Kueue's)."""
+
+KUEUE_MANAGED_LABEL = "kueue.x-k8s.io/managed"
+"""Kueue's pod integration labels the pods it admits (and keeps the label after admission)."""
+KUEUE_PODSET_LABEL = "kueue.x-k8s.io/podset"
+"""Kueue's job integrations label the pods of a Job they admitted with its pod set."""
+KUEUE_GATES = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
+"""Kueue's scheduling gates: held until Kueue admits the pod (and assigns its topology)."""
+
+
+def kueue_mark(labels: Mapping[str, str], gates: Iterable[str]) -> str:
+    """The mark showing that Kueue itself admits this pod ("" when none): one of Kueue's
+    scheduling gates, or the labels Kueue puts on the pods it manages. Such a pod is Kueue's
+    to admit; berth's quota admission leaves it alone (README, "Kueue in the cluster")."""
+    for gate in gates:
+        if gate in KUEUE_GATES:
+            return f"scheduling gate {gate}"
+    for label in (KUEUE_MANAGED_LABEL, KUEUE_PODSET_LABEL):
+        if label in labels:
+            return f"label {label}"
+    return ""
+
 
 PREEMPTION_NEVER = "Never"
 PREEMPTION_LOWER_PRIORITY = "LowerPriority"
@@ -42,9 +64,11 @@ BORROW_POLICIES = (PREEMPTION_NEVER, PREEMPTION_LOWER_PRIORITY)
 QUEUEING_STRATEGIES = ("BestEffortFIFO", "StrictFIFO")
 BORROW = "Borrow"
 PREEMPT = "Preempt"
+MAY_STOP_SEARCH = "MayStopSearch"
+"""v1beta2's name (Kueue >= 0.13 also in v1beta1) for Borrow and Preempt: stop at this flavor."""
 TRY_NEXT_FLAVOR = "TryNextFlavor"
-WHEN_CAN_BORROW = (BORROW, TRY_NEXT_FLAVOR)
-WHEN_CAN_PREEMPT = (PREEMPT, TRY_NEXT_FLAVOR)
+WHEN_CAN_BORROW = (BORROW, MAY_STOP_SEARCH, TRY_NEXT_FLAVOR)
+WHEN_CAN_PREEMPT = (PREEMPT, MAY_STOP_SEARCH, TRY_NEXT_FLAVOR)
 STOP_NONE = "None"
 STOP_HOLD = "Hold"
 STOP_HOLD_AND_DRAIN = "HoldAndDrain"

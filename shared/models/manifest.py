@@ -25,6 +25,7 @@ from shared.models.decoding import FieldError, Mode, object_decoder, paused_gc, 
 from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
 from shared.models.kueue import Cohort as KueueCohort
 from shared.models.kueue_validation import KUEUE_VALIDATORS
+from shared.models.kueue_versions import ALSO_SERVED, as_berth
 from shared.models.node import Node
 from shared.models.pod import PREEMPT_LOWER_PRIORITY, Pod
 from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
@@ -182,6 +183,10 @@ def decode_object(doc: Any, *, source: str = "", mode: Mode = Mode.MANIFEST) -> 
             path="kind",
             source=source,
         )
+    if api_version != info.api_version and api_version in ALSO_SERVED.get(kind, ()):
+        # Another version of Kueue's (v1beta2, Cohort v1beta1): read in berth's field names.
+        doc = {**as_berth(kind, str(api_version), doc), "apiVersion": info.api_version}
+        api_version = info.api_version
     if api_version != info.api_version:
         raise ManifestError(
             f'{prefix}: apiVersion: unknown apiVersion "{api_version}" for kind {kind} '

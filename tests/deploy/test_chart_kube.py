@@ -282,3 +282,28 @@ def test_each_component_is_its_own_redis_user() -> None:
     with pytest.raises(helm_python.HelmError) as caught:
         render({"redis": {"users": {"enabled": True}}})
     assert "redis.users.enabled needs redis.existingSecret" in str(caught.value)
+
+
+def test_kueue_mode_reaches_the_queue_and_nothing_else() -> None:
+    """kueue.mode (berth by default, or kueue: Kueue runs in the cluster and admits) is the
+    queue's BERTH_KUEUE_MODE, which its --kueue-mode flag defaults to; anything else fails
+    the render."""
+    assert render(KUEUE_MODE_VALUES["berth"]).env("queue")["BERTH_KUEUE_MODE"] == "berth"
+    rendered = render(KUEUE_MODE_VALUES["kueue"])
+    assert rendered.env("queue")["BERTH_KUEUE_MODE"] == "kueue"
+    for component in ("scheduler", "binder", "adapter"):
+        assert "BERTH_KUEUE_MODE" not in rendered.env(component)
+    with pytest.raises(helm_python.HelmError):
+        render({**KUBE_MODE, "kueue": {"mode": "both"}})
+
+
+def test_the_adapter_may_list_and_watch_kueues_objects() -> None:
+    adapter = granted(render(KUBE_MODE), "berth-adapter")
+    for plural in ("resourceflavors", "clusterqueues", "localqueues", "cohorts"):
+        assert {("kueue.x-k8s.io", plural, "list"), ("kueue.x-k8s.io", plural, "watch")} <= adapter
+
+
+KUEUE_MODE_VALUES: dict[str, dict[str, Any]] = {
+    "berth": KUBE_MODE,
+    "kueue": {**KUBE_MODE, "kueue": {"mode": "kueue"}},
+}

@@ -17,7 +17,9 @@ itself with the API server's semantics:
 - `fail_next(method, plural, status)` makes the next matching request fail (API errors);
   method "LIST" or "WATCH" picks one kind of GET, and `retry_after` adds the Retry-After
   header and details.retryAfterSeconds, as API priority and fairness answers a 429;
-- `unserved` plurals are answered 404, as for a CRD that is not installed;
+- `unserved` plurals are answered 404, as for a CRD that is not installed; `versions` serves
+  a plural in another version of its group than RESOURCES' (a request for any other version
+  of the group is answered 404, as for a version the CRD does not serve);
 - lists page with `limit`/`continue` (a token older than the compacted history: 410);
   field selectors filter lists *and* watches (an object leaving the selection is a DELETED
   event to that watcher, one entering it an ADDED);
@@ -76,6 +78,9 @@ class ApiEmulator(kmock.KubernetesScaffold):
     refuse_evictions: set[str] = attrs.field(factory=set, init=False)
     unserved: set[str] = attrs.field(factory=set, init=False)
     """Plurals answered 404 "could not find the requested resource" (a CRD not installed)."""
+    versions: dict[str, str] = attrs.field(factory=dict, init=False)
+    """plural -> the one group/version it is served in, instead of RESOURCES' (e.g.
+    "kueue.x-k8s.io/v1beta1": an older Kueue)."""
     calls: list[tuple[str, str, str]] = attrs.field(factory=list, init=False)
     """Every resource request as RBAC sees it: (apiGroup, resource[/subresource], verb)."""
     requests: list[tuple[str, str, dict[str, str]]] = attrs.field(factory=list, init=False)
@@ -105,6 +110,12 @@ class ApiEmulator(kmock.KubernetesScaffold):
             )
 
     # ------------------------------------------------------------ test-side helpers
+    def spec(self, plural: str) -> tuple[str, str, str, bool]:
+        """(group/version, kind, apiVersion, namespaced) as served now (see `versions`)."""
+        gv, kind, api_version, namespaced = RESOURCES[plural]
+        served = self.versions.get(plural)
+        return (served, kind, served, namespaced) if served else (gv, kind, api_version, namespaced)
+
     def upsert(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create or replace an object directly (as another client would)."""
         plural = next(p for p, spec in RESOURCES.items() if spec[1] == obj["kind"])
@@ -194,7 +205,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
                     w.queue.put_nowait(seen)
 
     def _create(self, key: Key, obj: dict[str, Any]) -> dict[str, Any]:
-        _gv, kind, api_version, _ = RESOURCES[key[0]]
+        _gv, kind, api_version, _ = self.spec(key[0])
         obj = copy.deepcopy(obj)
         obj["kind"], obj["apiVersion"] = kind, api_version
         meta = obj.setdefault("metadata", {})
@@ -227,12 +238,21 @@ class ApiEmulator(kmock.KubernetesScaffold):
         parsed = parse_path(path)
         if parsed is None:
             return await super().__call__(raw)
-        if parsed[0] in self.unserved:
+        if parsed[0] in self.unserved or not self._serves(path, parsed[0]):
+            self.requests.append((raw.method.upper(), raw.path, dict(raw.query)))
             message = "the server could not find the requested resource"
             return self._json(status(404, "NotFound", message))
         body = await raw.read()
         data = json.loads(body) if body else None
         return await self._serve(raw, parsed, dict(raw.query), data)
+
+    def _serves(self, path: str, plural: str) -> bool:
+        """Whether the path asks for the version of its group the plural is served in."""
+        parts = path.strip("/").split("/")
+        asked = "/".join(parts[1:3]) if parts[0] == "apis" else "v1"
+        group, _, version = self.spec(plural)[0].rpartition("/")
+        asked_group, _, asked_version = asked.rpartition("/")
+        return asked_group != group or asked_version == version
 
     async def _serve(
         self,
@@ -354,12 +374,12 @@ class ApiEmulator(kmock.KubernetesScaffold):
         self._write(key, new, "MODIFIED")
         return self._json(status(201, "", ""), 201)
 
-    @staticmethod
-    def _resource_list(group_version: str) -> dict[str, Any]:
+    def _resource_list(self, group_version: str) -> dict[str, Any]:
         verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
         resources: list[dict[str, Any]] = []
-        for plural, (gv, kind, _, namespaced) in RESOURCES.items():
-            if gv != group_version:
+        for plural in RESOURCES:
+            gv, kind, _, namespaced = self.spec(plural)
+            if gv != group_version or plural in self.unserved:
                 continue
             one = {"kind": kind, "singularName": kind.lower(), "namespaced": namespaced}
             resources.append({"name": plural, "verbs": verbs, **one})
@@ -404,7 +424,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
     def _list(
         self, plural: str, namespace: str | None, params: Mapping[str, str]
     ) -> aiohttp.web.Response:
-        _gv, kind, api_version, _ = RESOURCES[plural]
+        _gv, kind, api_version, _ = self.spec(plural)
         fields = params.get("fieldSelector", "")
         objects, rv = self.objects, self.rv
         if self.cache is not None and params.get("resourceVersion") == "0":
@@ -488,7 +508,7 @@ class ApiEmulator(kmock.KubernetesScaffold):
                     )
                 except TimeoutError:
                     if bookmarks:
-                        kind, api_version = RESOURCES[plural][1:3]
+                        kind, api_version = self.spec(plural)[1:3]
                         await send(
                             {
                                 "type": "BOOKMARK",

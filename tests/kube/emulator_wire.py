@@ -36,6 +36,17 @@ RESOURCES: dict[str, tuple[str, str, str, bool]] = {
         True,
     ),
     "leases": ("coordination.k8s.io/v1", "Lease", "coordination.k8s.io/v1", True),
+    # Kueue's CRDs, in Kueue's storage version since 0.15 (ApiEmulator.versions serves
+    # another, and ApiEmulator.unserved none: Kueue not installed).
+    **{
+        plural: ("kueue.x-k8s.io/v1beta2", kind, "kueue.x-k8s.io/v1beta2", namespaced)
+        for plural, kind, namespaced in (
+            ("resourceflavors", "ResourceFlavor", False),
+            ("clusterqueues", "ClusterQueue", False),
+            ("localqueues", "LocalQueue", True),
+            ("cohorts", "Cohort", False),
+        )
+    },
     "tokenreviews": (
         "authentication.k8s.io/v1",
         "TokenReview",

@@ -40,7 +40,7 @@ import msgpack
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from services.queue.config import QueueConfig, WaitForPodsReady
+from services.queue.config import KUEUE_MODE_BERTH, QueueConfig, WaitForPodsReady
 from services.queue.keys import QueueKeys
 from services.queue.pod_status import cluster_queue_of
 from services.queue.quota import fair as quota_fair
@@ -79,6 +79,7 @@ from shared.models.kueue import (
     ClusterQueue,
     LocalQueue,
     ResourceFlavor,
+    kueue_mark,
 )
 from shared.models.kueue import (
     Cohort as KueueCohort,
@@ -106,7 +107,10 @@ class Admission:
         fair_sharing: Sequence[str] = (),
         lq_usage: LocalQueueUsage | None = None,
         wait_for_pods_ready: WaitForPodsReady | None = None,
+        kueue_mode: str = KUEUE_MODE_BERTH,
     ) -> None:
+        self.kueue_mode = kueue_mode
+        """"berth": berth admits its pods; "kueue": Kueue does, berth admits none."""
         self.readiness = Readiness(wait_for_pods_ready or WaitForPodsReady())
         self.lq_usage = lq_usage
         """Admission fair sharing's LocalQueue usage (None: off)."""
@@ -166,6 +170,7 @@ class Admission:
             if config.admission_fair_sharing_half_life_s > 0
             else None,
             wait_for_pods_ready=config.wait_for_pods_ready,
+            kueue_mode=config.kueue_mode,
         )
 
     # ------------------------------------------------------------------ state
@@ -220,7 +225,14 @@ class Admission:
                     self.pending[record.key] = record
 
     def managed(self, pod: PodRecord) -> bool:
-        return bool(pod.labels.get(QUEUE_NAME_LABEL)) and pod.scheduler_name in self.scheduler_names
+        """Whether berth admits this pod: a pod of berth's profiles in a LocalQueue, unless
+        Kueue admits the cluster's pods (kueue_mode "kueue") or this one (kueue_mark)."""
+        return (
+            bool(pod.labels.get(QUEUE_NAME_LABEL))
+            and pod.scheduler_name in self.scheduler_names
+            and self.kueue_mode == KUEUE_MODE_BERTH
+            and not kueue_mark(pod.labels, pod.scheduling_gates)
+        )
 
     def is_admitted(self, pod: PodRecord) -> bool:
         record = self.admitted.get(pod.key)
@@ -243,7 +255,10 @@ class Admission:
             elif self.is_admitted(pod):
                 self.readiness.bound.add(pod.key)
             return pod
-        if not self.managed(pod) or self.is_admitted(pod):
+        if not self.managed(pod):
+            self._forget(pod.key)  # e.g. Kueue's gate or label came with this change
+            return pod
+        if self.is_admitted(pod):
             return pod
         self.pending[pod.key] = pod
         self.dirty = True

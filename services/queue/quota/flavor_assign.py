@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from services.queue.quota.cohorts import Cohort, FlavorResource
-from shared.models.kueue import BORROW, PREEMPT, PREEMPTION_NEVER, ClusterQueue, ResourceFlavor
+from shared.models.kueue import PREEMPTION_NEVER, TRY_NEXT_FLAVOR, ClusterQueue, ResourceFlavor
 from shared.models.quantity import format_resource
 from shared.models.selectors import NodeSelector, NodeSelectorTerm
 from shared.models.taints import Taint, Toleration, tolerates_taint
@@ -176,10 +176,10 @@ def _fits(cohort: Cohort, queue: str, fr: FlavorResource, amount: int, may_borro
 def _try_next(mode: int, borrow: bool, cq: ClusterQueue) -> bool:
     """Kueue's shouldTryNextFlavor."""
     fungibility = cq.spec.flavor_fungibility
-    if mode == PREEMPT_MODE and fungibility.when_can_preempt == PREEMPT:
-        return False
-    if mode == FIT and borrow and fungibility.when_can_borrow == BORROW:
-        return False
+    if mode == PREEMPT_MODE and fungibility.when_can_preempt != TRY_NEXT_FLAVOR:
+        return False  # Preempt, or v1beta2's MayStopSearch
+    if mode == FIT and borrow and fungibility.when_can_borrow != TRY_NEXT_FLAVOR:
+        return False  # Borrow, or MayStopSearch
     return not (mode == FIT and not borrow)
 
 

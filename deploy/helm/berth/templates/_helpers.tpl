@@ -216,6 +216,10 @@ topic (the scheduler: berth.schedule).
 {{- end }}
 - name: BERTH_CONFIG
   value: /etc/berth/config.yaml
+{{- if eq .component "queue" }}
+- name: BERTH_KUEUE_MODE
+  value: {{ $root.Values.kueue.mode | default "berth" | quote }}
+{{- end }}
 {{- if and (eq .component "queue") $values.singleTenant }}
 - name: BERTH_SINGLE_TENANT
   value: {{ $values.singleTenant | quote }}
