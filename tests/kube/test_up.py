@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -71,7 +72,9 @@ async def test_the_adapter_refuses_to_start_with_a_default_scheduler_profile(
     )
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode != 0
-    assert 'a profile is named "default-scheduler"' in out.decode()
+    # Logs are JSON lines off a terminal (shared/logs.py): the refusal is one line's msg.
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert any('a profile is named "default-scheduler"' in line["msg"] for line in lines), out
     assert "Traceback" not in out.decode()
 
 
