@@ -1,4 +1,5 @@
-"""The queue's timers: backoff flush, the unschedulable leftover flush and lease expiry.
+"""The queue's timers: backoff flush, the unschedulable leftover flush, lease expiry and (with
+waitForPodsReady) the quota readiness tick.
 
 Each runs on its own interval until the replica stops; a failed round is retried with backoff
 (and logged by `Retry`), a round that moved pods wakes the dispatch loop."""
@@ -18,6 +19,9 @@ from shared.metrics import BerthMetrics
 from shared.retry import Retry
 
 log = logging.getLogger("berth.queue")
+
+READY_TICK_SECONDS = 1.0
+"""How often waitForPodsReady's timeouts and backoffs are looked at with no cluster change."""
 
 
 def count_incoming(prom: BerthMetrics, moved: MoveResult, event: str) -> None:
@@ -40,6 +44,7 @@ class Housekeeping:
         *,
         stopping: asyncio.Event,
         work: asyncio.Event,
+        quota_tick: Callable[[], Awaitable[int]] | None = None,
     ) -> None:
         self.store = store
         self.config = config
@@ -47,10 +52,12 @@ class Housekeeping:
         self.prom = prom
         self._stopping = stopping
         self._work = work
+        self._quota_tick = quota_tick
+        """A quota round when waitForPodsReady has something due (None: not configured)."""
 
     def loops(self) -> dict[str, Coroutine[Any, Any, None]]:
         """Task name -> the loop to run, one per timer."""
-        return {
+        loops = {
             "queue-flush-backoff": self._every(
                 self.config.backoff_flush_interval, self.flush_backoff
             ),
@@ -59,6 +66,9 @@ class Housekeeping:
             ),
             "queue-leases": self._every(self.config.lease_check_interval, self.expire_leases),
         }
+        if self._quota_tick is not None:
+            loops["queue-quota-ready"] = self._every(READY_TICK_SECONDS, self._quota_tick)
+        return loops
 
     async def _every(self, interval: float, action: Callable[[], Awaitable[int]]) -> None:
         retry = Retry(f"queue: periodic {getattr(action, '__name__', action)}", log)

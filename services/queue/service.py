@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -31,7 +30,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.queue.affinity_wake import NamespaceLabels
@@ -42,7 +40,8 @@ from services.queue.housekeeping import Housekeeping, count_incoming
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.keys import InvalidTenantError
 from services.queue.quota.admission import Admission
-from services.queue.quota.workload import QuotaObjectsChanged
+from services.queue.quota.workload import QuotaObjectsChanged, Verdict
+from services.queue.quota_rounds import QuotaRounds
 from services.queue.records import PodRecord
 from services.queue.routing import Step, group_steps, route_pod_change
 from services.queue.store import QueueStore
@@ -152,6 +151,11 @@ class QueueService:
                 handle=self.apply_events,
                 relist=self.relist,
             )
+        self.rounds: QuotaRounds | None = None
+        if self.admission is not None:
+            self.rounds = QuotaRounds(self.admission, self.config, self._settle, self._work)
+        self._batch_lock = self.rounds.lock if self.rounds is not None else asyncio.Lock()
+        """A batch of store events never interleaves with a quota round."""
         self.housekeeping = Housekeeping(
             self.store,
             self.config,
@@ -159,11 +163,12 @@ class QueueService:
             self.prom,
             stopping=self._stopping,
             work=self._work,
+            quota_tick=(
+                self.rounds.tick
+                if self.rounds is not None and self.config.wait_for_pods_ready.timeout_s > 0
+                else None
+            ),
         )
-        self._admission_lock = asyncio.Lock()
-        """Store events and quota rounds one at a time (a deferred round runs between batches)."""
-        self._last_round = 0.0
-        self._deferred_round: asyncio.Task[None] | None = None
         self.ready = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -225,10 +230,8 @@ class QueueService:
         self.ready = False
         self._stopping.set()
         self._work.set()
-        if self._deferred_round is not None:
-            self._deferred_round.cancel()
-            await asyncio.gather(self._deferred_round, return_exceptions=True)
-            self._deferred_round = None
+        if self.rounds is not None:
+            await self.rounds.stop()
         if self._tasks:
             _done, pending = await asyncio.wait(self._tasks, timeout=grace)
             for task in pending:
@@ -353,17 +356,11 @@ class QueueService:
                 continue
             decoded.extend((event.pod, kind, item) for kind, item in steps if kind != "skip")
 
-        async with self._admission_lock:
+        async with self._batch_lock:
             await self._apply_or_reject(decoded, self._reject_pod)
             self.metrics["store_events"] += len(events)
-            if self.admission is not None and self.admission.dirty:
-                wait = self._last_round + self.config.quota_round_interval - time.monotonic()
-                if wait <= 0:
-                    await self._admit()
-                elif self._deferred_round is None:
-                    self._deferred_round = asyncio.create_task(
-                        self._admit_later(wait), name="queue-quota-round"
-                    )
+            if self.rounds is not None:
+                await self.rounds.after_events()
         self._work.set()
 
     async def _reject_pod(self, pod: PodRecord | None, error: str) -> None:
@@ -387,37 +384,14 @@ class QueueService:
             out.append(event)
         return out
 
-    async def _admit(self) -> None:
+    async def _settle(self, verdict: Verdict) -> None:
         """Admitted pods are ungated (an update of their record), the others get a reason."""
-        assert self.admission is not None
-        self._last_round = time.monotonic()
-        verdict = await self.admission.admit()
         await self._apply_or_reject(
             [(p, "upsert", ("update", p)) for p in verdict.admitted], self._reject_pod
         )
         await verdict.write_whys(self.redis, self.store.keys, self.store.tenant_of)
         self.metrics["quota_admitted"] += len(verdict.admitted)
         self.metrics["quota_rounds"] += 1
-
-    async def _admit_later(self, wait: float) -> None:
-        """The round that events deferred (they came within quota_round_interval of the last);
-        Redis trouble is retried, with backoff, until a round goes through."""
-        retry = Retry("queue: deferred quota round", log)
-        try:
-            while True:
-                await asyncio.sleep(wait)
-                async with self._admission_lock:
-                    try:
-                        if self.admission is not None and self.admission.dirty:
-                            await self._admit()
-                        break
-                    except (RedisError, OSError) as exc:
-                        wait = retry.failed(exc)
-        finally:
-            # Also after a bug (logged by the task's exception handler): the next event
-            # defers a new round instead of waiting on this one forever.
-            self._deferred_round = None
-        self._work.set()
 
     async def relist(self, pods: Sequence[PodRecord]) -> None:
         """After a relist (stream trimmed past the cursor): take every stored pod again, drop

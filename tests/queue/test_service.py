@@ -495,3 +495,29 @@ async def test_quota_rounds_take_events_together_and_none_is_lost(
         # the add and the delete came within the interval: one deferred round took both
         assert service.metrics["quota_rounds"] == rounds + 1
         assert [p.key for p in (await service.store.pending("team-a")).pods] == ["team-a/second"]
+
+
+async def test_wait_for_pods_ready_times_out_and_readmits_in_a_quiet_cluster(
+    make_service, service_config: QueueConfig, cluster: ClusterStore
+) -> None:
+    """No cluster change after the admission: the readiness tick still times the pod out
+    (it is never bound here: no scheduler runs) and admits it again after its backoff."""
+    from dataclasses import replace
+
+    from services.queue.config import WaitForPodsReady
+    from shared.models import load_manifest_text
+    from tests.queue.test_admission import pod as quota_pod
+    from tests.queue.test_admission import queues
+
+    await cluster.apply(load_manifest_text(queues(("team-a", "", 1, None, 1))).queue_objects)
+    policy = WaitForPodsReady(timeout_s=0.3, backoff_base_s=0.5)
+    async with make_service(replace(service_config, wait_for_pods_ready=policy)) as service:
+        await cluster.apply([quota_pod("slow", "team-a", created=1)])
+        await wait_for(lambda: service.metrics["quota_admitted"] == 1)
+        events = service.metrics["store_events"]
+        assert service.admission is not None
+        await wait_for(lambda: service.admission is not None and service.admission.evicted == 1)
+        await wait_for(lambda: service.metrics["quota_admitted"] == 2)  # after its backoff
+        # the eviction itself is a store change the informer reports; nothing else happened
+        assert service.admission.readiness.requeued == {"team-a/slow": 1}
+        assert service.metrics["store_events"] - events <= 2

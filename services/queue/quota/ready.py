@@ -6,13 +6,15 @@ seconds after its n-th requeue, at most `max`; past `backoff_limit` requeues it 
 workload's pods are not all bound yet.
 
 "Ready" is bound here (berth has no kubelet reporting readiness; a node agent will). The
-timeout is checked at each admission round, which the queue runs when the cluster changes:
-in a cluster where nothing happens at all, a timeout waits for the next change.
+timeout is checked at each admission round: the queue runs one when the cluster changes, and
+every second while a workload waits for its pods or a backoff runs out
+(services/queue/housekeeping.py), so timeouts and backoffs come due in a quiet cluster too.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,15 @@ class Readiness:
 
     def backoff(self, n: int) -> float:
         return float(min(self.policy.backoff_max_s, self.policy.backoff_base_s * 2 ** (n - 1)))
+
+    def due(self, admitted: Iterable[str], since: float, now: float) -> bool:
+        """Whether a round has readiness work: an admitted pod not bound yet (its timeout
+        runs), or a backoff that ran out in (since, now] (its workload may come back)."""
+        if self.policy.timeout_s <= 0:
+            return False
+        return any(key not in self.bound for key in admitted) or any(
+            since < until <= now for until in self.until.values()
+        )
 
     def waiting_reason(self, wl: Workload, now: float) -> str:
         """Why `wl` may not be admitted now ("" when it may)."""
