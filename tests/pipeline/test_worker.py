@@ -173,7 +173,8 @@ async def test_undecodable_messages_go_to_the_dead_letter_topic(rig: Rig) -> Non
 
 async def _http_get(port: int, path: str) -> tuple[int, str]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    # Connection: close, or an HTTP/1.1 server keeps the connection open and read() waits.
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode())
     await writer.drain()
     response = (await reader.read()).decode(errors="replace")
     writer.close()

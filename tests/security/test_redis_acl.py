@@ -216,7 +216,8 @@ REFUSED: list[tuple[str, str, Attempt, bool]] = [
     ("binder", "write the queue's state", lambda c, r: _hset(c, r, c.queue_key("st")), True),
     ("binder", "forge a worker heartbeat", lambda c, r: _hset(c, r, c.store_keys.workers), True),
     ("agent", "touch the queue's keys", lambda c, r: r.hgetall(c.queue_key("st")), False),
-    ("adapter", "touch the queue's keys", lambda c, r: r.hgetall(c.queue_key("st")), False),
+    # The adapter reads the queue's keys (quota reasons for the pods): it may not write them.
+    ("adapter", "write the queue's state", lambda c, r: _hset(c, r, c.queue_key("st")), True),
     ("queue", "forge a worker heartbeat", lambda c, r: _hset(c, r, c.store_keys.workers), True),
     (
         "dashboard-front-door",
