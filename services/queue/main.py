@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from services.queue.config import QueueConfig, WaitForPodsReady
 from services.queue.quota.fair_preemption import STRATEGIES
+from services.queue.rejections import RejectionGauge, count_rejections
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
 from services.queue.views import QueueCounts
@@ -48,12 +49,20 @@ class NamespaceLabels:
 
 
 async def report_pending(store: QueueStore, metrics: BerthMetrics, interval: float = 5.0) -> None:
-    """scheduler_pending_pods from the queue's counts (the same on every replica)."""
+    """scheduler_pending_pods and scheduler_unschedulable_pods from the queue's Redis state
+    (the same on every replica)."""
     retry = Retry("queue: refreshing scheduler_pending_pods", log)
+    rejections = RejectionGauge(metrics.unschedulable_pods)
     while True:
         pause = interval
         try:
-            by_tenant = await store.counts()
+            tenants = await store.tenants()
+            rejections.set(
+                await count_rejections(
+                    store.redis, store.keys, tenants, store.config.scheduler_names
+                )
+            )
+            by_tenant = await store.counts(tenants)
             total = sum(by_tenant.values(), QueueCounts())
             for tenant, counts in by_tenant.items():
                 for queue, value in (
