@@ -15,6 +15,7 @@ from services.queue.config import QueueConfig, WaitForPodsReady
 from services.queue.quota.fair_preemption import STRATEGIES
 from services.queue.rejections import RejectionGauge, count_rejections
 from services.queue.service import QueueService
+from services.queue.spans import schedule_headers
 from services.queue.store import QueueStore
 from services.queue.views import QueueCounts
 from shared.env import REDIS_CONNECTIONS, StackSettings
@@ -24,7 +25,6 @@ from shared.redisconn import connect
 from shared.retry import Retry
 from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
 from shared.store import ClusterStore
-from shared.tracing import dispatch_headers
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ async def serve(
         namespace_labels=NamespaceLabels(store),
         replica_id=name or None,
         consumer_options=settings.consumer_options(),
-        headers_hook=lambda batch: dispatch_headers(batch.requests),
+        headers_hook=schedule_headers,
         cluster_store=store,
         kafka_security=settings.kafka_security,
     )
