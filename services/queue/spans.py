@@ -7,10 +7,11 @@ the first attempt's), that moment (QueueReads.requeued_at), never before the att
 
 Each consumed outcome gets one span, a child of the worker's or binder's span that sent it
 (the record's trace headers; a root in the pod's trace when it has none, and nothing for an
-attempt the queue chose not to trace). It covers the batch's store calls and says what the
-queue did with the pod (`berth.queue.effect`): back to active (a first conflict), backoff,
-unschedulable (parked until an event wakes it), noted (scheduled: the pod leaves when the
-store shows it bound), extended (a lease renewed), stale (an outdated or duplicate outcome).
+attempt the queue chose not to trace). It covers the batch's store calls and carries the
+outcome's result (`berth.queue.outcome`) and what the queue did with the pod
+(`berth.queue.effect`): back to active (a first conflict), backoff, unschedulable (parked
+until an event wakes it), noted (scheduled: the pod leaves when the store shows it bound),
+extended (a lease renewed), stale (an outdated or duplicate outcome).
 An outcome the queue could not apply (sent to the dead letters) is an ERROR span.
 """
 
@@ -21,10 +22,13 @@ from collections.abc import Mapping, Sequence
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from shared.messages import Outcome, ScheduleBatch
-from shared.tracing import ATTR_PLUGINS, ATTR_RESULT, Headers, dispatch_headers, pod_span
+from shared.tracing import ATTR_PLUGINS, Headers, dispatch_headers, pod_span
 
 SPAN_OUTCOME = "queue.outcome"
 ATTR_EFFECT = "berth.queue.effect"
+ATTR_OUTCOME = "berth.queue.outcome"
+"""The outcome's result (not `berth.result`: that is the attempt's span, ERROR when it failed;
+the queue's handling of a conflict did not fail)."""
 
 Handled = tuple[Sequence[tuple[str, bytes]] | None, Outcome]
 """An outcome and the trace headers of its record."""
@@ -45,7 +49,7 @@ def trace_outcomes(handled: Sequence[Handled], effects: Mapping[int, str], start
         ) as span:
             if not span.is_recording():
                 continue
-            span.set_attribute(ATTR_RESULT, outcome.result)
+            span.set_attribute(ATTR_OUTCOME, outcome.result)
             plugins = sorted({*outcome.unschedulable_plugins, *outcome.pending_plugins})
             if plugins:
                 span.set_attribute(ATTR_PLUGINS, plugins)

@@ -7,16 +7,23 @@ expression of the rule is broken on purpose."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from services.queue.config import QueueConfig
+from services.queue.service import QueueService
+from shared.kafka import Topics, ensure_topics, make_producer
 from tests.deploy.chart import NAMESPACE, render
 from tests.deploy.test_chart_monitoring import ALERTS, MONITORING
 
@@ -181,7 +188,7 @@ CASES = [
         labels={"severity": "warning", "job": "queue", "topic": "berth.outcomes"},
         annotations={
             "summary": "Messages went to the dead-letter topic",
-            "description": "queue dead-lettered 2 message(s) from berth.outcomes (undecodable, "
+            "description": "queue dead-lettered 1 message(s) from berth.outcomes (undecodable, "
             "forged, or refused): read the dead-letter topic.",
         },
         at="10m",
@@ -285,16 +292,18 @@ def unit_tests(case: AlertCase) -> list[dict[str, Any]]:
 
 
 def rules_file(directory: Path, values: dict[str, Any], mutate: str = "") -> Path:
-    """The rendered PrometheusRule's groups as a Prometheus rules file (optionally with a
-    replacement `old=>new` applied to its text)."""
+    """The rendered PrometheusRule's groups as a Prometheus rules file; `mutate` ("old=>new")
+    replaces text in the alerts' expressions (it must be found)."""
     (rule,) = render(values).kinds("PrometheusRule")
-    text = yaml.safe_dump({"groups": rule.doc["spec"]["groups"]}, sort_keys=False)
+    groups = rule.doc["spec"]["groups"]
     if mutate:
         old, new = mutate.split("=>")
-        assert old in text, old
-        text = text.replace(old, new)
+        changed = [r for g in groups for r in g["rules"] if old in r["expr"]]
+        assert changed, old
+        for item in changed:
+            item["expr"] = item["expr"].replace(old, new)
     path = directory / "rules.yaml"
-    path.write_text(text)
+    path.write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     return path
 
 
@@ -381,3 +390,66 @@ def test_a_broken_rule_fails_its_tests(
     assert result.returncode != 0
     failed = {case.alert for case in CASES if f"{case.alert} " in result.stdout + result.stderr}
     assert failed == {broken}, result.stdout + result.stderr
+
+
+# ------------------------------------------------------------ broken on purpose, for real
+def exposed_samples(name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of `name` a berth process exposes now (its /metrics text), by labels."""
+    text = generate_latest(REGISTRY).decode()
+    return {
+        tuple(sorted(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    }
+
+
+async def test_a_queue_fed_garbage_fires_the_dead_letter_alert(
+    tmp_path: Path,
+    redis_url: str,
+    kafka_bootstrap: str,
+    topics: Topics,
+    group_id: str,
+    redis_prefix: str,
+) -> None:
+    """A real queue replica gets an undecodable outcome: what its /metrics then says, scraped
+    every minute (as Prometheus would, adding `job` and `namespace`), fires
+    BerthDeadLetters; the same replica's metrics before it stay quiet."""
+    await ensure_topics(kafka_bootstrap, topics.all(), partitions=2)
+    config = QueueConfig(key_prefix=redis_prefix, topics=topics, group_id=group_id)
+    name = "berth_dead_letters_total"
+    before = exposed_samples(name)
+    async with QueueService(redis_url, kafka_bootstrap, config) as service:
+        producer = make_producer(kafka_bootstrap)
+        await producer.start()
+        try:
+            await producer.send_and_wait(topics.outcomes, b"\x00 not a message", key=b"x")
+        finally:
+            await producer.stop()
+        deadline = time.monotonic() + 20
+        while service.metrics["dead_letters"] < 1:
+            assert time.monotonic() < deadline, "the queue never dead-lettered the garbage"
+            await asyncio.sleep(0.02)
+    after = exposed_samples(name)
+    changed = {labels: value for labels, value in after.items() if value != before.get(labels)}
+    assert [dict(labels) for labels in changed] == [{"topic": topics.outcomes}]
+    [(labels, value)] = changed.items()
+    scraped = series(name, job="queue", **dict(labels))
+    old = before.get(labels, 0.0)
+    # Scrapes every minute: 5 before the garbage, then after it.
+    values = " ".join([f"{old:g}"] * 5 + [f"{value:g}"] * 10)
+    case = AlertCase(
+        "BerthDeadLetters",
+        fires={scraped: values},
+        quiet={scraped: " ".join([f"{old:g}"] * 15)},
+        labels={"severity": "warning", "job": "queue", "topic": topics.outcomes},
+        annotations={
+            "summary": "Messages went to the dead-letter topic",
+            "description": f"queue dead-lettered 1 message(s) from {topics.outcomes} "
+            "(undecodable, forged, or refused): read the dead-letter topic.",
+        },
+        at="10m",
+        pending="3m",  # before the garbage: nothing yet
+    )
+    result = run_tests(tmp_path, rules_file(tmp_path, MONITORING), [case])
+    assert result.returncode == 0, result.stdout + result.stderr

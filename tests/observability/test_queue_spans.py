@@ -15,7 +15,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from services.queue.config import QueueConfig
 from services.queue.service import QueueService
-from services.queue.spans import ATTR_EFFECT, SPAN_OUTCOME, schedule_headers, trace_outcomes
+from services.queue.spans import (
+    ATTR_EFFECT,
+    ATTR_OUTCOME,
+    SPAN_OUTCOME,
+    schedule_headers,
+    trace_outcomes,
+)
 from shared.kafka import Topics, ensure_topics, make_producer
 from shared.messages import Outcome, ScheduleBatch, ScheduleRequest
 from shared.store import ClusterStore
@@ -23,7 +29,6 @@ from shared.tracing import (
     ATTR_ATTEMPT,
     ATTR_PLUGINS,
     ATTR_POD_UID,
-    ATTR_RESULT,
     SPAN_BINDING_CYCLE,
     SPAN_DISPATCH,
     Tracing,
@@ -264,8 +269,8 @@ async def test_outcomes_are_spans_and_a_conflict_retry_waits_from_the_conflict(
     o1, o2 = of_pod(spans, SPAN_OUTCOME, uid)
     # Each outcome's span is the child of the binding cycle that sent it.
     assert (o1.parent_span_id, o2.parent_span_id) == (b1.span_id, b2.span_id)
-    assert (o1.attributes[ATTR_RESULT], o1.attributes[ATTR_EFFECT]) == ("conflict", "active")
-    assert (o2.attributes[ATTR_RESULT], o2.attributes[ATTR_EFFECT]) == ("scheduled", "noted")
+    assert (o1.attributes[ATTR_OUTCOME], o1.attributes[ATTR_EFFECT]) == ("conflict", "active")
+    assert (o2.attributes[ATTR_OUTCOME], o2.attributes[ATTR_EFFECT]) == ("scheduled", "noted")
     assert o1.status_code == o2.status_code == STATUS_UNSET
     assert o1.start_ns <= o1.end_ns
     # The retry's dispatch waits from the conflict's handling, after the first attempt.
