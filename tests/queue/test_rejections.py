@@ -85,10 +85,11 @@ async def test_a_failure_after_a_move_request_backs_off_and_counts(store: QueueS
     assert await counts(store) == {("NodePorts", PROFILE): 1}
 
 
-async def test_conflicts_count_for_no_plugin(store: QueueStore) -> None:
+async def test_conflicts_count_for_no_plugin(store: QueueStore, clock: ManualClock) -> None:
     await store.add([record("a")])
     [a] = await store.pop(T, 1)
     assert await fail(store, a, FIT) == "unschedulable"
+    clock.advance(5)  # past its backoff: the move sends it to active
     await store.move_all(NODE_ADD)
     [a] = await store.pop(T, 1)
     # The binder refused the node: back to active, then (a second time) to backoff.
