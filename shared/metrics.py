@@ -228,6 +228,14 @@ class BerthMetrics(KueueMetrics):
             buckets=BINDING_BUCKETS,
             registry=reg,
         )
+        self.signature_reuse = Counter(
+            "berth_signature_reuse",
+            "Scheduling cycles by how the worker's signature cache answered them: hit (the "
+            "entry of the pod's scheduling signature, brought up to date), build (a new "
+            "entry), full (the full cycle: the pod or the cluster made reuse impossible).",
+            ["profile", "result"],
+            registry=reg,
+        )
         self.consumer_lag = Gauge(
             "berth_consumer_lag",
             "Messages not yet consumed by this replica on its assigned partitions of a topic "

@@ -267,6 +267,7 @@ def _exp(start: float, factor: float, count: int) -> list[float]:
         ("scheduler_permit_wait_duration_seconds", "histogram", ["result"], _exp(0.001, 2, 15)),
         ("scheduler_scheduler_cache_size", "gauge", ["type"], None),
         ("scheduler_unschedulable_pods", "gauge", ["plugin", "profile"], None),
+        ("berth_signature_reuse", "counter", ["profile", "result"], None),
         # kubernetes-sigs/kueue pkg/metrics/metrics.go
         ("kueue_admission_attempts", "counter", ["result"], None),
         ("kueue_pending_workloads", "gauge", ["cluster_queue", "status"], None),
