@@ -346,7 +346,7 @@ def test_the_alert_fires_when_it_should_and_only_then(tmp_path: Path, case: Aler
 
 
 def _thresholds(**changed: Any) -> dict[str, Any]:
-    values = json.loads(json.dumps(MONITORING))
+    values: dict[str, Any] = json.loads(json.dumps(MONITORING))
     values["metrics"]["prometheusRule"]["thresholds"] = changed
     return values
 

@@ -14,7 +14,7 @@ from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD
 from services.queue.rejections import RejectionGauge, count_rejections
 from services.queue.store import QueueStore
-from shared.messages import ScheduleRequest
+from shared.messages import OutcomeResult, ScheduleRequest
 from shared.metrics import BerthMetrics
 from tests.queue.builders import outcome, record
 
@@ -30,8 +30,14 @@ async def counts(store: QueueStore) -> dict[tuple[str, str], int]:
     return {labels: n for labels, n in found.items() if n}
 
 
-async def fail(store: QueueStore, request: ScheduleRequest, *plugins: str, **kw: object) -> str:
-    [effect] = await store.record_outcomes([outcome(request, plugins=plugins, **kw)])
+async def fail(
+    store: QueueStore,
+    request: ScheduleRequest,
+    *plugins: str,
+    result: OutcomeResult = "unschedulable",
+    **kw: object,
+) -> str:
+    [effect] = await store.record_outcomes([outcome(request, result, plugins, **kw)])
     return effect
 
 
