@@ -21,8 +21,9 @@ typecheck: install
 	$(BIN)/mypy
 
 # Debian's packages the tests drive: chromium for the dashboard's browser test (through
-# Playwright), kubectl (package kubernetes-client) for the Kubernetes-mode wire cross-check.
-TOOLS := chromium:chromium kubectl:kubernetes-client
+# Playwright), kubectl (package kubernetes-client) for the Kubernetes-mode wire cross-check,
+# promtool (package prometheus) to unit-test the chart's alerts (tests/deploy/test_chart_alerts.py).
+TOOLS := chromium:chromium kubectl:kubernetes-client promtool:prometheus
 tools:
 	@missing=""; for t in $(TOOLS); do command -v $${t%%:*} >/dev/null || missing="$$missing $${t#*:}"; done; \
 	if [ -n "$$missing" ]; then \

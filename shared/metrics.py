@@ -36,6 +36,8 @@ from typing import Any, TypeVar, cast
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
+from shared.metrics_kueue import KueueMetrics
+
 log = logging.getLogger(__name__)
 
 _Family = TypeVar("_Family", Counter, Gauge, Histogram)
@@ -60,8 +62,6 @@ POD_ATTEMPTS_BUCKETS = _exponential(1, 2, 5)
 """Upstream pod_scheduling_attempts: 1 .. 16."""
 VICTIMS_BUCKETS = _exponential(1, 2, 7)
 """Upstream preemption_victims: 1 .. 64."""
-KUEUE_WAIT_BUCKETS = (1.0, *_exponential(2.5, 2, 13))
-"""Kueue's generateExponentialBuckets(14): 1 s, then 2.5 s .. ~2.8 h."""
 PLUGIN_BUCKETS = _exponential(0.00001, 1.5, 20)
 """Upstream plugin_execution_duration_seconds: 10 us .. ~22 ms."""
 EXTENSION_POINT_BUCKETS = _exponential(0.0001, 2, 12)
@@ -73,7 +73,7 @@ class MetricsError(ValueError):
     """A label value berth does not define."""
 
 
-class BerthMetrics:
+class BerthMetrics(KueueMetrics):
     """Every berth metric family, registered on one registry (each service uses the ones it
     can observe; the others stay empty)."""
 
@@ -228,6 +228,14 @@ class BerthMetrics:
             buckets=BINDING_BUCKETS,
             registry=reg,
         )
+        self.signature_reuse = Counter(
+            "berth_signature_reuse",
+            "Scheduling cycles by how the worker's signature cache answered them: hit (the "
+            "entry of the pod's scheduling signature, brought up to date), build (a new "
+            "entry), full (the full cycle: the pod or the cluster made reuse impossible).",
+            ["profile", "result"],
+            registry=reg,
+        )
         self.consumer_lag = Gauge(
             "berth_consumer_lag",
             "Messages not yet consumed by this replica on its assigned partitions of a topic "
@@ -236,128 +244,7 @@ class BerthMetrics:
             registry=reg,
         )
 
-        quota = ["cohort", "cluster_queue", "flavor", "resource"]
-        self.cq_pending = Gauge(
-            "kueue_pending_workloads",
-            "Pods (gangs count per pod) waiting for quota, per ClusterQueue.",
-            ["cluster_queue", "status"],
-            registry=reg,
-        )
-        self.cq_admitted_active = Gauge(
-            "kueue_admitted_active_workloads",
-            "Pods admitted by a ClusterQueue and not yet deleted.",
-            ["cluster_queue"],
-            registry=reg,
-        )
-        self.cq_admitted = Counter(
-            "kueue_admitted_workloads",
-            "Pods admitted, per ClusterQueue.",
-            ["cluster_queue"],
-            registry=reg,
-        )
-        self.cq_evicted = Counter(
-            "kueue_evicted_workloads",
-            "Pods evicted back to waiting, per ClusterQueue and reason.",
-            ["cluster_queue", "reason"],
-            registry=reg,
-        )
-        self.cq_nominal = Gauge(
-            "kueue_cluster_queue_nominal_quota",
-            "Nominal quota (CPU in cores, memory in bytes, others as counted).",
-            quota,
-            registry=reg,
-        )
-        self.cq_usage = Gauge(
-            "kueue_cluster_queue_resource_usage",
-            "Quota charged by admission (same units as the nominal quota).",
-            quota,
-            registry=reg,
-        )
-        self.cq_borrowed = Gauge(
-            "berth_cluster_queue_borrowed",
-            "Usage above the nominal quota (borrowed from the cohort): berth's own, Kueue has "
-            "no such family.",
-            quota,
-            registry=reg,
-        )
-        self.cq_reservation = Gauge(
-            "kueue_cluster_queue_resource_reservation",
-            "Reports the cluster_queue's total resource reservation within all the flavors "
-            "(berth reserves and admits at once: the same as the usage).",
-            quota,
-            registry=reg,
-        )
-        self.cq_borrowing_limit = Gauge(
-            "kueue_cluster_queue_borrowing_limit",
-            "Reports the cluster_queue's resource borrowing limit within all the flavors",
-            quota,
-            registry=reg,
-        )
-        self.cq_lending_limit = Gauge(
-            "kueue_cluster_queue_lending_limit",
-            "Reports the cluster_queue's resource lending limit within all the flavors",
-            quota,
-            registry=reg,
-        )
-        self.cq_status = Gauge(
-            "kueue_cluster_queue_status",
-            "Reports 'cluster_queue' with its 'status' (pending, active or terminating): 1 "
-            "for one of the statuses.",
-            ["cluster_queue", "status"],
-            registry=reg,
-        )
-        self.cq_reserving_active = Gauge(
-            "kueue_reserving_active_workloads",
-            "The number of Workloads that are reserving quota, per 'cluster_queue'",
-            ["cluster_queue"],
-            registry=reg,
-        )
-        self.cq_quota_reserved = Counter(
-            "kueue_quota_reserved_workloads",
-            "The total number of quota reserved workloads per 'cluster_queue'",
-            ["cluster_queue"],
-            registry=reg,
-        )
-        self.cq_quota_reserved_wait = Histogram(
-            "kueue_quota_reserved_wait_time_seconds",
-            "The time between a workload was created or requeued until it got quota "
-            "reservation, per 'cluster_queue'",
-            ["cluster_queue"],
-            buckets=KUEUE_WAIT_BUCKETS,
-            registry=reg,
-        )
-        self.cq_admission_wait = Histogram(
-            "kueue_admission_wait_time_seconds",
-            "The time between a workload was created or requeued until admission, per "
-            "'cluster_queue'",
-            ["cluster_queue"],
-            buckets=KUEUE_WAIT_BUCKETS,
-            registry=reg,
-        )
-        self.admission_attempts = Counter(
-            "kueue_admission_attempts",
-            "The total number of attempts to admit workloads (one per quota round with "
-            "workloads waiting): 'success' admitted at least one, 'inadmissible' none.",
-            ["result"],
-            registry=reg,
-        )
-        self.admission_attempt_duration = Histogram(
-            "kueue_admission_attempt_duration_seconds",
-            "The latency of an admission attempt, by the result.",
-            ["result"],
-            registry=reg,
-        )
-        self.cq_round_errors = Counter(
-            "berth_quota_round_errors",
-            "Quota admission rounds given up on an unexpected error (logged).",
-            registry=reg,
-        )
-        self.cq_share = Gauge(
-            "kueue_cluster_queue_weighted_share",
-            "Weighted dominant resource share x1000 (DRF; 0 while within nominal quota).",
-            ["cluster_queue"],
-            registry=reg,
-        )
+        KueueMetrics.__init__(self, reg)
 
     # ------------------------------------------------------------------------ queue
     def set_pending(self, counts: Mapping[str, int]) -> None:

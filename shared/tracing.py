@@ -14,7 +14,8 @@ A pod attempt's trace (W3C trace context travels in Kafka headers)::
      └─ scheduling_cycle      worker: parent from the berth.schedule headers (per pod)
          ├─ PreFilter, Filter, PostFilter, PreScore, Score, NormalizeScore, Reserve, Permit
          └─ binding_cycle     binder: parent from the berth.proposals headers
-             └─ WaitOnPermit, PreBind, Bind, PostBind
+             ├─ WaitOnPermit, PreBind, Bind, PostBind
+             └─ queue.outcome    queue: handling the attempt's outcome (services/queue/spans.py)
 
 Every attempt of a pod is in one trace: the trace id is derived from the pod's uid
 (`pod_trace_id`), so the queue's dispatch spans of attempts 1, 2, 3... are roots of the same
@@ -32,7 +33,7 @@ a recorded cycle.
 
 Queue (as QueueService's `headers_hook`)::
 
-    QueueService(..., headers_hook=lambda batch: dispatch_headers(batch.requests))
+    QueueService(..., headers_hook=services.queue.spans.schedule_headers)
 
 Worker, per request of a batch record::
 
@@ -55,12 +56,10 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
-import math
 import os
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from opentelemetry import trace
@@ -76,26 +75,15 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 from prometheus_client import Counter
 
-from shared.env import ENV_OTLP_ENDPOINT, ENV_OTLP_TIMEOUT_SECONDS, ENV_TRACE_SAMPLE_RATIO
 from shared.metrics import default_metrics
+from shared.tracing_config import ENV_ENDPOINT as ENV_ENDPOINT
+from shared.tracing_config import ENV_SAMPLE_RATIO as ENV_SAMPLE_RATIO
+from shared.tracing_config import TracingConfig as TracingConfig
+from shared.tracing_config import TracingConfigError as TracingConfigError
 
 Headers = list[tuple[str, bytes]]
 """aiokafka record headers."""
 
-ENV_ENDPOINT = ENV_OTLP_ENDPOINT
-"""OTLP/HTTP endpoint: a base URL (`http://jaeger-collector:4318`, `/v1/traces` is appended)
-or the full traces URL. Unset or empty: tracing is off."""
-ENV_SAMPLE_RATIO = ENV_TRACE_SAMPLE_RATIO
-"""Fraction of pod attempts traced (0..1, default 1); downstream services follow the
-queue's decision (parent-based sampling)."""
-ENV_EXPORT_TIMEOUT = ENV_OTLP_TIMEOUT_SECONDS
-"""Per export request, retries included (default 2 s): a down collector never stalls a stop."""
-OTEL_ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-OTEL_ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
-OTEL_ENV_SERVICE_NAME = "OTEL_SERVICE_NAME"
-OTEL_ENV_SDK_DISABLED = "OTEL_SDK_DISABLED"
-
-TRACES_PATH = "/v1/traces"
 INSTRUMENTATION_NAME = "berth"
 
 SPAN_DISPATCH = "queue.dispatch"
@@ -120,10 +108,6 @@ _POD_HEADER_SEPARATOR = "."
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
-class TracingConfigError(ValueError):
-    """A tracing setting from the environment is not valid."""
-
-
 class PodAttempt(Protocol):
     """What the span helpers read from a message: ScheduleRequest, Proposal and Outcome all
     have these attributes."""
@@ -139,61 +123,6 @@ class PodAttempt(Protocol):
 
     @property
     def tenant(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class TracingConfig:
-    service_name: str
-    """`service.name` of the spans (Jaeger's service list): berth-queue, berth-scheduler..."""
-    endpoint: str = ""
-    """OTLP/HTTP base URL or traces URL; empty: tracing off."""
-    sample_ratio: float = 1.0
-    export_timeout_seconds: float = 2.0
-    schedule_delay_seconds: float = 1.0
-    """How long ended spans wait to be exported in a batch."""
-    max_queue_size: int = 16_384
-    """Ended spans buffered at most; beyond it new spans are dropped (never a stall)."""
-    max_export_batch_size: int = 512
-    resource_attributes: Mapping[str, str] = field(default_factory=dict)
-    """Extra resource attributes (OTEL_RESOURCE_ATTRIBUTES is read as well)."""
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.endpoint)
-
-    @property
-    def traces_url(self) -> str:
-        url = self.endpoint.rstrip("/")
-        return url if url.endswith(TRACES_PATH) else url + TRACES_PATH
-
-    @classmethod
-    def from_env(cls, service_name: str, env: Mapping[str, str]) -> TracingConfig:
-        """BERTH_OTLP_ENDPOINT, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (a full URL), else
-        OTEL_EXPORTER_OTLP_ENDPOINT (a base URL); OTEL_SDK_DISABLED=true turns it all off."""
-        endpoint = env.get(ENV_ENDPOINT) or env.get(OTEL_ENV_TRACES_ENDPOINT) or ""
-        if not endpoint and env.get(OTEL_ENV_ENDPOINT):
-            endpoint = env[OTEL_ENV_ENDPOINT].rstrip("/") + TRACES_PATH
-        if env.get(OTEL_ENV_SDK_DISABLED, "").strip().lower() == "true":
-            endpoint = ""
-        return cls(
-            service_name=env.get(OTEL_ENV_SERVICE_NAME) or service_name,
-            endpoint=endpoint,
-            sample_ratio=_float(env, ENV_SAMPLE_RATIO, 1.0, low=0.0, high=1.0),
-            export_timeout_seconds=_float(env, ENV_EXPORT_TIMEOUT, 2.0, low=0.001, high=600.0),
-        )
-
-
-def _float(env: Mapping[str, str], name: str, default: float, *, low: float, high: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise TracingConfigError(f"{name}={raw!r}: not a number") from None
-    if not (low <= value <= high) or math.isnan(value):
-        raise TracingConfigError(f"{name}={raw!r}: must be within [{low}, {high}]")
-    return value
 
 
 class Tracing:
@@ -410,41 +339,63 @@ def attempt_attributes(attempt: PodAttempt) -> dict[str, AttributeValue]:
 
 
 def dispatch_headers(
-    requests: Sequence[PodAttempt], headers: Headers | None = None, *, now: float | None = None
+    requests: Sequence[PodAttempt],
+    headers: Headers | None = None,
+    *,
+    now: float | None = None,
+    requeued: Mapping[str, float] | None = None,
 ) -> Headers:
     """Start and end one `queue.dispatch` root span per request (in the pod's trace: every
     attempt of a pod shares it, and its sampling decision) and return headers carrying each
     pod's context (`traceparent.<uid>`).
 
-    A request with a `timestamp` (ScheduleRequest: when it was last queued, epoch seconds)
-    starts its span then, so the span shows the time the pod waited in the queue."""
+    A span starts when its pod was last queued: the request's `timestamp`, or later when
+    `requeued` (pod key -> epoch seconds) says so (a conflict puts a pod back at its old
+    place in the queue: its timestamp stays that of the first attempt)."""
     out: Headers = [] if headers is None else headers
     tracer = _tracer
     if tracer is None:
         return out
     end_ns = time.time_ns() if now is None else int(now * 1e9)
-    root = Context()
     for request in requests:
         attributes = attempt_attributes(request)
         cycle = getattr(request, "scheduling_cycle", None)
         if isinstance(cycle, int):
             attributes[ATTR_SCHEDULING_CYCLE] = cycle
         queued = getattr(request, "timestamp", None)
-        start_ns = int(queued * 1e9) if isinstance(queued, float | int) and queued > 0 else end_ns
-        token = _POD_TRACE.set(pod_trace_id(request.uid))
-        try:
-            span = tracer.start_span(
-                SPAN_DISPATCH,
-                context=root,
-                kind=SpanKind.PRODUCER,
-                attributes=attributes,
-                start_time=min(start_ns, end_ns),
-            )
-        finally:
-            _POD_TRACE.reset(token)
+        queued = max(queued or 0.0, (requeued or {}).get(request.pod_key, 0.0))
+        start_ns = int(queued * 1e9) if queued > 0 else end_ns
+        span = _start(
+            tracer,
+            SPAN_DISPATCH,
+            request.uid,
+            None,
+            SpanKind.PRODUCER,
+            attributes,
+            min(start_ns, end_ns),
+        )
         span.end(end_time=end_ns)
         inject_headers(out, context=trace.set_span_in_context(span), pod_uid=request.uid)
     return out
+
+
+def _start(
+    tracer: Tracer,
+    name: str,
+    uid: str,
+    parent: Context | None,
+    kind: SpanKind,
+    attributes: Mapping[str, AttributeValue],
+    start_ns: int | None = None,
+) -> Span:
+    """Start a span (ended by the caller); without a parent, a root in the pod's trace."""
+    token = _POD_TRACE.set(pod_trace_id(uid)) if parent is None else None
+    try:
+        context = parent or Context()
+        return tracer.start_span(name, context, kind, attributes, start_time=start_ns)
+    finally:
+        if token is not None:
+            _POD_TRACE.reset(token)
 
 
 def _span(
@@ -535,9 +486,10 @@ def pod_span(
     headers: Sequence[tuple[str, bytes]] | None = None,
     *,
     kind: SpanKind = SpanKind.INTERNAL,
+    start_time: float | None = None,
 ) -> AbstractContextManager[Span]:
-    """Any other span of a pod attempt (e.g. the queue handling its outcome), child of the
-    context in `headers` when there is one."""
+    """Any other span of a pod attempt (the queue handling its outcome), child of the context
+    in `headers`, else a root in the pod's trace; it starts now or at `start_time` (epoch s)."""
     tracer = _tracer
     if tracer is None:
         return _NOOP
@@ -545,7 +497,10 @@ def pod_span(
     unsampled = _unsampled(parent)
     if unsampled is not None:
         return unsampled
-    return _span(tracer, name, parent or Context(), kind, attempt_attributes(attempt))
+    start_ns = None if start_time is None else int(start_time * 1e9)
+    attributes = attempt_attributes(attempt)
+    span = _start(tracer, name, attempt.uid, parent, kind, attributes, start_ns)
+    return trace.use_span(span, end_on_exit=True)
 
 
 FAILED_RESULTS = ("error", "conflict")

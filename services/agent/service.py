@@ -43,6 +43,7 @@ from shared.lifecycle.node_lifecycle import (
 from shared.lifecycle.pressure import NodePressure, decide
 from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState, PodEvent
 from shared.lifecycle.taint_eviction import EVICTION_REASON, TaintEvictionQueue, no_execute_taints
+from shared.logs import DecisionLog
 from shared.models import Node, Pod, pod_group_key
 from shared.retry import Retry
 from shared.store import ClusterStore, StreamGapError
@@ -85,6 +86,7 @@ class AgentService:
         self._tasks: list[asyncio.Task[None]] = []
         self._loaded = asyncio.Event()
         self.counts: dict[str, int] = {"completed": 0, "deleted": 0, "evicted": 0, "replaced": 0}
+        self.decisions = DecisionLog(log)
 
     # ------------------------------------------------------------------ life
     async def start(self) -> None:
@@ -282,10 +284,9 @@ class AgentService:
             for pod in self.view.pods_on(name):
                 message = f"Deleting Pod {pod.key}: its node {name} is gone (PodGC)"
                 gang = pod_group_key(pod)
-                if await self._evict_one(pod, ORPHAN_REASON, message, now, bool(gang)):
-                    log.info("%s", message)
-                    if gang:
-                        await self._requeue_gang(gang, pod.key, now)
+                evicted = await self._evict_one(pod, ORPHAN_REASON, message, now, bool(gang))
+                if evicted and gang:
+                    await self._requeue_gang(gang, pod.key, now)
         for name in list(self.gone):
             if name in self.view.nodes or name not in self.view.by_node:
                 del self.gone[name]
@@ -302,10 +303,11 @@ class AgentService:
         if decision.victim is not None:
             victim = decision.victim
             gang = pod_group_key(victim)
-            if await self._evict_one(victim, PRESSURE_REASON, decision.message, now, bool(gang)):
-                log.info("%s", decision.message)
-                if gang:
-                    await self._requeue_gang(gang, victim.key, now)
+            evicted = await self._evict_one(
+                victim, PRESSURE_REASON, decision.message, now, bool(gang)
+            )
+            if evicted and gang:
+                await self._requeue_gang(gang, victim.key, now)
         return decision.conditions
 
     # ---------------------------------------------------------------- stages
@@ -363,7 +365,6 @@ class AgentService:
             gang = pod_group_key(victim)
             if not await self._evict_one(victim, EVICTION_REASON, message, now, bool(gang)):
                 continue
-            log.info("%s", message)
             if gang:
                 await self._requeue_gang(gang, key, now)
 
@@ -377,6 +378,10 @@ class AgentService:
             return False
         self.counts["evicted"] += 1
         self.counts["replaced"] += int(isinstance(result, Pod))
+        # One INFO line per eviction (rate limited: a node failing evicts many at once).
+        self.decisions.info(
+            "eviction", "%s", message, pod=pod.key, node=pod.spec.node_name, reason=reason
+        )
         self.view.drop_pod(pod.key)
         self.evictions.forget(pod.key)
         return True

@@ -13,7 +13,9 @@ from dataclasses import replace
 
 from services.queue.config import KUEUE_MODE_BERTH, KUEUE_MODES, QueueConfig, WaitForPodsReady
 from services.queue.quota.fair_preemption import STRATEGIES
+from services.queue.rejections import RejectionGauge, count_rejections
 from services.queue.service import QueueService
+from services.queue.spans import schedule_headers
 from services.queue.store import QueueStore
 from services.queue.views import QueueCounts
 from shared.env import REDIS_CONNECTIONS, StackSettings
@@ -23,7 +25,6 @@ from shared.redisconn import connect
 from shared.retry import Retry
 from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
 from shared.store import ClusterStore
-from shared.tracing import dispatch_headers
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,20 @@ class NamespaceLabels:
 
 
 async def report_pending(store: QueueStore, metrics: BerthMetrics, interval: float = 5.0) -> None:
-    """scheduler_pending_pods from the queue's counts (the same on every replica)."""
+    """scheduler_pending_pods and scheduler_unschedulable_pods from the queue's Redis state
+    (the same on every replica)."""
     retry = Retry("queue: refreshing scheduler_pending_pods", log)
+    rejections = RejectionGauge(metrics.unschedulable_pods)
     while True:
         pause = interval
         try:
-            by_tenant = await store.counts()
+            tenants = await store.tenants()
+            rejections.set(
+                await count_rejections(
+                    store.redis, store.keys, tenants, store.config.scheduler_names
+                )
+            )
+            by_tenant = await store.counts(tenants)
             total = sum(by_tenant.values(), QueueCounts())
             for tenant, counts in by_tenant.items():
                 for queue, value in (
@@ -203,7 +212,7 @@ async def serve(
         namespace_labels=NamespaceLabels(store),
         replica_id=name or None,
         consumer_options=settings.consumer_options(),
-        headers_hook=lambda batch: dispatch_headers(batch.requests),
+        headers_hook=schedule_headers,
         cluster_store=store,
         kafka_security=settings.kafka_security,
     )

@@ -20,9 +20,10 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -44,6 +45,7 @@ from services.queue.quota.workload import QuotaObjectsChanged, Verdict
 from services.queue.quota_rounds import QuotaRounds
 from services.queue.records import PodRecord
 from services.queue.routing import Step, group_steps, route_pod_change
+from services.queue.spans import trace_outcomes
 from services.queue.store import QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
@@ -62,6 +64,7 @@ from shared.redisconn import connect
 from shared.retry import Retry
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
+from shared.tracing import tracing_enabled
 from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
@@ -70,7 +73,8 @@ INCOMING_QUEUES = ("active", "backoff", "unschedulable", "gated")
 """Outcome effects that put a pod in one of upstream's queues (ScheduleAttemptFailure)."""
 
 SERVICE_NAME = "queue"
-HeadersHook = Callable[[ScheduleBatch], Headers]
+HeadersHook = Callable[[ScheduleBatch, Mapping[str, float]], Headers]
+"""A batch's trace headers, given when its pods were last put back (QueueReads.requeued_at)."""
 
 STREAM_TOPIC = "store-stream"
 """The `topic` of a dead letter for a stored pod the queue could not take."""
@@ -138,6 +142,8 @@ class QueueService:
         self._outstanding: set[asyncio.Future[Any]] = set()
         self._room = asyncio.Event()
         self._wrr = WeightedRoundRobin(self.config.weight)
+        self._effects: dict[int, str] = {}
+        """id(outcome) -> what the queue did with it, for its span (tracing only)."""
         self.informer: StoreInformer | None = None
         """Tails `cluster_store`'s change stream (None without: events via apply_events)."""
         self.admission: Admission | None = None  # quota admission, on the informer's events
@@ -297,7 +303,12 @@ class QueueService:
                 continue
             decoded.extend((record, kind, item) for kind, item in steps if kind != "skip")
 
+        started = time.time()
+        self._effects.clear()
         await self._apply_or_reject(decoded, self._dead_letter)
+        if tracing_enabled():
+            outcomes = [(r.headers, item) for r, kind, item in decoded if kind == "outcome"]
+            trace_outcomes(outcomes, self._effects, started)
         self.metrics["consumed"] += len(records)
         self._work.set()
 
@@ -415,6 +426,8 @@ class QueueService:
             self.metrics["deleted"] += await store.delete(step.items)
         elif step.kind == "outcome":
             effects = await store.record_outcomes(step.items)
+            if tracing_enabled():
+                self._effects.update(zip(map(id, step.items), effects, strict=True))
             self.metrics.update(f"outcome_{effect}" for effect in effects)
             for effect in effects:
                 if effect in INCOMING_QUEUES:
@@ -538,7 +551,14 @@ class QueueService:
         headers = None
         if self.headers_hook is not None:
             # The hook wants objects: only then is the payload decoded.
-            headers = self.headers_hook(ScheduleBatch.decode(message.payload))
+            batch = ScheduleBatch.decode(message.payload)
+            retried = [r.pod_key for r in batch.requests if r.attempt > 1]
+            requeued = (
+                await self.store.requeued_at(message.tenant, retried)
+                if retried and tracing_enabled()
+                else {}
+            )
+            headers = self.headers_hook(batch, requeued)
         future = await self._producer.send(
             self.config.topics.schedule, message.payload, key=message.key, headers=headers
         )

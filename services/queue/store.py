@@ -74,14 +74,14 @@ class MoveResult:
         return self.to_active + self.to_backoff
 
 
-def _why_blob(plugins: Iterable[str], pending: Iterable[str], message: str) -> bytes:
-    return cast(
-        bytes,
-        msgpack.packb(
-            {"plugins": sorted(plugins), "pending": sorted(pending), "msg": message},
-            use_bin_type=True,
-        ),
-    )
+def _why_blob(
+    plugins: Iterable[str], pending: Iterable[str], message: str, at: float | None = None
+) -> bytes:
+    """A pod's last failure; `at`: when an attempt's outcome put it back (epoch seconds)."""
+    why: dict[str, Any] = {"plugins": sorted(plugins), "pending": sorted(pending), "msg": message}
+    if at is not None:
+        why["at"] = at
+    return cast(bytes, msgpack.packb(why, use_bin_type=True))
 
 
 def _gated_why(gates: Sequence[str]) -> bytes:
@@ -417,6 +417,7 @@ class QueueStore(QueueReads):
                     outcomes[i].unschedulable_plugins,
                     outcomes[i].pending_plugins,
                     outcomes[i].message,
+                    from_micros(now),
                 )
                 for i in indexes
                 if results[i] in ("backoff", "unschedulable")

@@ -249,6 +249,20 @@ class QueueReads:
                 return queue
         return None
 
+    async def requeued_at(self, tenant: str, keys: Sequence[str]) -> dict[str, float]:
+        """When an attempt's outcome last put each pod back (epoch seconds; pods never put
+        back are left out): a conflict keeps the pod's queue timestamp, not this."""
+        if not keys:
+            return {}
+        blobs = await self.redis.hmget(self.keys.key(tenant, "why"), list(keys))
+        out: dict[str, float] = {}
+        for key, blob in zip(keys, blobs, strict=True):
+            if blob:
+                at = msgpack.unpackb(blob, raw=False).get("at")
+                if isinstance(at, float | int):
+                    out[key] = float(at)
+        return out
+
     async def state(self, tenant: str, key: str) -> PodState | None:
         blob = await self.redis.hget(self.keys.key(tenant, "st"), key)
         return PodState.unpack(blob) if isinstance(blob, bytes) else None

@@ -12,6 +12,8 @@
   call, in a sample of the cycles (upstream samples 10%: pluginMetricsSamplePercent).
 - The status label is the status code's name ("Success", "Unschedulable", ...; "Error" when
   the call raised).
+- berth_signature_reuse_total{profile, result}: what the signature cache did (its counters,
+  reported by `report_reuse` at each heartbeat).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import functools
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from scheduling.framework.runtime import Framework
@@ -215,3 +217,24 @@ def instrument(
                 except AttributeError:  # a plugin with __slots__: its calls go untimed
                     continue
     return sampler
+
+
+REUSE_RESULTS = ("hit", "build", "full")
+
+
+def report_reuse(
+    frameworks: Mapping[str, Framework], metrics: BerthMetrics, seen: dict[tuple[str, str], int]
+) -> None:
+    """Add what each profile's signature cache did since the last call (`seen`: the counts
+    reported so far) to berth_signature_reuse_total."""
+    for profile, framework in frameworks.items():
+        cache = framework.signatures
+        if cache is None:
+            continue
+        stats = cache.stats
+        counts = (stats.hits, stats.builds, sum(stats.fallbacks.values()))
+        for result, count in zip(REUSE_RESULTS, counts, strict=True):
+            new = count - seen.get((profile, result), 0)
+            if new > 0:
+                metrics.signature_reuse.labels(profile=profile, result=result).inc(new)
+            seen[profile, result] = count

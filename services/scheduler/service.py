@@ -52,7 +52,7 @@ from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.config import WorkerConfig
 from services.scheduler.cycle import Decision, decide, failed_decision
-from services.scheduler.instrument import instrument
+from services.scheduler.instrument import instrument, report_reuse
 from shared.health import HealthServer
 from shared.kafka import (
     FETCH_MAX_WAIT_MS,
@@ -177,6 +177,7 @@ class SchedulerWorker:
         self.stats = WorkerStats()
         self.metrics = metrics if metrics is not None else default_metrics()
         self._sampler = instrument(self.frameworks, self.metrics)
+        self._reuse_seen: dict[tuple[str, str], int] = {}
         self._decisions = DecisionLog(log)
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
@@ -521,7 +522,8 @@ class SchedulerWorker:
                 await self._heartbeat()
 
     async def _report_view(self) -> None:
-        """scheduler_scheduler_cache_size and berth_view_follow_lag, from the view."""
+        """scheduler_scheduler_cache_size, berth_view_follow_lag (from the view) and
+        berth_signature_reuse_total."""
         view = self.view
         cache = self.metrics.cache_size
         cache.labels(type="nodes").set(len(view.nodes))
@@ -529,6 +531,7 @@ class SchedulerWorker:
         cache.labels(type="assumed_pods").set(len(view.assumed))
         behind = max(0, await self.store.resource_version() - view.resource_version)
         self.metrics.follow_lag.labels(view=self.config.service_name).set(behind)
+        report_reuse(self.frameworks, self.metrics, self._reuse_seen)
 
     async def _heartbeat(self) -> None:
         await self._report_view()

@@ -6,6 +6,7 @@ nodes."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any, cast
@@ -112,7 +113,10 @@ async def test_a_pod_bound_again_runs_its_full_time_again(agent: AgentService) -
     assert asyncio.get_running_loop().time() - rebound >= 0.75
 
 
-async def test_a_failed_node_evicts_by_the_taint_rules(agent: AgentService) -> None:
+async def test_a_failed_node_evicts_by_the_taint_rules(
+    agent: AgentService, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="services.agent.service")
     store, state = agent.store, agent.state
     await store.apply([make_node(f"n{i}").capacity(cpu="4", pods=10).obj() for i in (1, 2)])
     owned = make_pod("owned").req(cpu="1").node("n1").owner("ReplicaSet", "web").obj()
@@ -174,6 +178,13 @@ async def test_a_failed_node_evicts_by_the_taint_rules(agent: AgentService) -> N
         "Marking for deletion Pod default/owned: node n1: "
         "taint node.kubernetes.io/unreachable:NoExecute not tolerated"
     )
+    # Each eviction is a decision line (INFO, rate limited), with the pod, node and reason.
+    decisions = {
+        r.pod: (r.node, r.reason, r.getMessage())  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "decision", None) == "eviction"
+    }
+    assert decisions["default/owned"] == ("n1", "TaintManagerEviction", events[1].message)
 
     # tolerationSeconds 2: evicted about two seconds after the taint, not before.
     await asyncio.sleep(1.0)

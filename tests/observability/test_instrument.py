@@ -15,7 +15,7 @@ from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.framework.status import Code, Status
 from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.cycle import decide
-from services.scheduler.instrument import CycleSampler, instrument, status_label
+from services.scheduler.instrument import CycleSampler, instrument, report_reuse, status_label
 from shared.config import load_config
 from shared.messages import ScheduleRequest
 from shared.metrics import BerthMetrics
@@ -157,3 +157,29 @@ def test_a_traced_cycle_has_a_span_per_extension_point_and_plugin(
     assert by_plugin["NodeName"].attributes[ATTR_STATUS_CODE] == "Success"
     post_filter = [s for s in spans if s.parent_span_id == points["PostFilter"].span_id]
     assert [s.attributes[ATTR_PLUGIN] for s in post_filter] == ["DefaultPreemption"]
+
+
+def test_signature_reuse_is_counted_by_result() -> None:
+    """berth_signature_reuse_total: the first pod of a signature builds its entry, the next
+    ones hit it, the cache's fallbacks are full cycles; each report adds only what happened
+    since the last."""
+    registry = CollectorRegistry()
+    metrics = BerthMetrics(registry)
+    cache, frameworks = cluster()
+    seen: dict[tuple[str, str], int] = {}
+    for i in range(3):
+        decide(frameworks, cache, request(make_pod(f"same-{i}").req(cpu="1").obj()), now=0.0)
+    report_reuse(frameworks, metrics, seen)
+    report_reuse(frameworks, metrics, seen)  # nothing new: nothing added
+
+    def count(result: str) -> float:
+        labels = {"profile": PROFILE, "result": result}
+        return registry.get_sample_value("berth_signature_reuse_total", labels) or 0.0
+
+    assert (count("build"), count("hit"), count("full")) == (1.0, 2.0, 0.0)
+    # A pod the cache gives up on (here: a nominated pod in the cluster) takes the full cycle.
+    signatures = frameworks[PROFILE].signatures
+    assert signatures is not None
+    signatures.stats.fallbacks["nominated pods"] += 1
+    report_reuse(frameworks, metrics, seen)
+    assert (count("build"), count("hit"), count("full")) == (1.0, 2.0, 1.0)

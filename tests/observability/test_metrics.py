@@ -267,6 +267,7 @@ def _exp(start: float, factor: float, count: int) -> list[float]:
         ("scheduler_permit_wait_duration_seconds", "histogram", ["result"], _exp(0.001, 2, 15)),
         ("scheduler_scheduler_cache_size", "gauge", ["type"], None),
         ("scheduler_unschedulable_pods", "gauge", ["plugin", "profile"], None),
+        ("berth_signature_reuse", "counter", ["profile", "result"], None),
         # kubernetes-sigs/kueue pkg/metrics/metrics.go
         ("kueue_admission_attempts", "counter", ["result"], None),
         ("kueue_pending_workloads", "gauge", ["cluster_queue", "status"], None),
@@ -301,6 +302,41 @@ def _exp(start: float, factor: float, count: int) -> list[float]:
             None,
         ),
         ("kueue_cluster_queue_weighted_share", "gauge", ["cluster_queue"], None),
+        (
+            "kueue_preempted_workloads",
+            "counter",
+            ["preempting_cluster_queue", "reason"],
+            None,
+        ),
+        (
+            "kueue_local_queue_pending_workloads",
+            "gauge",
+            ["name", "namespace", "status"],
+            None,
+        ),
+        ("kueue_local_queue_reserving_active_workloads", "gauge", ["name", "namespace"], None),
+        ("kueue_local_queue_admitted_active_workloads", "gauge", ["name", "namespace"], None),
+        ("kueue_local_queue_quota_reserved_workloads", "counter", ["name", "namespace"], None),
+        ("kueue_local_queue_admitted_workloads", "counter", ["name", "namespace"], None),
+        (
+            "kueue_local_queue_evicted_workloads",
+            "counter",
+            ["name", "namespace", "reason"],
+            None,
+        ),
+        (
+            "kueue_local_queue_admission_wait_time_seconds",
+            "histogram",
+            ["name", "namespace"],
+            [1.0, *_exp(2.5, 2, 13)],
+        ),
+        (
+            "kueue_local_queue_quota_reserved_wait_time_seconds",
+            "histogram",
+            ["name", "namespace"],
+            [1.0, *_exp(2.5, 2, 13)],
+        ),
+        ("kueue_local_queue_status", "gauge", ["name", "namespace", "active"], None),
     ],
 )
 def test_upstream_names_labels_and_buckets(

@@ -134,6 +134,12 @@ async def test_a_run_fills_kube_schedulers_metrics_with_the_right_counts(
     assert all(labels["topic"].startswith("berth.outcomes") for labels in queue_lag)
     assert total(m["queue-0"], "berth_consumer_lag") == 0
     assert total(m["queue-0"], "scheduler_pending_pods", queue="unschedulable") >= len(unfit)
+    # Each of them counts for the plugin that rejected it (derived from the queue's Redis).
+    rejected = total(m["queue-0"], "scheduler_unschedulable_pods", plugin="NodeResourcesFit")
+    assert rejected >= len(unfit)
+    assert total(m["queue-0"], "scheduler_unschedulable_pods", profile="default-scheduler") >= (
+        rejected
+    )
 
     # The workers' views: every node in the cache, nothing left to follow.
     nodes = len(workload.base.nodes)

@@ -109,6 +109,20 @@ async def test_nominal_quota_then_reasons_and_positions(
     assert sample("kueue_cluster_queue_status", {**team_a, "status": "pending"}) == 0
     assert sample("kueue_admission_attempts_total", {"result": "success"}) == 1
     assert sample("kueue_admission_attempt_duration_seconds_count", {"result": "success"}) == 1
+    # and per LocalQueue (its name and namespace)
+    lq = {"name": "lq", "namespace": "team-a"}
+    assert local_queue_samples(metrics, lq) == {
+        "kueue_local_queue_admitted_workloads_total": 4,
+        "kueue_local_queue_quota_reserved_workloads_total": 4,
+        "kueue_local_queue_admitted_active_workloads": 4,
+        "kueue_local_queue_reserving_active_workloads": 4,
+        "kueue_local_queue_admission_wait_time_seconds_count": 4,
+        "kueue_local_queue_quota_reserved_wait_time_seconds_count": 4,
+        "kueue_local_queue_pending_workloads:active": 0,
+        "kueue_local_queue_pending_workloads:inadmissible": 2,
+        "kueue_local_queue_status:True": 1,
+        "kueue_local_queue_status:False": 0,
+    }
     assert all(p.quota_wait == "" for p in verdict.admitted)
     assert {k: m for k, (_, m) in verdict.waiting.items()} == {
         "team-a/p4": "Waiting for quota in ClusterQueue team-a (position 1 of 2): "
@@ -122,6 +136,41 @@ async def test_nominal_quota_then_reasons_and_positions(
     again = await admission.admit()
     assert [p.name for p in again.admitted] == ["p4"]
     assert await usage_in_redis(admission) == {"team-a|default|cpu": 4000}
+    after = local_queue_samples(metrics, lq)
+    assert after["kueue_local_queue_admitted_workloads_total"] == 5
+    assert after["kueue_local_queue_admitted_active_workloads"] == 4
+    assert after["kueue_local_queue_pending_workloads:inadmissible"] == 1
+    # A deleted LocalQueue's gauges go (its ClusterQueue stays).
+    await admission.store.delete("LocalQueue", "team-a", "lq")
+    await admission.load()
+    await admission.admit()
+    assert sample("kueue_local_queue_admitted_active_workloads", lq) is None
+    assert sample("kueue_local_queue_status", {**lq, "active": "True"}) is None
+
+
+def local_queue_samples(metrics: BerthMetrics, lq: dict[str, str]) -> dict[str, float | None]:
+    """The kueue_local_queue_* values of one LocalQueue (`family:label` for status-like ones)."""
+    sample = metrics.registry.get_sample_value
+    out: dict[str, float | None] = {}
+    for name in (
+        "admitted_workloads_total",
+        "quota_reserved_workloads_total",
+        "admitted_active_workloads",
+        "reserving_active_workloads",
+        "admission_wait_time_seconds_count",
+        "quota_reserved_wait_time_seconds_count",
+    ):
+        out[f"kueue_local_queue_{name}"] = sample(f"kueue_local_queue_{name}", lq)
+    for status in ("active", "inadmissible"):
+        labels = {**lq, "status": status}
+        out[f"kueue_local_queue_pending_workloads:{status}"] = sample(
+            "kueue_local_queue_pending_workloads", labels
+        )
+    for active in ("True", "False"):
+        out[f"kueue_local_queue_status:{active}"] = sample(
+            "kueue_local_queue_status", {**lq, "active": active}
+        )
+    return out
 
 
 async def test_priority_goes_first_and_best_effort_fifo_lets_smaller_ones_pass(
@@ -268,6 +317,7 @@ async def test_reclaim_within_cohort_evicts_the_newest_borrowers(
     assert "reclaimWithinCohort: Any" in text
     b_pods = [pod(f"b{i}", "team-b", created=i) for i in range(4)]
     admission = await setup(redis_client, redis_prefix, text, *b_pods)
+    admission.metrics = metrics = BerthMetrics()
     records = await submit(admission, *b_pods)
     first = await admission.admit()
     assert sorted(p.name for p in first.admitted) == ["b0", "b1", "b2", "b3"]  # borrows 2
@@ -306,6 +356,32 @@ async def test_reclaim_within_cohort_evicts_the_newest_borrowers(
         "team-a|default|cpu": 2000,
         "team-b|default|cpu": 2000,
     }
+    # Kueue's eviction and preemption counts: the victims' queue, the preemptor's, the reason.
+    assert eviction_samples(metrics) == {
+        ("kueue_evicted_workloads_total", "team-b", "Preempted"): 2,
+        ("kueue_local_queue_evicted_workloads_total", "team-b/lq", "Preempted"): 2,
+        ("kueue_preempted_workloads_total", "team-a", "InCohortReclamation"): 2,
+    }
+
+
+def eviction_samples(metrics: BerthMetrics) -> dict[tuple[str, str, str], float]:
+    """(family, queue, reason) -> value of every non-zero eviction and preemption count."""
+    out: dict[tuple[str, str, str], float] = {}
+    for family in metrics.registry.collect():
+        for s in family.samples:
+            if s.value and s.name in (
+                "kueue_evicted_workloads_total",
+                "kueue_local_queue_evicted_workloads_total",
+                "kueue_preempted_workloads_total",
+            ):
+                labels = s.labels
+                queue = (
+                    labels.get("cluster_queue")
+                    or labels.get("preempting_cluster_queue")
+                    or f"{labels['namespace']}/{labels['name']}"
+                )
+                out[s.name, queue, labels["reason"]] = s.value
+    return out
 
 
 async def test_reclaim_lower_priority_spares_equal_or_higher_priority_pods(
@@ -398,6 +474,7 @@ async def test_within_cluster_queue_a_higher_priority_pod_evicts_the_newest_lowe
     high = pod("high", "solo", created=10, priority=100)
     same = pod("same", "solo", created=11, priority=0)
     admission = await setup(redis_client, redis_prefix, text, *low)
+    admission.metrics = metrics = BerthMetrics()
     records = await submit(admission, *low)
     assert sorted(p.name for p in (await admission.admit()).admitted) == ["low0", "low1"]
     await admission.store.apply([same, high])
@@ -416,6 +493,11 @@ async def test_within_cluster_queue_a_higher_priority_pod_evicts_the_newest_lowe
     assert "insufficient unused quota" in verdict.waiting["solo/low1"][1]
     assert admission.evicted == 1
     assert await usage_in_redis(admission) == {"solo|default|cpu": 2000}
+    assert eviction_samples(metrics) == {
+        ("kueue_evicted_workloads_total", "solo", "Preempted"): 1,
+        ("kueue_local_queue_evicted_workloads_total", "solo/lq", "Preempted"): 1,
+        ("kueue_preempted_workloads_total", "solo", "InClusterQueue"): 1,
+    }
 
 
 async def test_reclaim_spares_pods_a_disruption_budget_protects(

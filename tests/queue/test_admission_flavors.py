@@ -11,11 +11,12 @@ import redis.asyncio as aioredis
 
 from services.queue.quota.admission import Admission
 from services.queue.records import PodRecord
+from shared.metrics import BerthMetrics
 from shared.models import Pod
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.models.taints import Toleration
 from tests.builders import make_pod
-from tests.queue.test_admission import setup, usage_in_redis
+from tests.queue.test_admission import eviction_samples, setup, usage_in_redis
 from tests.queue.test_admission import submit as gate
 
 FLAVORS = """apiVersion: kueue.x-k8s.io/v1beta1
@@ -150,10 +151,13 @@ async def test_stop_policy_hold_then_drain_then_resume(
     """ClusterQueue.spec.stopPolicy: Hold admits nothing more, HoldAndDrain also evicts what
     it admitted (once), None admits again."""
     admission = await setup(redis_client, redis_prefix, ON_DEMAND_THEN_SPOT)
+    admission.metrics = metrics = BerthMetrics()
     first = pod("first")
     await submit(admission, first)
     await admission.admit()
     assert admission.is_admitted(PodRecord.from_pod(first))
+    status = metrics.registry.get_sample_value
+    assert status("kueue_cluster_queue_status", {"cluster_queue": "q", "status": "active"}) == 1
 
     async def stop(policy: str) -> None:
         (cq,) = [q for q in admission.queues.values() if q.metadata.name == "q"]
@@ -168,11 +172,20 @@ async def test_stop_policy_hold_then_drain_then_resume(
     assert held.waiting["team/second"][1].endswith("ClusterQueue q is inactive (Hold)")
     assert admission.is_admitted(PodRecord.from_pod(first))  # Hold keeps it running
     assert admission.evicted == 0
+    # Kueue: a stopped ClusterQueue is pending, its LocalQueues not active.
+    assert status("kueue_cluster_queue_status", {"cluster_queue": "q", "status": "pending"}) == 1
+    assert status("kueue_cluster_queue_status", {"cluster_queue": "q", "status": "active"}) == 0
+    lq = {"name": "lq", "namespace": "team"}
+    assert status("kueue_local_queue_status", {**lq, "active": "False"}) == 1
 
     await stop("HoldAndDrain")
     await admission.admit()
     await admission.admit()  # evicted once, not again while it leaves
     assert admission.evicted == 1
+    assert eviction_samples(metrics) == {
+        ("kueue_evicted_workloads_total", "q", "ClusterQueueStopped"): 1,
+        ("kueue_local_queue_evicted_workloads_total", "team/lq", "ClusterQueueStopped"): 1,
+    }
     stored = await admission.store.get_pod("team", "first")
     assert stored is not None
     assert stored.spec.node_name == ""

@@ -13,9 +13,17 @@ from services.queue.config import WaitForPodsReady
 from services.queue.quota.admission import Admission
 from services.queue.quota.ready import Readiness
 from services.queue.records import PodRecord
+from shared.metrics import BerthMetrics
 from shared.models import Pod
 from tests.builders import make_pod_group
-from tests.queue.test_admission import pod, queues, setup, submit, usage_in_redis
+from tests.queue.test_admission import (
+    eviction_samples,
+    pod,
+    queues,
+    setup,
+    submit,
+    usage_in_redis,
+)
 
 
 async def evicted_come_back(admission: Admission, pods: list[Pod]) -> None:
@@ -36,6 +44,7 @@ async def test_a_gang_not_ready_in_time_is_requeued_with_backoff_then_deactivate
     admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 4, None, 1)), group)
     policy = WaitForPodsReady(timeout_s=0.05, backoff_base_s=0.3, backoff_limit=1)
     admission.readiness = Readiness(policy)
+    admission.metrics = metrics = BerthMetrics()
     await admission.store.apply(gang)
     await submit(admission, *gang)
     await admission.admit()
@@ -44,6 +53,10 @@ async def test_a_gang_not_ready_in_time_is_requeued_with_backoff_then_deactivate
     await asyncio.sleep(0.1)  # past the timeout, nothing bound
     await admission.admit()
     assert admission.evicted == 2  # the gang, as one
+    assert eviction_samples(metrics) == {  # Kueue's reason; nothing preempted
+        ("kueue_evicted_workloads_total", "team-a", "PodsReadyTimeout"): 2,
+        ("kueue_local_queue_evicted_workloads_total", "team-a/lq", "PodsReadyTimeout"): 2,
+    }
     assert admission.readiness.requeued == {"podgroup:team-a/g": 1}
     await evicted_come_back(admission, gang)
     verdict = await admission.admit()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -153,8 +153,10 @@ class Admission:
         """Pods admission put back to waiting (key -> uid), until admitted again."""
         self.draining: set[str] = set()
         """Pods evicted because their ClusterQueue drains (HoldAndDrain), not yet released."""
-        self.evictions: dict[str, int] = defaultdict(int)
-        """Evictions per ClusterQueue not yet counted by `report`."""
+        self.evictions: Counter[tuple[str, str, str]] = Counter()
+        """Evictions per (ClusterQueue, LocalQueue, reason) not yet counted by `report`."""
+        self.preemptions: Counter[tuple[str, str]] = Counter()
+        """Pods preempted per (preempting ClusterQueue, reason) not yet counted."""
         """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
 
     @classmethod

@@ -14,6 +14,11 @@ from services.queue.quota.flavor_assign import Assignment
 from services.queue.quota.preemption import Candidate, Plan, Preemptor, plan
 from shared.models.kueue import PREEMPTION_NEVER, STOP_HOLD_AND_DRAIN, ClusterQueuePreemption
 
+PREEMPTED = "Preempted"
+PODS_READY_TIMEOUT = "PodsReadyTimeout"
+CLUSTER_QUEUE_STOPPED = "ClusterQueueStopped"
+"""Kueue's eviction reasons (WorkloadEvictedBy*) berth has."""
+
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
     from services.queue.quota.workload import Workload
@@ -61,17 +66,19 @@ async def preempt(
         if found is None:
             return budgets.refusal, False
     victims: dict[str, dict[str, Any]] = {}
+    reasons: dict[str, str] = {}
     for target in found.targets:
         for key in members[target.candidate.key][1]:
             victims[key] = self.admitted[key]
+            reasons[key] = target.reason
     leaving: set[str] = set()
     for key, rec in victims.items():
         if key in already:
             leaving.add(key)
         elif await budgets.evict(key):  # budgets may have moved since the plan
             await evict(self, key, rec["uid"])
-            self.evictions[rec["cq"]] += 1
-            self.evicted += 1
+            count_eviction(self, rec, PREEMPTED)
+            self.preemptions[wl.queue, reasons[key]] += 1
             leaving.add(key)
     if not leaving:
         return budgets.refusal, False
@@ -87,6 +94,13 @@ async def evict(self: Admission, key: str, uid: str) -> None:
     charging it (a pod bound outside admission is otherwise charged on sight)."""
     await requeue(self.store, key, uid)
     self.requeued[key] = uid
+
+
+def count_eviction(self: Admission, record: Mapping[str, Any], reason: str) -> None:
+    """One pod evicted, for kueue_evicted_workloads_total (its ClusterQueue's and its
+    LocalQueue's, with Kueue's reason)."""
+    self.evictions[record["cq"], record.get("lq", ""), reason] += 1
+    self.evicted += 1
 
 
 def _plan(
@@ -124,6 +138,5 @@ async def drain(self: Admission) -> None:
     for key, rec in list(self.admitted.items()):
         if rec["cq"] in draining and key not in self.draining:
             await evict(self, key, rec["uid"])
-            self.evictions[rec["cq"]] += 1
-            self.evicted += 1
+            count_eviction(self, rec, CLUSTER_QUEUE_STOPPED)
             self.draining.add(key)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from services.queue.config import WaitForPodsReady
 from services.queue.quota.effects import admitted_workloads
-from services.queue.quota.evict import evict
+from services.queue.quota.evict import PODS_READY_TIMEOUT, count_eviction, evict
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
@@ -90,7 +90,7 @@ async def check(self: Admission) -> None:
         n = ready.requeued[key] = ready.requeued.get(key, 0) + 1
         ready.until[key] = now + ready.backoff(n)
         for pod in pods:
-            await evict(self, pod, self.admitted[pod]["uid"])
+            record = self.admitted[pod]
+            await evict(self, pod, record["uid"])
             ready.leaving.add(pod)
-            self.evictions[candidate.queue] += 1
-            self.evicted += 1
+            count_eviction(self, record, PODS_READY_TIMEOUT)

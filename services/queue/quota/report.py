@@ -8,7 +8,9 @@ import weakref
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from services.queue.quota.report_local import report_local_queues
 from shared.metrics import BerthMetrics
+from shared.models.kueue import STOP_NONE
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
@@ -44,13 +46,15 @@ def report(
     active: dict[str, int] = defaultdict(int)
     for record in admission.admitted.values():
         active[record["cq"]] += 1
+    waited: dict[str, float] = {}
+    """Admitted pod key -> how long it waited (the LocalQueue families observe it too)."""
     for pod in verdict.admitted:
         queue = admission.admitted.get(pod.key, {}).get("cq", "")
-        waited = max(0.0, now - since.pop(pod.key, now))
+        waited[pod.key] = max(0.0, now - since.pop(pod.key, now))
         metrics.cq_admitted.labels(cluster_queue=queue).inc()
         metrics.cq_quota_reserved.labels(cluster_queue=queue).inc()
-        metrics.cq_admission_wait.labels(cluster_queue=queue).observe(waited)
-        metrics.cq_quota_reserved_wait.labels(cluster_queue=queue).observe(waited)
+        metrics.cq_admission_wait.labels(cluster_queue=queue).observe(waited[pod.key])
+        metrics.cq_quota_reserved_wait.labels(cluster_queue=queue).observe(waited[pod.key])
     for key in [k for k in since if k not in admission.pending]:
         del since[key]  # deleted, or admitted by another replica
     if seconds is not None and (verdict.admitted or verdict.waiting):
@@ -66,8 +70,11 @@ def report(
             metrics.cq_admitted_active.labels(cluster_queue=name).set(active[name])
             metrics.cq_reserving_active.labels(cluster_queue=name).set(active[name])
             metrics.cq_share.labels(cluster_queue=name).set(cohort.share(name))
+            # Kueue: a stopped ClusterQueue is pending (it admits nothing).
+            spec = admission.queues[name].spec if name in admission.queues else None
+            current = "active" if spec is None or spec.stop_policy == STOP_NONE else "pending"
             for status in CQ_STATUSES:
-                value = 1 if status == "active" else 0
+                value = 1 if status == current else 0
                 metrics.cq_status.labels(cluster_queue=name, status=status).set(value)
             for (flavor, resource), limits in quota.limits.items():
                 labels = {
@@ -87,6 +94,10 @@ def report(
                     metrics.cq_borrowing_limit.labels(**labels).set(limits.borrowing / scale)
                 if limits.lending is not None:
                     metrics.cq_lending_limit.labels(**labels).set(limits.lending / scale)
-    for queue, count in admission.evictions.items():
-        metrics.cq_evicted.labels(cluster_queue=queue, reason="Preempted").inc(count)
+    for (queue, _local, reason), count in admission.evictions.items():
+        metrics.cq_evicted.labels(cluster_queue=queue, reason=reason).inc(count)
+    for (preempting, reason), count in admission.preemptions.items():
+        metrics.cq_preempted.labels(preempting_cluster_queue=preempting, reason=reason).inc(count)
+    report_local_queues(admission, verdict, metrics, waited)
     admission.evictions.clear()
+    admission.preemptions.clear()
