@@ -60,6 +60,7 @@ from services.queue.quota.status import read_reserved
 from services.queue.quota.workload import (
     Verdict,
     Workload,
+    pod_signature,
     usage_field,
 )
 from services.queue.records import PodRecord
@@ -143,7 +144,10 @@ class Admission:
         """Quota-managed pending pods not admitted, by pod key."""
         self.dirty = False
         """Something changed since the last round (a pod waits, quota was freed or changed)."""
-        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float, Placement]] = {}
+        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float, Placement, str]] = {}
+        """(pod key, resourceVersion) -> its request, creation time, placement, signature."""
+        self._queue_of: dict[tuple[str, str], tuple[str | None, str]] = {}
+        """(namespace, LocalQueue name) -> queue_of's answer, until the next load()."""
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
@@ -215,6 +219,7 @@ class Admission:
             if cohort_key is not None:
                 self.cohorts[cohort_key].usage[queue] = usage
         self._decoded.clear()
+        self._queue_of.clear()
         first = not self.loaded
         self.loaded = True
         self.dirty = True
@@ -348,7 +353,7 @@ class Admission:
             group = pod.labels.get(POD_GROUP_LABEL, "")
             key = f"podgroup:{pod.namespace}/{group}" if group else pod.key
             try:
-                request, created, placement = self._decode(pod, queue)
+                request, created, placement, signature = self._decode(pod, queue)
             except (MessageError, ValueError) as e:  # one unreadable pod waits, with why
                 verdict.waiting[pod.key] = (pod, f"cannot read the pod: {e}")
                 continue
@@ -366,6 +371,7 @@ class Admission:
             wl.pods[pod.key] = pod
             wl.requests[pod.key] = request
             wl.placements[pod.key] = placement
+            wl.signatures[pod.key] = signature
             wl.created = min(wl.created, created)
         return out
 
@@ -518,28 +524,38 @@ class Admission:
 
     # ------------------------------------------------------------------ helpers
     def queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
+        """The pod's ClusterQueue, or None and why (read per round for every waiting pod:
+        kept by namespace and LocalQueue until the quota objects are loaded again)."""
         name = pod.labels.get(QUEUE_NAME_LABEL, "")
-        queue = self.local.get(f"{pod.namespace}/{name}")
+        found = self._queue_of.get((pod.namespace, name))
+        if found is None:
+            found = self._queue_of[(pod.namespace, name)] = self._find_queue(pod.namespace, name)
+        return found
+
+    def _find_queue(self, namespace: str, name: str) -> tuple[str | None, str]:
+        queue = self.local.get(f"{namespace}/{name}")
         if queue is None:
-            return None, f"LocalQueue {name} doesn't exist in namespace {pod.namespace}"
+            return None, f"LocalQueue {name} doesn't exist in namespace {namespace}"
         cq = self.queues.get(queue)
         if cq is None:
             return None, f"ClusterQueue {queue} doesn't exist"
         selector = cq.spec.namespace_selector
-        labels = self.namespaces.get(pod.namespace, {})
+        labels = self.namespaces.get(namespace, {})
         if selector is None or not selector_matches(selector, labels):
-            return None, f"namespace {pod.namespace} is not selected by ClusterQueue {queue}"
+            return None, f"namespace {namespace} is not selected by ClusterQueue {queue}"
         return queue, ""
 
-    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float, Placement]:
+    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float, Placement, str]:
         cache_key = (pod.key, pod.resource_version)
         cached = self._decoded.get(cache_key)
         if cached is None:
             body = decode_pod(pod.body, "queued pod")
+            request, placement = self._request_of(pod, queue, body), Placement.of(body)
             cached = (
-                self._request_of(pod, queue, body),
+                request,
                 body.metadata.creation_timestamp or 0.0,
-                Placement.of(body),
+                placement,
+                pod_signature(request, placement),
             )
             self._decoded[cache_key] = cached
         return cached

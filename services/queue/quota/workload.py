@@ -35,6 +35,12 @@ def usage_field(queue: str, flavor: str, resource: str) -> str:
     return f"{queue}|{flavor}|{resource}"
 
 
+def pod_signature(request: dict[str, int], placement: Placement | None) -> str:
+    """A pod's requests and placement, as one text (pods alike in both are one pod set)."""
+    text = repr(sorted(request.items()))
+    return text if placement is None else text + placement.signature()
+
+
 @dataclass
 class Workload:
     key: str
@@ -48,6 +54,9 @@ class Workload:
     admitted_members: int = 0
     local_queue: str = ""
     """Its LocalQueue, "namespace/name"."""
+    signatures: dict[str, str] = field(default_factory=dict)
+    """Pod key -> its requests and placement as `shape` compares them (admission fills it
+    from its decode cache; computed here when missing)."""
 
     def request(self) -> dict[str, int]:
         total: dict[str, int] = defaultdict(int)
@@ -61,9 +70,7 @@ class Workload:
         same requests and placement): workloads of one shape in one queue fit or not alike.
         None for several pod sets (their names, from pod keys, appear in the reasons)."""
         shapes = {
-            repr(sorted(req.items())) + self.placements[key].signature()
-            if key in self.placements
-            else repr(sorted(req.items()))
+            self.signatures.get(key) or pod_signature(req, self.placements.get(key))
             for key, req in self.requests.items()
         }
         return f"{len(self.requests)}x{shapes.pop()}" if len(shapes) == 1 else None
