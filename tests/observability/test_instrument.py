@@ -5,7 +5,6 @@ traced scheduling cycle, read back from an OTLP receiver."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -26,9 +25,7 @@ from shared.tracing import (
     ATTR_STATUS_CODE,
     SPAN_SCHEDULING_CYCLE,
     Tracing,
-    TracingConfig,
     scheduling_cycle_span,
-    setup_tracing,
 )
 from tests.builders import make_node, make_pod
 from tests.observability.otlp_receiver import OtlpReceiver
@@ -111,28 +108,6 @@ def test_plugins_are_timed_in_the_sampled_cycles_only() -> None:
     plugin = "scheduler_plugin_execution_duration_seconds_count"
     assert not any(s.name == plugin for f in registry.collect() for s in f.samples if s.value)
     assert CycleSampler(10, random.Random(1)).percent == 10
-
-
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as running:
-        yield running
-
-
-@pytest.fixture
-def tracing(receiver: OtlpReceiver) -> Iterator[Tracing]:
-    installed = setup_tracing(
-        TracingConfig(
-            service_name="berth-test",
-            endpoint=receiver.endpoint,
-            export_timeout_seconds=2.0,
-            schedule_delay_seconds=0.05,
-        )
-    )
-    try:
-        yield installed
-    finally:
-        installed.shutdown()
 
 
 def test_a_traced_cycle_has_a_span_per_extension_point_and_plugin(

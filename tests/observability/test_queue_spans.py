@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -32,41 +32,17 @@ from shared.tracing import (
     SPAN_BINDING_CYCLE,
     SPAN_DISPATCH,
     Tracing,
-    TracingConfig,
     binding_cycle_span,
     dispatch_headers,
     inject_headers,
     pod_span,
     pod_trace_id,
-    setup_tracing,
 )
 from tests.observability.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.queue.builders import make_pod, outcome
 from tests.queue.kafka_helpers import CONSUMER_OPTIONS
 
 STATUS_UNSET, STATUS_ERROR = 0, 2
-
-
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as running:
-        yield running
-
-
-@pytest.fixture
-def tracing(receiver: OtlpReceiver) -> Iterator[Tracing]:
-    installed = setup_tracing(
-        TracingConfig(
-            service_name="berth-test",
-            endpoint=receiver.endpoint,
-            export_timeout_seconds=2.0,
-            schedule_delay_seconds=0.05,
-        )
-    )
-    try:
-        yield installed
-    finally:
-        installed.shutdown()
 
 
 def request_of(uid: str, *, attempt: int = 1, queued_at: float = 0.0) -> ScheduleRequest:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -87,28 +86,6 @@ def proposal_for(request: ScheduleRequest, node: str) -> FakeProposal:
 
 def _request_is_a_pod_attempt(request: ScheduleRequest) -> PodAttempt:
     return request  # mypy checks that the message types fit the helpers' Protocol
-
-
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as running:
-        yield running
-
-
-@pytest.fixture
-def tracing(receiver: OtlpReceiver) -> Iterator[Tracing]:
-    installed = setup_tracing(
-        TracingConfig(
-            service_name="berth-test",
-            endpoint=receiver.endpoint,
-            export_timeout_seconds=2.0,
-            schedule_delay_seconds=0.05,
-        )
-    )
-    try:
-        yield installed
-    finally:
-        installed.shutdown()
 
 
 def only(spans: list[ReceivedSpan], **attributes: object) -> ReceivedSpan:
