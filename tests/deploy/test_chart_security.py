@@ -257,3 +257,70 @@ def test_bad_security_values_are_refused(values: dict[str, Any], reason: str) ->
     with pytest.raises(helm_python.HelmError) as caught:
         render(values)
     assert reason in str(caught.value)
+
+
+def test_each_kafka_component_gets_its_own_sasl_user(tmp_path: Path) -> None:
+    """kafka.sasl.users: every component that talks to Kafka logs in as its own principal
+    (berth-<component>, password key <component>-password), so the broker's ACLs can give
+    each only its topics; the agent, which never talks to Kafka, gets no SASL user."""
+    values = {
+        **SECURED,
+        "kafka": {
+            **SECURED["kafka"],
+            "sasl": {
+                "mechanism": "SCRAM-SHA-512",
+                "existingSecret": "berth-kafka",
+                "users": {"enabled": True},
+            },
+        },
+    }
+    rendered = render(values)
+    for component in ("queue", "scheduler", "binder"):
+        env = rendered.env(component)
+        assert env["BERTH_KAFKA_SASL_USERNAME"] == f"berth-{component}"
+        assert env["BERTH_KAFKA_SASL_PASSWORD"] == {
+            "secretKeyRef": {"name": "berth-kafka", "key": f"{component}-password"}
+        }
+        names = [e["name"] for e in rendered.container(component)["env"]]
+        assert names.count("BERTH_KAFKA_SASL_USERNAME") == 1  # not also the shared user
+    agent = rendered.env("agent")
+    assert "BERTH_KAFKA_SASL_USERNAME" not in agent
+    assert "BERTH_KAFKA_SASL_PASSWORD" not in agent
+    # What the binder's process reads from that environment.
+    secrets = {**SECRETS, ("berth-kafka", "binder-password"): "binder-pw"}
+    env = {
+        name: (
+            secrets[(v["secretKeyRef"]["name"], v["secretKeyRef"]["key"])]
+            if "secretKeyRef" in v
+            else ""
+        )
+        if isinstance(v, dict)
+        else v
+        for name, v in rendered.env("binder").items()
+        if name.startswith("BERTH_KAFKA_SASL")
+    }
+    assert (env["BERTH_KAFKA_SASL_USERNAME"], env["BERTH_KAFKA_SASL_PASSWORD"]) == (
+        "berth-binder",
+        "binder-pw",
+    )
+
+
+@pytest.mark.parametrize(
+    ("kafka", "message"),
+    [
+        (
+            {
+                "securityProtocol": "SASL_SSL",
+                "sasl": {"mechanism": "PLAIN", "users": {"enabled": True}},
+            },
+            "kafka.sasl.users.enabled needs kafka.sasl.existingSecret",
+        ),
+        (
+            {"securityProtocol": "PLAINTEXT", "sasl": {"users": {"enabled": True}}},
+            "kafka.sasl set, but kafka.securityProtocol=PLAINTEXT does not authenticate with SASL",
+        ),
+    ],
+)
+def test_kafka_sasl_users_refuse_what_cannot_work(kafka: dict[str, Any], message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        render({"kafka": kafka})

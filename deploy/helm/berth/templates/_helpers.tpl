@@ -200,6 +200,17 @@ topic (the scheduler: berth.schedule).
       name: {{ $root.Values.redis.existingSecret }}
       key: {{ printf "%s-password" .component }}
 {{- end }}
+{{- $sasl := $root.Values.kafka.sasl }}
+{{- /* Only the components that talk to Kafka (the agent does not) get a SASL user. */}}
+{{- if and $sasl.users.enabled (hasPrefix "SASL_" $root.Values.kafka.securityProtocol) (include "berth.messageKeyComponents" .) }}
+- name: BERTH_KAFKA_SASL_USERNAME
+  value: {{ printf "%s%s" $sasl.users.usernamePrefix .component | quote }}
+- name: BERTH_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $sasl.existingSecret }}
+      key: {{ printf "%s-password" .component }}
+{{- end }}
 - name: BERTH_CLUSTER
   value: {{ $root.Values.store.cluster | quote }}
 - name: BERTH_KEY_PREFIX

@@ -36,14 +36,18 @@ words.
 {{- if and $kafka.tls.existingSecret (not $tls) }}
 {{- fail (printf "kafka.tls.existingSecret set, but kafka.securityProtocol=%s does not use TLS (use SSL or SASL_SSL)" $protocol) }}
 {{- end }}
-{{- if and (not $sasl) (or $kafka.sasl.mechanism $kafka.sasl.username $kafka.sasl.existingSecret) }}
+{{- if and (not $sasl) (or $kafka.sasl.mechanism $kafka.sasl.username $kafka.sasl.existingSecret $kafka.sasl.users.enabled) }}
 {{- fail (printf "kafka.sasl set, but kafka.securityProtocol=%s does not authenticate with SASL (use SASL_SSL, or SASL_PLAINTEXT)" $protocol) }}
 {{- end }}
 {{- if $sasl }}
 {{- if not $kafka.sasl.mechanism }}
 {{- fail (printf "kafka.securityProtocol=%s needs kafka.sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)" $protocol) }}
 {{- end }}
-{{- if not (and $kafka.sasl.username $kafka.sasl.existingSecret) }}
+{{- if $kafka.sasl.users.enabled }}
+{{- if not $kafka.sasl.existingSecret }}
+{{- fail "kafka.sasl.users.enabled needs kafka.sasl.existingSecret (the Secret holding each component's <component>-password)" }}
+{{- end }}
+{{- else if not (and $kafka.sasl.username $kafka.sasl.existingSecret) }}
 {{- fail (printf "SASL %s needs kafka.sasl.username and kafka.sasl.existingSecret (the Secret holding the password)" $kafka.sasl.mechanism) }}
 {{- end }}
 {{- end }}
@@ -68,6 +72,7 @@ words.
 {{- if hasPrefix "SASL_" $kafka.securityProtocol }}
 - name: BERTH_KAFKA_SASL_MECHANISM
   value: {{ $kafka.sasl.mechanism | quote }}
+{{- if not $kafka.sasl.users.enabled }}
 - name: BERTH_KAFKA_SASL_USERNAME
   value: {{ $kafka.sasl.username | quote }}
 - name: BERTH_KAFKA_SASL_PASSWORD
@@ -75,6 +80,7 @@ words.
     secretKeyRef:
       name: {{ $kafka.sasl.existingSecret }}
       key: {{ $kafka.sasl.passwordKey }}
+{{- end }}
 {{- end }}
 {{- include "berth.tlsEnv" (dict "tls" $kafka.tls "prefix" "BERTH_KAFKA" "dir" "/etc/berth-tls/kafka") }}
 {{- end }}
