@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
@@ -29,6 +29,10 @@ from shared.message_auth import Verifier
 from shared.models import ManifestError, Manifests, Pod, load_manifests
 from shared.retry import Retry
 from shared.security import KafkaSecurity, SecurityError
+
+if TYPE_CHECKING:
+    from shared.messages import Outcome
+    from shared.proposals import Proposal
 
 log = logging.getLogger(__name__)
 
@@ -95,21 +99,27 @@ class RunObserver:
                             for request in ScheduleBatch.decode(record.value).requests:
                                 self.dispatched_at.setdefault(request.uid, at)
                         elif tp.topic == self.topics.proposals:
-                            proposal = Proposal.decode(record.value)
-                            self.proposed_at.setdefault(proposal.uid, at)
-                            if proposal.kind == "preempt":
-                                victims = [v.pod_key for v in proposal.victims]
-                                self.victims.setdefault(proposal.pod_key, []).extend(victims)
-                                self.nominated[proposal.pod_key] = proposal.node_name
+                            for proposal in Proposal.decode_all(record.value, lenient=True):
+                                self._proposed(proposal, at)
                         else:
-                            outcome = Outcome.decode(record.value)
-                            self.results[outcome.result] += 1
-                            if outcome.result == "conflict":
-                                self.conflicts[outcome.message] += 1
-                            if outcome.result == "scheduled":
-                                self.bound_at.setdefault(outcome.uid, at)
+                            for outcome in Outcome.decode_all(record.value, lenient=True):
+                                self._ended(outcome, at)
                     except MessageError:
                         continue
+
+    def _proposed(self, proposal: Proposal, at: float) -> None:
+        self.proposed_at.setdefault(proposal.uid, at)
+        if proposal.kind == "preempt":
+            victims = [v.pod_key for v in proposal.victims]
+            self.victims.setdefault(proposal.pod_key, []).extend(victims)
+            self.nominated[proposal.pod_key] = proposal.node_name
+
+    def _ended(self, outcome: Outcome, at: float) -> None:
+        self.results[outcome.result] += 1
+        if outcome.result == "conflict":
+            self.conflicts[outcome.message] += 1
+        if outcome.result == "scheduled":
+            self.bound_at.setdefault(outcome.uid, at)
 
     async def stop(self) -> None:
         if self._task is not None:

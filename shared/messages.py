@@ -8,12 +8,15 @@ cluster's objects travel once, on the store's change stream (shared.store).
 topic                  message                        key
 =====================  =============================  ===================================
 berth.schedule         ScheduleBatch                  uid of the first pod
-berth.outcomes         Outcome                        pod uid
+berth.outcomes         Outcome, or a batch of them    pod uid (a batch: the first item's;
+                       ("outcomes")                   every item maps to its partition)
 berth.dlq              DeadLetter                     the original key
 =====================  =============================  ===================================
 
-W3C trace context travels in Kafka headers (`shared.tracing.inject_headers` and
-`dispatch_headers`), not in the payload.
+Batches (shared.wire.pack_batch, written by shared.batch_sender) carry the outcomes or
+proposals that ended or were decided together, one record per partition; readers accept a
+single message too. W3C trace context travels in Kafka headers (`shared.tracing.inject_headers`
+and `dispatch_headers`), a batch item's in its own "hdr" field, not in the payload.
 
 Errors::
 
@@ -23,7 +26,7 @@ Errors::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args
 
@@ -33,9 +36,12 @@ from shared.models import Pod
 from shared.models.codec import CodecError, decode, encode_fields
 from shared.wire import (
     SCHEMA_VERSION,
+    BatchItem,
     MessageError,
     array_header,
     attempt_field,
+    batch_items,
+    checked,
     choice_field,
     expect_message,
     need_field,
@@ -251,11 +257,16 @@ class Outcome:
     """For extend: the new lease duration (None: the queue's default)."""
 
     TYPE = "outcome"
+    BATCH = "outcomes"
+    """A batch of outcomes in one record (shared.wire.pack_batch): binders and workers send
+    one per partition for the attempts that ended together."""
 
     def encode(self) -> bytes:
+        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **self.to_body()})
+
+    def to_body(self) -> dict[str, Any]:
+        """The message's fields (without "v" and "t"): a single message's or a batch item's."""
         body: dict[str, Any] = {
-            "v": SCHEMA_VERSION,
-            "t": self.TYPE,
             "tenant": self.tenant,
             "key": self.pod_key,
             "uid": self.uid,
@@ -276,7 +287,7 @@ class Outcome:
             body["activate"] = list(self.pods_to_activate)
         if self.lease_seconds is not None:
             body["lease_s"] = self.lease_seconds
-        return pack_message(body)
+        return body
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Outcome:
@@ -298,13 +309,32 @@ class Outcome:
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> Outcome:
-        return cls.from_body(cls.body_of(data))
+        return cls.from_body(expect_message(data, cls.TYPE))
 
     @classmethod
-    def body_of(cls, data: bytes | bytearray | memoryview) -> dict[str, Any]:
-        """The message's fields, unchecked (`from_body` checks them): a reader interested in
-        few outcomes looks at `result` and `uid` before building one."""
-        return expect_message(data, cls.TYPE)
+    def items_of(
+        cls, data: bytes | bytearray | memoryview, headers: Sequence[tuple[str, bytes]] = ()
+    ) -> list[BatchItem]:
+        """The outcomes of a record, one or a batch, unchecked (`from_body` checks each):
+        a reader interested in few outcomes looks at `result` and `uid` before building
+        one."""
+        return batch_items(data, cls.TYPE, cls.BATCH, headers)
+
+    @classmethod
+    def decode_all(
+        cls, data: bytes | bytearray | memoryview, *, lenient: bool = False
+    ) -> list[Outcome]:
+        """Every outcome of a record; MessageError if the record or (unless `lenient`:
+        then they are skipped) one of them is invalid. For readers that dead-letter nothing
+        (tools, the dashboard, tests)."""
+        out: list[Outcome] = []
+        for item in cls.items_of(data):
+            try:
+                out.append(cls.from_body(checked(item)))
+            except MessageError:
+                if not lenient:
+                    raise
+        return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,9 +375,12 @@ class DeadLetter:
     TYPE = "dlq"
 
     @classmethod
-    def of_record(cls, service: str, record: ConsumedRecord, error: str) -> DeadLetter:
+    def of_record(
+        cls, service: str, record: ConsumedRecord, error: str, payload: bytes | None = None
+    ) -> DeadLetter:
         """The dead letter of a consumed Kafka record (its topic, partition, offset, key and
-        bytes kept, so it can be inspected or replayed)."""
+        bytes kept, so it can be inspected or replayed); `payload`: the one bad item of a
+        batch record, alone, instead of the record's bytes."""
         return cls(
             service=service,
             topic=record.topic,
@@ -355,7 +388,7 @@ class DeadLetter:
             offset=record.offset,
             error=error,
             key=record.key,
-            payload=record.value or b"",
+            payload=(record.value or b"") if payload is None else payload,
         )
 
     def encode(self) -> bytes:

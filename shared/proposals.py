@@ -1,5 +1,7 @@
 """`berth.proposals`: what a scheduler worker asks the binder to do (msgpack, like
-shared.wire: ``{"v": SCHEMA_VERSION, "t": "proposal", ...}``, key = node name).
+shared.wire: ``{"v": SCHEMA_VERSION, "t": "proposal", ...}``, key = node name; workers send
+the proposals of one schedule batch as one "proposals" batch per partition, each item routed
+by its node's name).
 
 A *bind* proposal carries the node the worker chose after Reserve and Permit, the node's
 resourceVersion it saw, and its Permit result. A *preempt* proposal carries the victims the
@@ -9,7 +11,7 @@ nomination and reports the attempt unschedulable (with the nomination), as upstr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
@@ -18,8 +20,11 @@ import msgpack
 from shared.models.names import dns1123_subdomain
 from shared.wire import (
     SCHEMA_VERSION,
+    BatchItem,
     MessageError,
     attempt_field,
+    batch_items,
+    checked,
     choice_field,
     need_field,
     opt_field,
@@ -86,11 +91,21 @@ class Proposal:
     worker decided them in (the binder checks them in that order across partitions)."""
 
     TYPE = "proposal"
+    BATCH = "proposals"
+    """A batch of proposals in one record (shared.wire.pack_batch): the worker sends one per
+    partition for the pods it decided together."""
 
     def encode(self) -> bytes:
+        return cast(
+            bytes,
+            msgpack.packb(
+                {"v": SCHEMA_VERSION, "t": self.TYPE, **self.to_body()}, use_bin_type=True
+            ),
+        )
+
+    def to_body(self) -> dict[str, Any]:
+        """The message's fields (without "v" and "t"): a single message's or a batch item's."""
         body: dict[str, Any] = {
-            "v": SCHEMA_VERSION,
-            "t": self.TYPE,
             "tenant": self.tenant,
             "key": self.pod_key,
             "uid": self.uid,
@@ -124,7 +139,7 @@ class Proposal:
             body["t0"] = self.cycle_started
         if self.queued_at:
             body["tq"] = self.queued_at
-        return cast(bytes, msgpack.packb(body, use_bin_type=True))
+        return body
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Proposal:
@@ -170,3 +185,26 @@ class Proposal:
         if kind != cls.TYPE:
             raise MessageError(f"expected a {cls.TYPE!r} message, got {kind!r}")
         return cls.from_body(body)
+
+    @classmethod
+    def items_of(
+        cls, data: bytes | bytearray | memoryview, headers: Sequence[tuple[str, bytes]] = ()
+    ) -> list[BatchItem]:
+        """The proposals of a record: one, or a batch (see shared.wire.batch_items)."""
+        return batch_items(data, cls.TYPE, cls.BATCH, headers)
+
+    @classmethod
+    def decode_all(
+        cls, data: bytes | bytearray | memoryview, *, lenient: bool = False
+    ) -> list[Proposal]:
+        """Every proposal of a record; MessageError if the record or (unless `lenient`:
+        then they are skipped) one of them is invalid. For readers that dead-letter nothing
+        (tools, tests)."""
+        out: list[Proposal] = []
+        for item in cls.items_of(data):
+            try:
+                out.append(cls.from_body(checked(item)))
+            except MessageError:
+                if not lenient:
+                    raise
+        return out

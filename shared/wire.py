@@ -5,6 +5,7 @@ their MessageError. The message schemas are in shared.messages and shared.propos
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import msgpack
@@ -167,3 +168,100 @@ def expect_message(data: bytes | bytearray | memoryview, kind: str) -> dict[str,
     if found != kind:
         raise MessageError(f"expected a {kind!r} message, got {found!r}")
     return body
+
+
+# ---------------------------------------------------------------------------------------------
+# batches: several messages of one type in one Kafka record
+
+MAX_BATCH_ITEMS = 1024
+"""Items one batch message may carry (writers send far fewer: see shared.batch_sender)."""
+ITEM_HEADERS = "hdr"
+"""An item's own Kafka-style headers (its trace context), as [[name, bytes], ...]: the
+record's headers (its authenticator) belong to the whole batch."""
+
+
+def pack_batch(kind: str, items: Sequence[Mapping[str, Any]]) -> bytes:
+    """A batch message: ``{"v", "t": kind, "items": [body, ...]}``, each body a single
+    message's fields without "v" and "t" (and its ITEM_HEADERS when it has any)."""
+    return pack_message({"v": SCHEMA_VERSION, "t": kind, "items": list(items)})
+
+
+def with_headers(
+    body: dict[str, Any], headers: Sequence[tuple[str, bytes]] | None
+) -> dict[str, Any]:
+    """`body` carrying its own headers (a batch item's trace context)."""
+    if headers:
+        body[ITEM_HEADERS] = [[name, value] for name, value in headers]
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class BatchItem:
+    """One item of a consumed record: its fields (checked by the message's `from_body`) and
+    headers, or the error that makes it unusable."""
+
+    body: Mapping[str, Any]
+    headers: list[tuple[str, bytes]]
+    error: str = ""
+
+    def alone(self, kind: str) -> bytes:
+        """The item as a single message of type `kind` (a dead letter keeps only the bad
+        item of a batch, so that replaying it replays nothing else)."""
+        return pack_message({**self.body, "v": SCHEMA_VERSION, "t": kind})
+
+
+def batch_items(
+    data: bytes | bytearray | memoryview,
+    single: str,
+    batch: str,
+    record_headers: Sequence[tuple[str, bytes]] = (),
+) -> list[BatchItem]:
+    """The items of a record holding one message of type `single` (with the record's
+    headers) or a batch of them (type `batch`, each item with its own). MessageError when the
+    record as a whole is unusable; an item that is not a map, or whose headers are malformed,
+    comes back with its `error` set, and the others are unaffected."""
+    kind, body = unpack(data)
+    if kind == single:
+        return [BatchItem(body, list(record_headers))]
+    if kind != batch:
+        raise MessageError(f"expected a message of type {single!r} or {batch!r}, got {kind!r}")
+    items = need_field(body, "items", list)
+    if not items or len(items) > MAX_BATCH_ITEMS:
+        raise MessageError(f"field 'items': expected 1..{MAX_BATCH_ITEMS} items, got {len(items)}")
+    out: list[BatchItem] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            out.append(BatchItem({}, [], f"items[{index}]: expected a map, got {item!r:.80}"))
+            continue
+        raw = item.pop(ITEM_HEADERS, None)
+        headers = _item_headers(raw)
+        if headers is None:
+            out.append(BatchItem(item, [], f"items[{index}]: field {ITEM_HEADERS!r}: malformed"))
+            continue
+        out.append(BatchItem(item, headers))
+    return out
+
+
+def _item_headers(raw: Any) -> list[tuple[str, bytes]] | None:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        return None
+    headers: list[tuple[str, bytes]] = []
+    for pair in raw:
+        if (
+            not isinstance(pair, list)
+            or len(pair) != 2
+            or type(pair[0]) is not str
+            or type(pair[1]) is not bytes
+        ):
+            return None
+        headers.append((pair[0], pair[1]))
+    return headers
+
+
+def checked(item: BatchItem) -> Mapping[str, Any]:
+    """The item's fields; MessageError when the item is unusable."""
+    if item.error:
+        raise MessageError(item.error)
+    return item.body

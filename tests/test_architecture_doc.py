@@ -1,8 +1,8 @@
 """docs/architecture.md's topic table and diagram say what the code does: for each Kafka topic,
 the services that produce it and the services that consume it, read from the services' own
-calls (`make_consumer`/`subscribe`/`assign_all` for reads, `send`/`send_and_wait`/`_send` for
-writes). A service that starts or stops reading or writing a topic fails here until the doc
-says so."""
+calls (`make_consumer`/`subscribe`/`assign_all` for reads, `send`/`send_and_wait`/`_send` and
+`BatchSender(producer, topic, ...)` for writes). A service that starts or stops reading or
+writing a topic fails here until the doc says so."""
 
 from __future__ import annotations
 
@@ -53,6 +53,8 @@ def uses() -> dict[str, tuple[set[str], set[str]]]:
                     consumed |= _topics_in([*call.args, *(k.value for k in call.keywords)])
                 elif _name(call) in PRODUCE and call.args:
                     produced |= _topics_in(call.args[:1])
+                elif _name(call) == "BatchSender":
+                    produced |= _topics_in(call.args[1:2])
         out[service.name] = (
             {TOPIC_FIELDS[t] for t in produced},
             {TOPIC_FIELDS[t] for t in consumed},

@@ -222,12 +222,15 @@ class StatusWriter:
             await self._one(value)
 
     async def _one(self, value: bytes | None) -> None:
+        """A record's outcomes (one, or a batch), in order."""
         try:
-            outcome = Outcome.decode(value or b"")
-        except (MessageError, TypeError, ValueError):
-            return  # not an outcome (the queue dead-letters what nobody can read)
-        async with self._in_flight:
-            await self.write(outcome)
+            # Invalid ones are skipped: the queue dead-letters what nobody can read.
+            outcomes = Outcome.decode_all(value or b"", lenient=True)
+        except MessageError:
+            return
+        for outcome in outcomes:
+            async with self._in_flight:
+                await self.write(outcome)
 
     async def write(self, outcome: Outcome) -> None:
         report = report_for(outcome)

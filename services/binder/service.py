@@ -32,6 +32,7 @@ from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from services.binder.kube_api import KubeWriter
+from shared.batch_sender import BatchSender
 from shared.kafka import (
     FETCH_MAX_WAIT_MS,
     Headers,
@@ -50,7 +51,7 @@ from shared.retry import Retry
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 from shared.tasks import finish
-from shared.wire import MessageError
+from shared.wire import BatchItem, MessageError, checked
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,8 @@ of a pod just created may be missing meanwhile, and is then read from the store.
 
 @dataclass(slots=True)
 class _PartitionOffsets:
-    pending: set[int] = field(default_factory=set)
+    pending: dict[int, int] = field(default_factory=dict)
+    """offset -> proposals of that record still unfinished (a record may hold a batch)."""
     next_offset: int = -1
     """One past the highest offset seen."""
     committed: int = -1
@@ -71,20 +73,27 @@ class _PartitionOffsets:
 
 class OffsetTracker:
     """Which offset of each partition may be committed: the lowest unfinished one, or one
-    past the highest seen when all are finished."""
+    past the highest seen when all are finished. A record holding a batch of proposals is
+    finished when all of them are."""
 
     def __init__(self) -> None:
         self._partitions: dict[TopicPartition, _PartitionOffsets] = {}
 
-    def started(self, tp: TopicPartition, offset: int) -> None:
+    def started(self, tp: TopicPartition, offset: int, items: int = 1) -> None:
         state = self._partitions.setdefault(tp, _PartitionOffsets())
-        state.pending.add(offset)
+        state.pending[offset] = state.pending.get(offset, 0) + items
         state.next_offset = max(state.next_offset, offset + 1)
 
     def finished(self, tp: TopicPartition, offset: int) -> None:
+        """One item of the record at `offset` is finished."""
         state = self._partitions.get(tp)
-        if state is not None:
-            state.pending.discard(offset)
+        if state is None:
+            return
+        left = state.pending.get(offset, 0) - 1
+        if left > 0:
+            state.pending[offset] = left
+        else:
+            state.pending.pop(offset, None)
 
     def committable(
         self, only: Iterable[TopicPartition] | None = None
@@ -137,17 +146,22 @@ def in_decision_order(runs: Iterable[Sequence[Arrival]]) -> Iterator[Arrival]:
 
 
 class KafkaEmitter:
-    """Outcomes to berth.outcomes (key pod uid), refusals to berth.dlq; each send waits for
-    the broker's acknowledgement (the proposal is committed after it). Bindings and evictions
-    are facts in the store: the queue reads them from the change stream."""
+    """Outcomes to berth.outcomes, refusals to berth.dlq; each send waits for the broker's
+    acknowledgement (the proposal is committed after it). The outcomes of the attempts that
+    end in one turn of the event loop travel as one batch record per partition (key: the pod
+    uid, as a single outcome's). Bindings and evictions are facts in the store: the queue
+    reads them from the change stream."""
 
     def __init__(self, producer: AIOKafkaProducer, config: BinderConfig) -> None:
         self._producer = producer
         self._topics = config.topics
         self._service = config.service_name
+        self.outcomes = BatchSender(
+            producer, config.topics.outcomes, Outcome.BATCH, auto_flush=True
+        )
 
     async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None:
-        await self._send(self._topics.outcomes, outcome.uid, outcome.encode(), headers)
+        await self.outcomes.submit(outcome.uid.encode(), outcome.to_body(), headers)
 
     async def refused(self, proposal: Proposal, reason: str) -> None:
         default_metrics().dead_letters.labels(topic=self._topics.proposals).inc()
@@ -206,6 +220,7 @@ class BinderService:
         )
         self.tracker = OffsetTracker()
         self._producer: AIOKafkaProducer | None = None
+        self._emitter: KafkaEmitter | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._verifier: Verifier | None = None
         """Checks the proposals' authenticators (None: no message keys)."""
@@ -231,10 +246,12 @@ class BinderService:
         self._verifier = message_verifier(self.kafka_security, topics)
         await self._producer.start()
         await self.sync.start()
+        self._emitter = KafkaEmitter(self._producer, self.config)
+        await self._emitter.outcomes.prepare()
         self.binder = Binder(
             self.store,
             self.view,
-            KafkaEmitter(self._producer, self.config),
+            self._emitter,
             self.config,
             clock=self.clock,
             kube=self.kube,
@@ -274,6 +291,8 @@ class BinderService:
             await self._consumer.stop()
             self._consumer = None
         await self.sync.stop()
+        if self._emitter is not None:
+            await self._emitter.outcomes.close()
         if self._producer is not None:
             await self._producer.stop()
             self._producer = None
@@ -312,15 +331,17 @@ class BinderService:
                 task.add_done_callback(self._finisher(arrival.tp, arrival.offset))
 
     async def _decode_all(self, tp: TopicPartition, records: Sequence[Any]) -> list[Arrival]:
+        """Every usable proposal of the records (one each, or a batch), in their order."""
         out: list[Arrival] = []
         for record in records:
-            self.tracker.started(tp, record.offset)
-            proposal = await self._decode(tp, record)
-            if proposal is None:
-                self.tracker.finished(tp, record.offset)
-                continue
-            headers = list(record.headers or ())
-            out.append(Arrival(tp, record.offset, record.timestamp, proposal, headers))
+            items = await self._items(record)
+            self.tracker.started(tp, record.offset, len(items))
+            for item in items:
+                proposal = await self._decode(record, item)
+                if proposal is None:
+                    self.tracker.finished(tp, record.offset)
+                    continue
+                out.append(Arrival(tp, record.offset, record.timestamp, proposal, item.headers))
         return out
 
     def _finisher(self, tp: TopicPartition, offset: int) -> Callable[[object], None]:
@@ -329,26 +350,36 @@ class BinderService:
 
         return finished
 
-    async def _decode(self, tp: TopicPartition, record: Any) -> Proposal | None:
-        """The proposal, or None after sending the record to the dead-letter topic."""
+    async def _items(self, record: Any) -> list[BatchItem]:
+        """The record's proposals, unchecked; none after sending the record to the
+        dead-letter topic (not authentic, empty, not a proposal or a batch of them)."""
         refused = refusal(self._verifier, record)
         if refused:
             await self._dead_letter(record, refused)
-            return None
+            return []
         if record.value is None:
             await self._dead_letter(record, "empty message")
-            return None
+            return []
         try:
-            return Proposal.decode(record.value)
+            return Proposal.items_of(record.value, record.headers or ())
         except MessageError as exc:
             await self._dead_letter(record, str(exc))
+            return []
+
+    async def _decode(self, record: Any, item: BatchItem) -> Proposal | None:
+        """The item's proposal, or None after sending the item alone to the dead-letter
+        topic (one bad proposal of a batch never holds back the others)."""
+        try:
+            return Proposal.from_body(checked(item))
+        except MessageError as exc:
+            await self._dead_letter(record, str(exc), item.alone(Proposal.TYPE))
             return None
 
-    async def _dead_letter(self, record: Any, error: str) -> None:
+    async def _dead_letter(self, record: Any, error: str, payload: bytes | None = None) -> None:
         assert self._producer is not None
         self.dead_letters += 1
         default_metrics().dead_letters.labels(topic=str(record.topic)).inc()
-        letter = DeadLetter.of_record(self.config.service_name, record, error)
+        letter = DeadLetter.of_record(self.config.service_name, record, error, payload)
         delivery = await self._producer.send(
             self.config.topics.dlq, value=letter.encode(), key=record.key
         )

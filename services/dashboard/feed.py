@@ -94,9 +94,9 @@ class BindingFeed:
                             for request in ScheduleBatch.decode(record.value).requests:
                                 self.log.enqueued(request.uid, request.initial_attempt_timestamp)
                         else:
-                            outcome = Outcome.decode(record.value)
-                            if outcome.result == "scheduled":
-                                self.log.bound(outcome.uid, record.timestamp / 1000)
+                            for outcome in Outcome.decode_all(record.value, lenient=True):
+                                if outcome.result == "scheduled":
+                                    self.log.bound(outcome.uid, record.timestamp / 1000)
                     except MessageError:
                         continue
             self.log.prune(time.time())

@@ -40,6 +40,7 @@ from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.housekeeping import Housekeeping, count_incoming
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
 from services.queue.keys import InvalidTenantError
+from services.queue.outcomes_in import Source, read_outcomes
 from services.queue.quota.admission import Admission
 from services.queue.quota.workload import QuotaObjectsChanged, Verdict
 from services.queue.quota_rounds import QuotaRounds
@@ -56,16 +57,14 @@ from shared.kafka import (
     make_producer,
     message_signer,
     message_verifier,
-    refusal,
 )
-from shared.messages import DeadLetter, Outcome, ScheduleBatch, decode_message
+from shared.messages import DeadLetter, ScheduleBatch
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.security import KafkaSecurity
 from shared.store import ClusterStore
 from shared.tracing import tracing_enabled
-from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
@@ -290,25 +289,15 @@ class QueueService:
         reason other than a Redis or Kafka failure, its records are applied one by one and the
         ones that still fail go to the DLQ: one bad record never blocks the others.
         """
-        decoded: list[tuple[ConsumerRecord, str, Any]] = []
-        for record in records:
-            refused = refusal(self._verifier, record)
-            if refused:
-                await self._dead_letter(record, refused)
-                continue
-            try:
-                steps = self._decode(record)
-            except (MessageError, InvalidTenantError) as e:
-                await self._dead_letter(record, str(e))
-                continue
-            decoded.extend((record, kind, item) for kind, item in steps if kind != "skip")
-
+        outcomes = await read_outcomes(
+            records, self.config.topics.outcomes, self._verifier, self._dead_letter
+        )
+        decoded = [(source, "outcome", outcome) for source, outcome in outcomes]
         started = time.time()
         self._effects.clear()
         await self._apply_or_reject(decoded, self._dead_letter)
         if tracing_enabled():
-            outcomes = [(r.headers, item) for r, kind, item in decoded if kind == "outcome"]
-            trace_outcomes(outcomes, self._effects, started)
+            trace_outcomes([(s.headers, o) for s, o in outcomes], self._effects, started)
         self.metrics["consumed"] += len(records)
         self._work.set()
 
@@ -339,12 +328,6 @@ class QueueService:
     async def _apply_all(self, decoded: Sequence[tuple[Any, str, Any]]) -> None:
         for step in group_steps(decoded):
             await self._apply(step)
-
-    def _decode(self, record: ConsumerRecord) -> list[tuple[str, Any]]:
-        message = decode_message(record.value or b"")
-        if record.topic == self.config.topics.outcomes and isinstance(message, Outcome):
-            return [("outcome", message)]
-        raise MessageError(f"unexpected {type(message).__name__} on topic {record.topic}")
 
     # ------------------------------------------------------------- store events
 
@@ -456,11 +439,13 @@ class QueueService:
             self.metrics["woken"] += deleted.moved
             count_incoming(self.prom, deleted, "AssignedPodDelete")
 
-    async def _dead_letter(self, record: ConsumerRecord, error: str) -> None:
+    async def _dead_letter(self, source: Source, error: str) -> None:
+        """A consumed record, or the one bad outcome of a batch record, to the dead letters."""
         assert self._producer is not None
+        record = source.record
         log.warning("queue: dead letter from %s@%s: %s", record.topic, record.offset, error)
         self.prom.dead_letters.labels(topic=str(record.topic)).inc()
-        await self._send_dead_letter(DeadLetter.of_record(SERVICE_NAME, record, error))
+        await self._send_dead_letter(source.dead_letter(SERVICE_NAME, error))
 
     async def _dead_letter_pod(self, pod: PodRecord, error: str) -> None:
         log.warning("queue: dead letter for stored pod %s: %s", pod.key, error)

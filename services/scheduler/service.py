@@ -53,6 +53,7 @@ from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.config import WorkerConfig
 from services.scheduler.cycle import Decision, decide, failed_decision
 from services.scheduler.instrument import instrument, report_reuse
+from shared.batch_sender import BatchSender
 from shared.health import HealthServer
 from shared.kafka import (
     FETCH_MAX_WAIT_MS,
@@ -66,7 +67,7 @@ from shared.kafka import (
 )
 from shared.logs import DecisionLog
 from shared.message_auth import Verifier
-from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest
+from shared.messages import DeadLetter, Outcome, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
 from shared.retry import OUTAGE_ERRORS, Retry, until_answered
@@ -181,6 +182,10 @@ class SchedulerWorker:
         self._decisions = DecisionLog(log)
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
+        self._proposals: BatchSender | None = None
+        self._outcomes: BatchSender | None = None
+        """Proposals and outcomes, one record per partition for the pods of one schedule
+        batch (shared.batch_sender): flushed after the batch, and before a preemptor waits."""
         self._consumer: AIOKafkaConsumer | None = None
         self._verifier: Verifier | None = None
         """Checks the schedule requests' authenticators (None: no message keys)."""
@@ -217,6 +222,10 @@ class SchedulerWorker:
         )
         self._verifier = message_verifier(security, topics)
         await self._producer.start()
+        self._proposals = BatchSender(self._producer, topics.proposals, Proposal.BATCH)
+        self._outcomes = BatchSender(self._producer, topics.outcomes, Outcome.BATCH)
+        await self._proposals.prepare()
+        await self._outcomes.prepare()
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
         self._consumer = make_consumer(
             self.bootstrap, [topics.schedule], self.config.group_id, security=security, **options
@@ -352,6 +361,8 @@ class SchedulerWorker:
         )
 
     async def _process(self, tp: TopicPartition, record: Any) -> list[asyncio.Future[Any]]:
+        """Schedule one record's pods; the futures say when their proposals and outcomes
+        (and dead letters) landed."""
         refused = refusal(self._verifier, record)
         if refused:
             return [await self._dead_letter(record, refused)]
@@ -380,11 +391,13 @@ class SchedulerWorker:
                 decision = self._measured(decision, request, cycle_started, began)
                 _record(span, decision)
                 headers = inject_headers()  # the binder's (or queue's) parent
-            deliveries.append(await self._publish(decision, headers))
+            deliveries.append(self._publish(decision, headers))
             proposal = decision.proposal
             if proposal is not None and proposal.kind == "preempt":
+                await self._flush()
                 await asyncio.gather(*deliveries)
                 await self._await_victims(proposal)
+        await self._flush()
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)
         return deliveries
@@ -452,10 +465,10 @@ class SchedulerWorker:
                 return False
         return True
 
-    async def _publish(self, decision: Decision, headers: Headers) -> asyncio.Future[Any]:
-        assert self._producer is not None
-        topics = self.config.topics
-        trace_headers = headers or None
+    def _publish(self, decision: Decision, headers: Headers) -> asyncio.Future[None]:
+        """Queue the decision's proposal or outcome (sent at the next `_flush`)."""
+        assert self._proposals is not None
+        assert self._outcomes is not None
         if decision.proposal is not None:
             # Numbered in decision order: the binder merges its partitions by it.
             self._sequence += 1
@@ -463,20 +476,17 @@ class SchedulerWorker:
             if proposal.kind == "preempt":
                 self.stats.preemptions += 1
             self.stats.proposals += 1
-            sent: asyncio.Future[Any] = await self._producer.send(
-                topics.proposals,
-                value=proposal.encode(),
-                key=proposal.node_name.encode(),
-                headers=trace_headers,
-            )
-            return sent
+            return self._proposals.submit(proposal.node_name.encode(), proposal.to_body(), headers)
         outcome = decision.outcome
         assert outcome is not None
         self.stats.outcomes += 1
-        delivery: asyncio.Future[Any] = await self._producer.send(
-            topics.outcomes, value=outcome.encode(), key=outcome.uid.encode(), headers=trace_headers
-        )
-        return delivery
+        return self._outcomes.submit(outcome.uid.encode(), outcome.to_body(), headers)
+
+    async def _flush(self) -> None:
+        assert self._proposals is not None
+        assert self._outcomes is not None
+        await self._proposals.flush()
+        await self._outcomes.flush()
 
     async def _dead_letter(self, record: Any, error: str) -> asyncio.Future[Any]:
         assert self._producer is not None

@@ -18,6 +18,7 @@ from shared.messages import DeadLetter, Outcome
 from shared.models import POD_GROUP_LABEL, Pod
 from shared.proposals import Proposal
 from shared.store import NodeUsage
+from shared.wire import pack_batch
 from tests.binder.conftest import make_config, proposal
 from tests.builders import label_selector, make_node, make_pod, make_pod_group
 
@@ -81,8 +82,27 @@ async def read(bootstrap: str, topic: str, count: int, seconds: float = 20) -> l
 ZONE = "topology.kubernetes.io/zone"
 
 
-def finals(values: Sequence[bytes]) -> list[Outcome]:
-    return [o for o in map(Outcome.decode, values) if o.result != "extend"]
+async def read_outcomes(
+    bootstrap: str, topic: str, count: int, seconds: float = 20
+) -> list[Outcome]:
+    """The first `count` outcomes of `topic`: the binder batches them, several per record."""
+    consumer = make_consumer(bootstrap, [topic], f"reader-{topic}")
+    await consumer.start()
+    outcomes: list[Outcome] = []
+    try:
+        async with asyncio.timeout(seconds):
+            while len(outcomes) < count:
+                batches = await consumer.getmany(timeout_ms=100)
+                for records in batches.values():
+                    for record in records:
+                        outcomes.extend(Outcome.decode_all(record.value))
+    finally:
+        await consumer.stop()
+    return outcomes
+
+
+def finals(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    return [o for o in outcomes if o.result != "extend"]
 
 
 async def test_binds_proposals_from_kafka(service: BinderService, kafka_bootstrap: str):
@@ -92,7 +112,7 @@ async def test_binds_proposals_from_kafka(service: BinderService, kafka_bootstra
     await service.store.apply([*cluster, *pods])
     proposals = [proposal(p, f"n{i % 2}") for i, p in enumerate(pods)]
     await publish_proposals(kafka_bootstrap, topics, proposals)
-    outcomes = finals(await read(kafka_bootstrap, topics.outcomes, 12))
+    outcomes = finals(await read_outcomes(kafka_bootstrap, topics.outcomes, 12))
     assert sorted(o.result for o in outcomes) == ["conflict"] * 6 + ["scheduled"] * 6
     assert {(o.uid, o.attempt) for o in outcomes} == {(p.metadata.uid, 1) for p in pods}
     for i in range(2):
@@ -101,6 +121,45 @@ async def test_binds_proposals_from_kafka(service: BinderService, kafka_bootstra
     stored = {p.key: p.spec.node_name for p in cast(list[Pod], await service.store.list("Pod"))}
     bound = sorted(key for key, node in stored.items() if node)
     assert bound == sorted(o.pod_key for o in outcomes if o.result == "scheduled")
+
+
+async def test_a_bad_proposal_of_a_batch_is_dead_lettered_alone(
+    service: BinderService, kafka_bootstrap: str
+):
+    """Workers send a batch per partition: a forged or broken item goes to the dead letters
+    by itself (its own bytes, replayable alone) and the record's other proposals bind; the
+    record's offset is committed once all of them are done."""
+    topics = service.config.topics
+    pods = [make_pod(f"p{i}").req(cpu="1").obj() for i in range(3)]
+    await service.store.apply([make_node("n1").capacity(cpu="4", pods=10).obj(), *pods])
+    bodies = [proposal(p, "n1").to_body() for p in pods]
+    bodies[1]["node"] = "Not A Node"
+    await publish(kafka_bootstrap, topics.proposals, [(b"n1", pack_batch("proposals", bodies))])
+    outcomes = finals(await read_outcomes(kafka_bootstrap, topics.outcomes, 2))
+    assert sorted((o.pod_key, o.result) for o in outcomes) == [
+        ("default/p0", "scheduled"),
+        ("default/p2", "scheduled"),
+    ]
+    (letter,) = [DeadLetter.decode(v) for v in await read(kafka_bootstrap, topics.dlq, 1)]
+    assert "field 'node'" in letter.error
+    (alone,) = Proposal.items_of(letter.payload)
+    assert alone.body["key"] == "default/p1"
+    assert (letter.offset, service.dead_letters) == (0, 1)
+    committed = 0
+    async with asyncio.timeout(10):
+        while committed != 1:  # one record: offset 0 done, so 1 is committed
+            await asyncio.sleep(0.05)
+            committed = await _committed(service)
+
+
+async def _committed(service: BinderService) -> int:
+    """The sum of the binder group's committed offsets on the proposals topic."""
+    consumer = service._consumer
+    assert consumer is not None
+    total = 0
+    for tp in consumer.assignment():
+        total += await consumer.committed(tp) or 0
+    return total
 
 
 async def test_garbage_goes_to_the_dead_letter_topic(service: BinderService, kafka_bootstrap: str):
@@ -119,9 +178,9 @@ async def test_garbage_goes_to_the_dead_letter_topic(service: BinderService, kaf
         ("binder", topics.proposals, b"n1", 1),
     ]
     assert "undecodable" in letters[0].error
-    assert "expected a 'proposal' message" in letters[1].error
+    assert "expected a message of type 'proposal' or 'proposals', got 'outcome'" in letters[1].error
     assert letters[1].payload == wrong_type
-    (outcome,) = finals(await read(kafka_bootstrap, topics.outcomes, 1))
+    (outcome,) = finals(await read_outcomes(kafka_bootstrap, topics.outcomes, 1))
     assert outcome.result == "scheduled"
     assert service.dead_letters == 2
 
@@ -132,9 +191,9 @@ async def test_duplicate_messages_bind_once(service: BinderService, kafka_bootst
     await service.store.apply([make_node("n1").capacity(cpu="4", pods=10).obj(), pod])
     message = proposal(pod, "n1", 3)
     await publish_proposals(kafka_bootstrap, topics, [message, message, proposal(pod, "n1", 2)])
-    await read(kafka_bootstrap, topics.outcomes, 1)
+    await read_outcomes(kafka_bootstrap, topics.outcomes, 1)
     await asyncio.sleep(0.5)
-    outcomes = finals(await read(kafka_bootstrap, topics.outcomes, 1, seconds=2))
+    outcomes = finals(await read_outcomes(kafka_bootstrap, topics.outcomes, 1, seconds=2))
     assert {(o.result, o.node_name, o.attempt) for o in outcomes} == {("scheduled", "n1", 3)}
     assert await service.store.usage("n1") == NodeUsage(1, {"cpu": 1000})
     stored = await service.store.get_pod("default", "p")
@@ -150,8 +209,8 @@ async def test_gang_through_kafka(service: BinderService, kafka_bootstrap: str):
     await publish_proposals(
         kafka_bootstrap, topics, [proposal(m, f"n{i}") for i, m in enumerate(members)]
     )
-    values = await read(kafka_bootstrap, topics.outcomes, 5)  # 2 extends + 3 scheduled
-    assert sorted(o.result for o in map(Outcome.decode, values)) == [
+    values = await read_outcomes(kafka_bootstrap, topics.outcomes, 5)  # 2 extends + 3 scheduled
+    assert sorted(o.result for o in values) == [
         "extend",
         "extend",
         "scheduled",
@@ -167,7 +226,7 @@ async def test_offsets_are_committed_after_processing(
     pods = [make_pod(f"p{i}").obj() for i in range(5)]
     await service.store.apply([make_node("n1").capacity(pods=10).obj(), *pods])
     await publish_proposals(kafka_bootstrap, topics, [proposal(p, "n1") for p in pods])
-    await read(kafka_bootstrap, topics.outcomes, 5)
+    await read_outcomes(kafka_bootstrap, topics.outcomes, 5)
     probe = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group_id)
     await probe.start()
     try:
@@ -198,6 +257,19 @@ def test_offset_tracker_commits_below_the_lowest_unfinished():
     assert tracker.committable() == {tp: 8}
     tracker.forget([tp])
     assert tracker.committable() == {}
+
+
+def test_offset_tracker_waits_for_every_proposal_of_a_batch_record():
+    tracker = OffsetTracker()
+    tp = TopicPartition("t", 0)
+    tracker.started(tp, 3, items=3)
+    tracker.started(tp, 4)
+    tracker.finished(tp, 4)
+    tracker.finished(tp, 3)
+    tracker.finished(tp, 3)
+    assert tracker.committable() == {tp: 3}
+    tracker.finished(tp, 3)
+    assert tracker.committable() == {tp: 5}
 
 
 def partition_of(key: str, partitions: int = DEFAULT_PARTITIONS) -> int:
@@ -259,7 +331,7 @@ async def test_proposals_are_checked_in_the_order_the_worker_decided_them(
     await publish_proposals(kafka_bootstrap, topics, decided)  # before the binder reads
     await service.start()
     try:
-        outcomes = finals(await read(kafka_bootstrap, topics.outcomes, 12))
+        outcomes = finals(await read_outcomes(kafka_bootstrap, topics.outcomes, 12))
     finally:
         await service.stop()
     assert [o.result for o in outcomes] == ["scheduled"] * 12

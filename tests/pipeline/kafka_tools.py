@@ -52,14 +52,15 @@ async def publish_requests(bootstrap: str, topic: str, *requests: ScheduleReques
 
 
 class TopicReader:
-    """Reads every message of a topic from the beginning (no group), decoding with `decode`."""
+    """Reads every message of a topic from the beginning (no group); `decode` gives a
+    record's messages (a batch record holds several)."""
 
-    def __init__(self, bootstrap: str, topic: str, decode: Callable[[bytes], T]) -> None:
+    def __init__(self, bootstrap: str, topic: str, decode: Callable[[bytes], list[T]]) -> None:
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False
         )
         self._topic = topic
-        self._decode: Callable[[bytes], Any] = decode
+        self._decode: Callable[[bytes], list[Any]] = decode
         self.items: list[Any] = []
 
     async def start(self) -> None:
@@ -87,5 +88,6 @@ class TopicReader:
                 raise TimeoutError(f"{self._topic}: {len(self.items)} items, condition unmet")
             batches = await self._consumer.getmany(timeout_ms=100)
             for records in batches.values():
-                self.items.extend(self._decode(r.value) for r in records)
+                for record in records:
+                    self.items.extend(self._decode(record.value))
         return self.items

@@ -60,8 +60,8 @@ async def rig(
     )
     worker = SchedulerWorker(redis_client, kafka_bootstrap, config)
     await worker.start()
-    proposals = TopicReader(kafka_bootstrap, topics.proposals, Proposal.decode)
-    outcomes = TopicReader(kafka_bootstrap, topics.outcomes, Outcome.decode)
+    proposals = TopicReader(kafka_bootstrap, topics.proposals, Proposal.decode_all)
+    outcomes = TopicReader(kafka_bootstrap, topics.outcomes, Outcome.decode_all)
     await proposals.start()
     await outcomes.start()
     try:

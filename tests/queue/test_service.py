@@ -21,6 +21,7 @@ from shared.kafka import Topics, ensure_topics
 from shared.messages import Outcome, ScheduleBatch
 from shared.models import POD_GROUP_LABEL, Node, ObjectMeta, Pod
 from shared.store import ClusterStore
+from shared.wire import pack_batch
 from tests.builders import make_pod_group
 from tests.queue.builders import make_pod, outcome
 from tests.queue.kafka_helpers import CONSUMER_OPTIONS, TopicReader, produce
@@ -163,21 +164,29 @@ async def test_bad_input_goes_to_the_dlq_and_the_service_keeps_going(
     # A tenant no Redis key can carry: refused when decoded, then dead-lettered.
     poison = Outcome("bad{x}", "bad/x", "u", 1, "scheduled").encode()
     await produce(kafka_bootstrap, topics.outcomes, [(b"k4", poison)])
+    # A batch record: only its bad item is dead-lettered, alone.
+    fine = Outcome("default", "default/gone", "u9", 1, "scheduled").to_body()
+    forged = {**fine, "tenant": "bad{y}"}
+    await produce(
+        kafka_bootstrap, topics.outcomes, [(b"k5", pack_batch("outcomes", [fine, forged]))]
+    )
     await cluster.apply(pods("good"))
     async with (
         make_service(service_config) as service,
         TopicReader(kafka_bootstrap, topics.dlq) as dlq,
         TopicReader(kafka_bootstrap, topics.schedule) as schedule_reader,
     ):
-        await dlq.wait_until(lambda: len(dlq.values) == 4)
+        await dlq.wait_until(lambda: len(dlq.values) == 5)
         await schedule_reader.wait_until(lambda: len(schedule_reader.requests()) == 1)
-        assert service.metrics["dead_letters"] == 4
+        assert service.metrics["dead_letters"] == 5
     letters = {d.key: d for d in dlq.dead_letters()}
     assert "undecodable msgpack" in letters[b"k1"].error
     assert letters[b"k1"].payload == b"\x00not msgpack"
-    assert "unexpected ScheduleBatch on topic" in letters[b"k2"].error
+    assert "of type 'outcome' or 'outcomes', got 'schedule'" in letters[b"k2"].error
     assert letters[b"k4"].error == "field 'tenant': invalid tenant 'bad{x}'"
     assert letters[b"k4"].topic == topics.outcomes
+    assert letters[b"k5"].error == "field 'tenant': invalid tenant 'bad{y}'"
+    assert Outcome.items_of(letters[b"k5"].payload)[0].body == {**forged, "v": 1, "t": "outcome"}
     bad_tenant = letters[bad.uid.encode()]
     assert bad_tenant.topic == STREAM_TOPIC
     assert bad_tenant.offset == bad.resource_version
