@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -52,17 +51,17 @@ def write_state(
     os.replace(temporary, path)
 
 
-def read_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> StackSettings:
+def read_settings(args: object, env: Mapping[str, str] | None = None) -> StackSettings:
     """A client's settings: --redis-url/--kafka-bootstrap, else the environment, else the
     state file of a running `berth up`."""
     env = os.environ if env is None else env
     path = state_path(env)
     merged = state_env(env)
     merged.update({k: v for k, v in env.items() if k.startswith("BERTH_") and v})
-    if getattr(args, "redis_url", None):
-        merged[ENV_REDIS_URL] = args.redis_url
-    if getattr(args, "kafka_bootstrap", None):
-        merged[ENV_KAFKA_BOOTSTRAP] = args.kafka_bootstrap
+    for flag, name in (("redis_url", ENV_REDIS_URL), ("kafka_bootstrap", ENV_KAFKA_BOOTSTRAP)):
+        value = getattr(args, flag, None)
+        if value:
+            merged[name] = str(value)
     try:
         return StackSettings.from_env(merged)
     except StackError:
