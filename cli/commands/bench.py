@@ -20,7 +20,7 @@ MODES = ("in-process", "distributed", "queue", "kueue")
     cls=ModeGroup,
     default="in-process",
     alias="--mode",
-    alias_value=True,
+    modes=MODES,
     context_settings=CONTEXT,
     short_help="Benchmarks that print figures.",
     help="Benchmarks that print figures beside the floor (a reference measured first, in "
@@ -67,6 +67,7 @@ def _run(mode: str, params: dict[str, Any]) -> int:
 @bench.command(
     "in-process",
     context_settings=CONTEXT,
+    short_help="The scheduling framework in this process.",
     help="The scheduling framework in this process on a generated cluster.",
 )
 @_cluster_options
@@ -81,6 +82,7 @@ def in_process(**params: Any) -> int:
 @bench.command(
     "distributed",
     context_settings=CONTEXT,
+    short_help="The distributed pipeline on local servers.",
     help="The distributed pipeline (queue, scheduler workers, binders) on local servers.",
 )
 @_cluster_options
@@ -121,6 +123,7 @@ def queue(**params: Any) -> int:
 @bench.command(
     "kueue",
     context_settings=CONTEXT,
+    short_help="Kueue's scheduler performance harness.",
     help="Kueue's scheduler performance harness: its generator config through berth.",
 )
 @click.option("--generator", metavar="FILE", required=True, help="Kueue's generator.yaml")

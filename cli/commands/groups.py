@@ -52,14 +52,34 @@ class ModeGroup(click.Group):
     subcommand runs the default one. `GROUP --help` is the group's own help."""
 
     def __init__(
-        self, *args: Any, default: str, alias: str, alias_value: bool, **kwargs: Any
+        self,
+        *args: Any,
+        default: str,
+        alias: str,
+        modes: Sequence[str] = (),
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.default = default
         self.alias = alias
-        self.alias_value = alias_value
+        self.alias_value = bool(modes)
+        # Seen only by shell completion (which does not route): `--mode <TAB>` offers the modes.
+        self.params.append(
+            click.Option(
+                [alias],
+                type=click.Choice(list(modes)) if modes else None,
+                is_flag=not modes,
+                hidden=True,
+                expose_value=False,
+            )
+        )
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.resilient_parsing:  # shell completion: route what is complete, else leave it
+            try:
+                return super().parse_args(ctx, self.route(ctx, args))
+            except click.UsageError:
+                return super().parse_args(ctx, args)
         return super().parse_args(ctx, self.route(ctx, args))
 
     def route(self, ctx: click.Context, args: Sequence[str]) -> list[str]:

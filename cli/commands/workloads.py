@@ -57,7 +57,6 @@ def run(**params: Any) -> int:
     cls=ModeGroup,
     default="workload",
     alias="--tenants",
-    alias_value=False,
     context_settings=CONTEXT,
     short_help="The bundled multi-tenant workload, end to end.",
     help="The bundled multi-tenant workload through the distributed pipeline (`berth demo` "
@@ -71,6 +70,7 @@ def demo() -> None:
 @demo.command(
     "workload",
     context_settings=CONTEXT,
+    short_help="The bundled workload through the distributed pipeline.",
     help="A multi-tenant batch workload through the distributed pipeline.",
 )
 @click.option("--nodes", type=int, default=1000, show_default=True)
@@ -95,6 +95,7 @@ def workload(**params: Any) -> int:
 @demo.command(
     "tenants",
     context_settings=CONTEXT,
+    short_help="The quota act: ClusterQueues borrowing, reclaiming, sharing a cohort.",
     help="Three ClusterQueues in a cohort on the distributed stack: borrowing, reclaim and "
     "fair sharing over time.",
 )
