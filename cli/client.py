@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scheduling.kubelet import kubelet_refusal
 from services.queue.client import PodRow, QueueClient, pod_rows
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
@@ -112,6 +111,10 @@ class StackClient:
         """Store every object (shared.objects.apply_manifests; `admission`: a user's write,
         admitted as the API server would); returns "kind/name created|configured" lines, keeps
         the warnings and when each pod was applied."""
+        # Here, not at the top: the kubelet's node check loads the scheduling framework (numpy),
+        # which `berth get` and `describe` never need.
+        from scheduling.kubelet import kubelet_refusal
+
         report = await apply_manifests(
             self.store, manifests, batch=batch, admission=admission, node_check=kubelet_refusal
         )
