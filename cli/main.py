@@ -49,7 +49,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "Show pods, nodes, queues or ClusterQueues of a running stack.",
     ),
     "describe": ("cli.commands.stack:describe", "Why a pod is where it is (or still pending)."),
-    "node": ("cli.commands.stack:node", "Fail, recover, drain, cordon or uncordon a node."),
+    "node": (
+        "cli.commands.stack:node",
+        "Fail, recover, drain, cordon or uncordon a node of a running stack.",
+    ),
     "simulate": ("cli.commands.workloads:simulate", "Replay a trace of arrivals and node events."),
     "run": ("cli.commands.workloads:run", "Schedule manifests through an ephemeral stack."),
     "demo": ("cli.commands.workloads:demo", "The bundled multi-tenant workload, end to end."),

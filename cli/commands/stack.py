@@ -65,10 +65,12 @@ GET_KINDS = (
 @click.command(
     "get",
     context_settings=CONTEXT,
-    help="Show pods, nodes, queues or ClusterQueues of a running stack (NAME: one pod, with "
-    "-n its namespace).",
+    short_help="Show pods, nodes, queues or ClusterQueues of a running stack.",
+    help="Show pods, nodes, queues or ClusterQueues of a running stack. KIND: "
+    + ", ".join(GET_KINDS)
+    + "; NAME: one pod (with -n its namespace).",
 )
-@click.argument("what", type=click.Choice(GET_KINDS))
+@click.argument("what", metavar="KIND", type=click.Choice(GET_KINDS))
 @click.argument("name", required=False)
 @output_option("table", "wide", "json", default="table")
 @click.option("-n", "--namespace", help="pods of this namespace only")
