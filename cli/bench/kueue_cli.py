@@ -39,9 +39,6 @@ def finish_result(result: dict[str, Any], rangespec: str | None, text: str | Non
 def bench_kueue(args: Args) -> int:
     from cli.bench.kueue import run_kueue
 
-    if not args.generator:
-        print("error: --mode kueue needs --generator FILE", file=sys.stderr)
-        return 1
     try:
         plan = plan_of(parse_generator(_read(args.generator), args.generator))
         spec_text = _read(args.rangespec) if args.rangespec else None
