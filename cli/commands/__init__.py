@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-"""Every command's context settings: -h as argparse had it, help wide enough for flag names."""
+"""Every command's context settings: -h beside --help, help wide enough for flag names."""
 
 
 class Args(SimpleNamespace):
