@@ -4,7 +4,6 @@ Redis, done over HTTP with a token, so the dashboard service decides what the to
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -28,7 +27,7 @@ class ApiTarget:
     token: str
 
 
-def read_api(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> ApiTarget | None:
+def read_api(args: object, env: Mapping[str, str] | None = None) -> ApiTarget | None:
     """The front door to use: its URL from $BERTH_API_URL or the state file, the token from
     --token or $BERTH_TOKEN. None when the stack has none (clients use Redis directly);
     StackError when one of the two is missing."""

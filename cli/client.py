@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -10,7 +9,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scheduling.kubelet import kubelet_refusal
 from services.queue.client import PodRow, QueueClient, pod_rows
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
@@ -52,17 +50,17 @@ def write_state(
     os.replace(temporary, path)
 
 
-def read_settings(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> StackSettings:
+def read_settings(args: object, env: Mapping[str, str] | None = None) -> StackSettings:
     """A client's settings: --redis-url/--kafka-bootstrap, else the environment, else the
     state file of a running `berth up`."""
     env = os.environ if env is None else env
     path = state_path(env)
     merged = state_env(env)
     merged.update({k: v for k, v in env.items() if k.startswith("BERTH_") and v})
-    if getattr(args, "redis_url", None):
-        merged[ENV_REDIS_URL] = args.redis_url
-    if getattr(args, "kafka_bootstrap", None):
-        merged[ENV_KAFKA_BOOTSTRAP] = args.kafka_bootstrap
+    for flag, name in (("redis_url", ENV_REDIS_URL), ("kafka_bootstrap", ENV_KAFKA_BOOTSTRAP)):
+        value = getattr(args, flag, None)
+        if value:
+            merged[name] = str(value)
     try:
         return StackSettings.from_env(merged)
     except StackError:
@@ -113,6 +111,10 @@ class StackClient:
         """Store every object (shared.objects.apply_manifests; `admission`: a user's write,
         admitted as the API server would); returns "kind/name created|configured" lines, keeps
         the warnings and when each pod was applied."""
+        # Here, not at the top: the kubelet's node check loads the scheduling framework (numpy),
+        # which `berth get` and `describe` never need.
+        from scheduling.kubelet import kubelet_refusal
+
         report = await apply_manifests(
             self.store, manifests, batch=batch, admission=admission, node_check=kubelet_refusal
         )

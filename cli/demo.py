@@ -21,7 +21,6 @@ preemptions, utilisation per zone, and the top reasons of the pods still pending
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from cli.audit import validate_placement
+from cli.commands import Args, invoke
 from cli.demo_workload import GANG_SIZE, GPU, TENANTS, ZONE, DemoWorkload, demo_workload
 from cli.run import Pipeline, Progress, pipeline
 from shared.models import (
@@ -276,35 +276,14 @@ def format_summary(summary: DemoSummary) -> str:
 
 
 def demo_main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--tenants" in argv:  # the quota act has options of its own (cli/demo_tenants.py)
-        from cli.demo_tenants import tenants_main
+    """`berth demo ARGV...` (the click group in cli/commands/workloads.py parses;
+    `--tenants` runs the quota act, cli/demo_tenants.py)."""
+    from cli.commands.workloads import demo as command
 
-        return tenants_main([a for a in argv if a != "--tenants"])
-    parser = argparse.ArgumentParser(
-        prog="berth demo",
-        description="A multi-tenant batch workload through the distributed pipeline.",
-    )
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=10_000)
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--binders", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=600.0, metavar="SEC")
-    parser.add_argument("--no-validate", action="store_true", help="skip the final validation")
-    parser.add_argument(
-        "--dashboard",
-        action="store_true",
-        help="also start the dashboard (its URL is printed; it stops with the demo)",
-    )
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    parser.add_argument(
-        "--tenants",
-        action="store_true",
-        help="the multi-tenant quota act instead: ClusterQueues borrowing, reclaiming and "
-        "sharing a cohort (`berth demo --tenants --help`)",
-    )
-    args = parser.parse_args(argv)
+    return invoke(command, argv, "berth demo")
+
+
+def demo_run(args: Args) -> int:
     workload = demo_workload(args.nodes, args.pods, args.seed)
     print(
         f"berth demo: {len(workload.base.nodes):,} nodes in 3 zones, {len(TENANTS)} tenants, "

@@ -30,7 +30,6 @@ over time (matplotlib, Agg backend: no display needed).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import sys
@@ -38,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from cli.commands import Args, invoke
 from cli.demo_tenants_samples import Sample, TenantsResult, sample_of
 from cli.demo_tenants_scenario import (
     COHORT,
@@ -178,24 +178,14 @@ class LiveLine:
 
 
 def tenants_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="berth demo --tenants",
-        description="Three ClusterQueues in a cohort on the distributed stack: borrowing, "
-        "reclaim and fair sharing over time.",
-    )
-    parser.add_argument(
-        "--job-seconds",
-        type=float,
-        default=6.0,
-        metavar="SEC",
-        help="how long each job runs once bound (default 6)",
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=120.0, metavar="SEC", help="give up after (default 120)"
-    )
-    parser.add_argument("--plot", metavar="FILE.png", help="draw usage and share over time")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    args = parser.parse_args(argv)
+    """`berth demo --tenants ARGV...` (the click command in cli/commands/workloads.py
+    parses)."""
+    from cli.commands.workloads import demo as command
+
+    return invoke(command, ["tenants", *(sys.argv[1:] if argv is None else argv)], "berth demo")
+
+
+def tenants_run(args: Args) -> int:
     scenario = default_scenario(args.job_seconds)
     print(
         "berth demo --tenants: "

@@ -3,7 +3,6 @@ mode; the node agent, services/agent, acts on what these write)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
@@ -12,33 +11,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cli.client import StackClient, read_settings
+from cli.commands import Args, invoke
 from shared.env import StackError
 from shared.lifecycle import nodes
 from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState
 from shared.security import SecurityError
 
-ACTIONS = ("fail", "recover", "drain", "cordon", "uncordon")
 
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="berth node",
-        description="Fail, recover, drain, cordon or uncordon a node of a running stack.",
-    )
-    parser.add_argument("action", choices=ACTIONS)
-    parser.add_argument("node")
-    parser.add_argument(
-        "--not-ready",
-        action="store_true",
-        help="fail: the kubelet reports Ready=False (not-ready taints at once) instead of "
-        "going silent (unreachable taints after the node monitor grace period)",
-    )
-    parser.add_argument("--redis-url", help="default $BERTH_REDIS_URL or the `berth up` state")
-    parser.add_argument("--kafka-bootstrap", help="default $BERTH_KAFKA_BOOTSTRAP")
-    return parser
-
-
-async def run(settings_args: argparse.Namespace) -> list[str]:
+async def run(settings_args: Args) -> list[str]:
     args = settings_args
     settings = read_settings(args)
     if settings.kube:
@@ -75,7 +55,13 @@ async def run(settings_args: argparse.Namespace) -> list[str]:
 
 
 def node_main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """`berth node ARGV...` (the click command in cli/commands/stack.py parses)."""
+    from cli.commands.stack import node
+
+    return invoke(node, argv, "berth node")
+
+
+def node_run(args: Args) -> int:
     try:
         lines = asyncio.run(run(args))
     except (StackError, SecurityError, LookupError) as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -19,6 +18,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from cli.client import StackClient
+from cli.commands import Args, invoke
 from cli.servers import (
     DevServers,
 )
@@ -352,19 +352,13 @@ async def run_pipeline(
 
 
 def run_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="berth run",
-        description="Schedule manifests through an ephemeral distributed stack; print the "
-        "`berth schedule` JSON document.",
-    )
-    parser.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
-    parser.add_argument("--config", metavar="KUBE_SCHEDULER_CONFIG")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--binders", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
-    parser.add_argument("--timeout", type=float, default=300.0, metavar="SEC")
-    parser.add_argument("-o", "--output", choices=["json"], default="json")
-    args = parser.parse_args(argv)
+    """`berth run ARGV...` (the click command in cli/commands/workloads.py parses)."""
+    from cli.commands.workloads import run as command
+
+    return invoke(command, argv, "berth run")
+
+
+def run_run(args: Args) -> int:
     try:
         manifests = load_manifests(*args.file)
         if args.config:

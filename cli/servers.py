@@ -32,7 +32,6 @@ Errors::
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import functools
 import json
@@ -52,6 +51,7 @@ from types import FrameType
 from typing import Any, Literal
 from urllib.parse import quote
 
+from cli.commands import Args, invoke
 from cli.processes import ManagedProcess, install_exit_hooks
 from cli.redis_conf import redis_config, redis_fsync_policy, write_private
 from cli.server_containers import start_kafka_container, start_redis_container
@@ -462,20 +462,15 @@ def _processes_gone(servers: DevServers) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`berth dev-servers`: run Redis and the broker in the foreground until Ctrl-C/SIGTERM."""
-    parser = argparse.ArgumentParser(
-        prog="berth dev-servers",
-        description="Start a local Redis and Kafka-API broker (Tansu) on loopback ports.",
-    )
-    parser.add_argument("--redis-port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--kafka-port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help="start, verify both answer, stop, and print a JSON report (CI smoke test)",
-    )
-    parser.add_argument("-o", "--output", choices=("env", "json"), default="env")
-    args = parser.parse_args(argv)
+    """`berth dev-servers ARGV...` (also `python -m cli.servers`; the click command in
+    cli/commands/stack_up.py parses)."""
+    from cli.commands.stack_up import dev_servers
+
+    return invoke(dev_servers, argv, "berth dev-servers")
+
+
+def serve(args: Args) -> int:
+    """Run Redis and the broker in the foreground until Ctrl-C/SIGTERM."""
 
     # Handlers first: a signal that arrives while the servers start still stops them.
     stop_requested = threading.Event()

@@ -13,7 +13,6 @@ that precision).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -24,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from cli.commands import Args, invoke
 from cli.run import Pipeline, pipeline
 from cli.simulate_trace import Trace, TraceError, TraceEvent, split_files
 from services.agent.config import ENV_GRACE, ENV_HEARTBEAT, ENV_TICK
@@ -291,16 +291,13 @@ def _pair(d: Mapping[str, float]) -> str:
 
 
 def simulate_main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="berth simulate", description="Replay a trace of arrivals and node events."
-    )
-    parser.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
-    parser.add_argument("--speed", type=float, default=1.0, help="time compression (x S)")
-    parser.add_argument("--sample", type=float, default=0.25, help="wall seconds per sample")
-    parser.add_argument("--timeout", type=float, default=600.0, help="wall seconds at most")
-    parser.add_argument("--plot", metavar="FILE.png")
-    parser.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    args = parser.parse_args(argv)
+    """`berth simulate ARGV...` (the click command in cli/commands/workloads.py parses)."""
+    from cli.commands.workloads import simulate as command
+
+    return invoke(command, argv, "berth simulate")
+
+
+def simulate_run(args: Args) -> int:
     if args.speed <= 0:
         print("error: --speed must be positive", file=sys.stderr)
         return 1

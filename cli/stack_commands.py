@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import sys
@@ -16,6 +15,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cli.api_client import ApiClient, ApiTarget, read_api
 from cli.client import StackClient, read_settings
+from cli.commands import Args, invoke
 from cli.pod_events import describe_finished, pod_history
 from cli.tables import (
     describe_pod,
@@ -27,9 +27,6 @@ from cli.tables import (
 )
 from services.queue.client import PodRow
 from shared.env import (
-    ENV_KAFKA_BOOTSTRAP,
-    ENV_REDIS_URL,
-    ENV_TOKEN,
     StackError,
     StackSettings,
     redact_url,
@@ -43,17 +40,6 @@ from shared.models.selector_text import SelectorSyntaxError, parse_selector
 from shared.retry import describe
 from shared.security import SecurityError
 from shared.store import StoreError
-
-
-def _client_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--redis-url", help=f"default ${ENV_REDIS_URL} or the `berth up` state")
-    parser.add_argument("--kafka-bootstrap", help=f"default ${ENV_KAFKA_BOOTSTRAP}")
-    parser.add_argument(
-        "--token",
-        help=f"a token of the stack's API front door (default ${ENV_TOKEN}; berth up --tokens)",
-    )
-    return parser
 
 
 class Client(Protocol):
@@ -78,7 +64,7 @@ async def _client(
         yield client
 
 
-def _connect(args: argparse.Namespace) -> tuple[ApiTarget | None, StackSettings | None]:
+def _connect(args: Args) -> tuple[ApiTarget | None, StackSettings | None]:
     """The front door when the stack has one (read_api), else the store's settings."""
     target = read_api(args)
     return target, None if target is not None else read_settings(args)
@@ -128,9 +114,13 @@ def _talk(settings: StackSettings | None, go: Callable[[], Coroutine[Any, Any, _
 
 
 def apply_main(argv: Sequence[str] | None = None) -> int:
-    parser = _client_parser("berth apply", "Create or update objects in a running stack.")
-    parser.add_argument("-f", "--file", action="append", required=True, metavar="FILE")
-    args = parser.parse_args(argv)
+    """`berth apply ARGV...` (the click command in cli/commands/stack.py parses)."""
+    from cli.commands.stack import apply
+
+    return invoke(apply, argv, "berth apply")
+
+
+def apply_run(args: Args) -> int:
     try:
         target, settings = _connect(args)
         manifests = _load(args.file)  # checked here first: errors name the file
@@ -169,12 +159,13 @@ def apply_main(argv: Sequence[str] | None = None) -> int:
 
 
 def delete_main(argv: Sequence[str] | None = None) -> int:
-    parser = _client_parser("berth delete", "Delete objects from a running stack.")
-    parser.add_argument("-f", "--file", action="append", metavar="FILE")
-    parser.add_argument("kind", nargs="?", help="pod, node, podgroup, namespace, ...")
-    parser.add_argument("name", nargs="?")
-    parser.add_argument("-n", "--namespace", default="default")
-    args = parser.parse_args(argv)
+    """`berth delete ARGV...`."""
+    from cli.commands.stack import delete
+
+    return invoke(delete, argv, "berth delete")
+
+
+def delete_run(args: Args) -> int:
     try:
         api, settings = _connect(args)
         targets = _delete_targets(args)
@@ -226,7 +217,7 @@ _KINDS = {
 _CLUSTER_SCOPED = {"Node", "Namespace", "PriorityClass", "ResourceFlavor", "ClusterQueue", "Cohort"}
 
 
-def _delete_targets(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+def _delete_targets(args: Args) -> list[tuple[str, str, str]]:
     if args.file:
         manifests = _load(args.file)
         return [
@@ -242,22 +233,13 @@ def _delete_targets(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 
 def get_main(argv: Sequence[str] | None = None) -> int:
-    parser = _client_parser(
-        "berth get", "Show pods, nodes, queues or ClusterQueues of a running stack."
-    )
-    parser.add_argument(
-        "what",
-        choices=[
-            *("pods", "pod", "nodes", "node", "queues", "queue"),
-            *("clusterqueues", "cq", "localqueues", "lq"),
-        ],
-    )
-    parser.add_argument("name", nargs="?", help="one pod (with -n its namespace)")
-    parser.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
-    parser.add_argument("-n", "--namespace", help="pods of this namespace only")
-    parser.add_argument("-A", "--all-namespaces", action="store_true", help="(the default)")
-    parser.add_argument("-l", "--selector", default="", help="label selector, as kubectl's")
-    args = parser.parse_args(argv)
+    """`berth get ARGV...`."""
+    from cli.commands.stack import get
+
+    return invoke(get, argv, "berth get")
+
+
+def get_run(args: Args) -> int:
     try:
         api, settings = _connect(args)
         selector = parse_selector(args.selector)
@@ -291,11 +273,13 @@ def get_main(argv: Sequence[str] | None = None) -> int:
 
 
 def describe_main(argv: Sequence[str] | None = None) -> int:
-    parser = _client_parser("berth describe", "Why a pod is where it is (or still pending).")
-    parser.add_argument("what", choices=["pod", "pods"])
-    parser.add_argument("name")
-    parser.add_argument("-n", "--namespace", default="default")
-    args = parser.parse_args(argv)
+    """`berth describe ARGV...`."""
+    from cli.commands.stack import describe
+
+    return invoke(describe, argv, "berth describe")
+
+
+def describe_run(args: Args) -> int:
     try:
         api, settings = _connect(args)
     except (StackError, SecurityError) as exc:

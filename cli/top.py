@@ -13,7 +13,6 @@ and each endpoint's consumer lag. An endpoint that does not answer is named in t
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
 import sys
@@ -24,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from cli.commands import Args, invoke
 
 Labels = tuple[tuple[str, str], ...]
 Series = dict[tuple[str, Labels], float]
@@ -228,21 +229,6 @@ def endpoints(raw: Sequence[str], interval: float) -> list[str]:
     return [metrics_url(u.strip()) for u in raw]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="berth top", description="live scheduling figures from the services' /metrics"
-    )
-    parser.add_argument(
-        "--url",
-        action="append",
-        default=[],
-        help=f"a service's metrics endpoint (repeatable; default: ${ENV_URLS}, comma-separated)",
-    )
-    parser.add_argument("--interval", type=float, default=2.0, help="seconds between scrapes")
-    parser.add_argument("--once", action="store_true", help="print one frame and exit")
-    return parser
-
-
 async def run(urls: Sequence[str], interval: float, once: bool) -> int:
     old = await scrape(urls)
     while True:
@@ -256,10 +242,16 @@ async def run(urls: Sequence[str], interval: float, once: bool) -> int:
         old = new
 
 
-def top_main(argv: Sequence[str]) -> int:
+def top_main(argv: Sequence[str] | None = None) -> int:
+    """`berth top ARGV...` (the click command in cli/commands/top.py parses)."""
+    from cli.commands.top import top
+
+    return invoke(top, argv, "berth top")
+
+
+def top_run(args: Args) -> int:
     import os
 
-    args = _parser().parse_args(list(argv))
     raw = args.url or [u for u in os.environ.get(ENV_URLS, "").split(",") if u.strip()]
     try:
         urls = endpoints(raw, args.interval)

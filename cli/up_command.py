@@ -3,7 +3,6 @@ service that exits is restarted), with the stack's state file and its Redis data
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import fcntl
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from cli.client import state_path, write_state
+from cli.commands import Args, invoke
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, LauncherError, start_dev_servers
 from cli.supervisor import Stack, create_topics, supervise, wait_for_dashboard, wait_for_workers
@@ -27,10 +27,8 @@ from shared.config import ConfigError
 from shared.env import (
     ENV_API_URL,
     ENV_KAFKA_BOOTSTRAP,
-    ENV_REDIS_FSYNC,
     ENV_REDIS_URL,
     IN_CLUSTER,
-    REDIS_FSYNC_POLICIES,
     StackError,
     StackSettings,
     profile_refusal,
@@ -76,59 +74,6 @@ def _lock_data_dir(data_dir: Path) -> TextIO:
     return lock
 
 
-def _up_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="berth up",
-        description="Redis, the broker and the berth services, in the foreground (Ctrl-C stops).",
-    )
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--binders", type=int, default=1)
-    parser.add_argument("--queues", type=int, default=1)
-    parser.add_argument("--config", metavar="KUBE_SCHEDULER_CONFIG")
-    parser.add_argument(
-        "--redis-url", help=f"external Redis (default ${ENV_REDIS_URL}, else local)"
-    )
-    parser.add_argument("--kafka-bootstrap", help=f"external broker (${ENV_KAFKA_BOOTSTRAP})")
-    parser.add_argument(
-        "--redis-fsync",
-        choices=REDIS_FSYNC_POLICIES,
-        help=f"the local Redis's AOF fsync policy (default ${ENV_REDIS_FSYNC}, else everysec)",
-    )
-    parser.add_argument(
-        "--data-dir",
-        type=Path,
-        help="the local Redis's data directory (default: beside the state file, "
-        "<state>-data); kept when berth up stops, so the next one resumes the cluster",
-    )
-    parser.add_argument(
-        "--fresh", action="store_true", help="start with an empty local Redis (clears its data)"
-    )
-    parser.add_argument(
-        "--tokens",
-        metavar="FILE",
-        help="tokens of the API front door (YAML: token -> {tenant, namespaces} or {admin: "
-        "true}); clients then need --token and may only touch what it allows",
-    )
-    kube = parser.add_mutually_exclusive_group()
-    kube.add_argument(
-        "--kubeconfig",
-        metavar="PATH",
-        help="Kubernetes mode: schedule the pods of this cluster (its current context)",
-    )
-    kube.add_argument(
-        "--in-cluster",
-        action="store_true",
-        help="Kubernetes mode with the pod's service account (when berth runs in the cluster)",
-    )
-    parser.add_argument(
-        "--take-default-scheduler",
-        action="store_true",
-        help="Kubernetes mode: let a profile named default-scheduler take the pods that name "
-        "no scheduler (only where kube-scheduler does not run)",
-    )
-    return parser
-
-
 def _describe_redis(servers: DevServers, resumed: bool) -> str:
     where = f"{redact_url(servers.redis_url)} ({servers.redis_source}"
     if servers.redis_source == "local":
@@ -139,7 +84,7 @@ def _describe_redis(servers: DevServers, resumed: bool) -> str:
     return where + ")"
 
 
-def _profile_refusal(args: argparse.Namespace) -> str:
+def _profile_refusal(args: Args) -> str:
     """The adapter's refusal of a default-scheduler profile, before anything starts."""
     try:
         settings = StackSettings("redis://unused", "unused:0", config_path=args.config)
@@ -152,7 +97,13 @@ def _profile_refusal(args: argparse.Namespace) -> str:
 
 
 def up_main(argv: Sequence[str] | None = None) -> int:
-    args = _up_parser().parse_args(argv)
+    """`berth up ARGV...` (the click command in cli/commands/stack_up.py parses)."""
+    from cli.commands.stack_up import up
+
+    return invoke(up, argv, "berth up")
+
+
+def up_run(args: Args) -> int:
     if args.tokens:
         from services.dashboard.auth import TokensError, load_tokens
 

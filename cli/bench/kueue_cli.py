@@ -7,7 +7,6 @@ checks fail (the failures are printed, and are in the JSON under `rangeCheck`).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 from cli.bench.kueue_config import ConfigError, parse_generator, parse_rangespec, plan_of
 from cli.bench.kueue_summary import check_range
+from cli.commands import Args
 
 
 def _read(path: str) -> str:
@@ -36,12 +36,9 @@ def finish_result(result: dict[str, Any], rangespec: str | None, text: str | Non
     return code
 
 
-def bench_kueue(args: argparse.Namespace) -> int:
+def bench_kueue(args: Args) -> int:
     from cli.bench.kueue import run_kueue
 
-    if not args.generator:
-        print("error: --mode kueue needs --generator FILE", file=sys.stderr)
-        return 1
     try:
         plan = plan_of(parse_generator(_read(args.generator), args.generator))
         spec_text = _read(args.rangespec) if args.rangespec else None

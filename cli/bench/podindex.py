@@ -9,10 +9,10 @@ bind keeps the PodIndex current). Prints the mean milliseconds per pod for each 
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections import Counter
 
+import click
 import numpy as np
 from numpy.typing import NDArray
 
@@ -72,19 +72,18 @@ def run(workload: Workload) -> tuple[float, Counter[str]]:
     return build, spent
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--pods", type=int, default=1000)
-    parser.add_argument("--running", type=int, default=10000)
-    parser.add_argument("workloads", nargs="*", default=list(DEFAULT_WORKLOADS))
-    args = parser.parse_args()
-    for name in args.workloads:
-        workload = WORKLOADS[name](args.nodes, args.pods, args.running)
+@click.command(help=__doc__, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--nodes", type=int, default=5000, show_default=True)
+@click.option("--pods", type=int, default=1000, show_default=True)
+@click.option("--running", type=int, default=10000, show_default=True)
+@click.argument("workloads", nargs=-1, type=click.Choice(sorted(WORKLOADS)))
+def main(nodes: int, pods: int, running: int, workloads: tuple[str, ...]) -> None:
+    for name in workloads or DEFAULT_WORKLOADS:
+        workload = WORKLOADS[name](nodes, pods, running)
         build, spent = run(workload)
-        pods = max(1, len(workload.pending))
-        per_pod = sum(spent.values()) / pods
-        steps = ", ".join(f"{k} {v / pods * 1e3:.3f}" for k, v in spent.items())
+        pending = max(1, len(workload.pending))
+        per_pod = sum(spent.values()) / pending
+        steps = ", ".join(f"{k} {v / pending * 1e3:.3f}" for k, v in spent.items())
         print(
             f"{name:20s} nodes={len(workload.nodes)} running={len(workload.running)} "
             f"index build {build * 1e3:.0f} ms; per pod {per_pod * 1e3:.3f} ms ({steps})"

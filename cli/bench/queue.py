@@ -3,16 +3,16 @@ unless given; the figures are the queue's own (services/queue/bench.py).
 
 Three figures: store, service and wake (services/queue/bench.py says what each measures).
 
-    python -m cli.bench.queue --pods 100000
+    python -m cli.bench.queue --pods 100000     # = berth bench queue --pods 100000 -o json
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
 import platform
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,13 +59,10 @@ def run_queue_bench(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="berth bench --mode queue")
-    parser.add_argument("--pods", type=int, default=100_000)
-    parser.add_argument("--tenants", type=int, default=1)
-    parser.add_argument("--partitions", type=int, default=8)
-    args = parser.parse_args(argv)
-    run_queue_bench(args.pods, tenants=args.tenants, partitions=args.partitions)
-    return 0
+    """`python -m cli.bench.queue ARGV...` is `berth bench queue -o json ARGV...`."""
+    from cli.main import main as berth
+
+    return berth(["bench", "queue", "-o", "json", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

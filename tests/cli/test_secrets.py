@@ -3,7 +3,6 @@ state file the client commands read is the user's alone."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import stat
@@ -14,6 +13,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError
 
 from cli.client import read_settings, write_state
+from cli.commands import Args
 from cli.run import pipeline
 from cli.servers import DevServers, start_dev_servers
 from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_PASSWORD, StackSettings, redact_url
@@ -50,7 +50,7 @@ def test_the_state_file_is_readable_by_its_user_only(tmp_path: Path) -> None:
     assert list(path.parent.iterdir()) == [path]  # no temporary file left behind
     assert json.loads(path.read_text())["env"]["BERTH_REDIS_URL"] == "redis://:s3cret@r:6379/0"
     # The client commands still find the stack through it.
-    no_flags = argparse.Namespace(redis_url=None, kafka_bootstrap=None)
+    no_flags = Args(redis_url=None, kafka_bootstrap=None)
     read = read_settings(no_flags, {"BERTH_STATE": str(path)})
     assert read.redis_url == "redis://:s3cret@r:6379/0"
 

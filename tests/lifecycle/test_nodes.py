@@ -4,12 +4,12 @@ DaemonSet pods, and owners bring theirs back pending; the command's output and e
 
 from __future__ import annotations
 
-import argparse
 from typing import cast
 
 import pytest
 from redis.asyncio import Redis
 
+from cli.commands import Args
 from cli.node_commands import run
 from shared.lifecycle import nodes
 from shared.lifecycle.state import LifecycleState
@@ -63,8 +63,8 @@ async def test_the_command(redis_client: Redis, redis_prefix: str, redis_url: st
     await store.apply([make_node("n1").capacity(cpu="8").obj()])
     env = {"BERTH_KEY_PREFIX": redis_prefix}
 
-    def args(*argv: str) -> argparse.Namespace:
-        return argparse.Namespace(
+    def args(*argv: str) -> Args:
+        return Args(
             action=argv[0],
             node=argv[1],
             not_ready="--not-ready" in argv,

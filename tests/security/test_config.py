@@ -3,7 +3,6 @@ which combinations are refused (and with which words), and what every client get
 
 from __future__ import annotations
 
-import argparse
 import ast
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 
 from cli.client import read_settings, write_state
+from cli.commands import Args
 from cli.servers import start_dev_servers
 from shared.env import StackSettings
 from shared.kafka import make_admin, make_consumer, make_producer, make_reader
@@ -287,7 +287,7 @@ def test_the_state_file_carries_the_settings(tmp_path: Path, files: dict[str, st
     )
     path = tmp_path / "stack.json"
     write_state(settings, path)
-    no_flags = argparse.Namespace(redis_url=None, kafka_bootstrap=None)
+    no_flags = Args(redis_url=None, kafka_bootstrap=None)
     read = read_settings(no_flags, {"BERTH_STATE": str(path)})
     assert (read.redis_security, read.kafka_security) == (
         settings.redis_security,
