@@ -65,7 +65,9 @@ def test_another_type_is_an_error_naming_both_accepted() -> None:
 def test_a_bad_item_is_flagged_alone_and_kept_for_its_dead_letter() -> None:
     good, forged = outcome(1).to_body(), outcome(2).to_body()
     forged["tenant"] = "bad{tenant}"
-    data = pack_batch("outcomes", [good, cast(Any, 7), {**good, "hdr": [["x", "not bytes"]]}, forged])
+    data = pack_batch(
+        "outcomes", [good, cast(Any, 7), {**good, "hdr": [["x", "not bytes"]]}, forged]
+    )
     items = Outcome.items_of(data)
     assert [i.error for i in items] == [
         "",
