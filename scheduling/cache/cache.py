@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scheduling.cache.objects import ViewClusterObjects
@@ -41,6 +41,7 @@ from shared.models import (
     PodDisruptionBudget,
     PodGroup,
 )
+from shared.models.evolve import evolve
 from shared.store import RESERVATION, Change, NodeUsage, Snapshot, object_key
 
 if TYPE_CHECKING:
@@ -469,8 +470,8 @@ class ClusterCache:
         node before the nomination comes back through the stream."""
         uid = pod.metadata.uid
         if node:
-            status = replace(pod.status, nominated_node_name=node)
-            self._nominated[uid] = replace(pod, status=status)
+            status = evolve(pod.status, nominated_node_name=node)
+            self._nominated[uid] = evolve(pod, status=status)
         else:
             self._nominated.pop(uid, None)
         self._by_node = None
@@ -529,7 +530,7 @@ class ClusterCache:
 
 def on_node(pod: Pod, node: str) -> Pod:
     """A shallow copy of the pod with spec.nodeName set (the stored pod is not touched)."""
-    return replace(pod, spec=replace(pod.spec, node_name=node))
+    return evolve(pod, spec=evolve(pod.spec, node_name=node))
 
 
 def _key(kind: str, obj: Any) -> str:

@@ -67,6 +67,7 @@ from shared.messages import (
 )
 from shared.metrics import BerthMetrics, default_metrics
 from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
+from shared.models.evolve import evolve
 from shared.proposals import Proposal
 from shared.retry import OutageGate, describe, is_outage, is_redis_outage
 from shared.store import (
@@ -380,7 +381,7 @@ class Binder:
                         await self._final_conflict(p, static.message(), static.plugin)
                         return None
                     version = node.metadata.resource_version
-                    request = replace(request, node_resource_version=version)
+                    request = evolve(request, node_resource_version=version)
                 continue
             if result.status is ReserveStatus.POD_CHANGED:
                 fresh = await self._stored_pod(p)
@@ -393,7 +394,7 @@ class Binder:
                 pod = fresh
                 node_rv = request.node_resource_version
                 request = self._request(p, pod, profile, gang, min_member, wait_seconds, at_once)
-                request = replace(request, node_resource_version=node_rv)
+                request = evolve(request, node_resource_version=node_rv)
                 continue
             break
         assert result is not None

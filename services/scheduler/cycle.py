@@ -11,7 +11,7 @@ cycle (WaitOnPermit, PreBind, Bind, PostBind) runs in the binder service.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.cycle import SchedulingOutcome, scheduling_cycle
@@ -20,6 +20,7 @@ from scheduling.framework.runtime import Framework
 from scheduling.framework.status import Code
 from shared.messages import Outcome, OutcomeResult, ScheduleRequest, pod_fingerprint
 from shared.models import Pod
+from shared.models.evolve import evolve
 from shared.proposals import Proposal, Victim
 from shared.wire import MessageError
 
@@ -69,7 +70,7 @@ def request_pod(request: ScheduleRequest, view: ClusterCache) -> Pod:
         pod = request.decode_pod()
     nominated = request.nominated_node_name or pod.status.nominated_node_name
     if nominated != pod.status.nominated_node_name:
-        pod = replace(pod, status=replace(pod.status, nominated_node_name=nominated))
+        pod = evolve(pod, status=evolve(pod.status, nominated_node_name=nominated))
     return pod
 
 
@@ -100,7 +101,7 @@ def decide(
     code = outcome.status.code
     if code in (Code.SUCCESS, Code.WAIT):
         proposal = _bind_proposal(framework, view, request, outcome)
-        proposal = replace(
+        proposal = evolve(
             proposal,
             # The queue's fingerprint of the same bytes, when it sent one.
             pod_fingerprint=request.fingerprint or pod_fingerprint(pod),

@@ -36,7 +36,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -69,6 +69,7 @@ from shared.logs import DecisionLog
 from shared.message_auth import Verifier
 from shared.messages import DeadLetter, Outcome, ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
+from shared.models.evolve import evolve
 from shared.proposals import Proposal
 from shared.retry import OUTAGE_ERRORS, Retry, until_answered
 from shared.store import ClusterStore, StoreKeys
@@ -413,7 +414,7 @@ class SchedulerWorker:
             self.metrics.algorithm_duration.observe(elapsed)
             if proposal.kind == "preempt":
                 self.metrics.record_preemption(len(proposal.victims))
-            stamped = replace(
+            stamped = evolve(
                 proposal,
                 cycle_started=cycle_started,
                 queued_at=request.initial_attempt_timestamp,
@@ -472,7 +473,7 @@ class SchedulerWorker:
         if decision.proposal is not None:
             # Numbered in decision order: the binder merges its partitions by it.
             self._sequence += 1
-            proposal = replace(decision.proposal, sequence=self._sequence)
+            proposal = evolve(decision.proposal, sequence=self._sequence)
             if proposal.kind == "preempt":
                 self.stats.preemptions += 1
             self.stats.proposals += 1

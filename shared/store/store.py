@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
 from redis.asyncio import Redis
 
 from shared.models import Node, Pod, PodGroup, decode, decode_many, encode
 from shared.models.codec import CodecError
+from shared.models.evolve import evolve
 from shared.models.schema import KIND_BY_CLASS, KubeObject
 from shared.store.bindings import Bindings, HeldReservation
 from shared.store.errors import ApplyRejectedError, CorruptObjectError, StreamGapError
@@ -464,9 +465,7 @@ def restamp(pod: Pod, rv: int, node: str, nominated: str) -> Pod:
     (what `decorate` sets on a decoded pod); the parts that did not change are shared."""
     spec, status = pod.spec, pod.status
     if spec.node_name != node:
-        spec = replace(spec, node_name=node)
+        spec = evolve(spec, node_name=node)
     if status.nominated_node_name != nominated:
-        status = replace(status, nominated_node_name=nominated)
-    return replace(
-        pod, metadata=replace(pod.metadata, resource_version=rv), spec=spec, status=status
-    )
+        status = evolve(status, nominated_node_name=nominated)
+    return evolve(pod, metadata=evolve(pod.metadata, resource_version=rv), spec=spec, status=status)
