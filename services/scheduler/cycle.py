@@ -100,14 +100,7 @@ def decide(
     )
     code = outcome.status.code
     if code in (Code.SUCCESS, Code.WAIT):
-        proposal = _bind_proposal(framework, view, request, outcome)
-        proposal = evolve(
-            proposal,
-            # The queue's fingerprint of the same bytes, when it sent one.
-            pod_fingerprint=request.fingerprint or pod_fingerprint(pod),
-            pod_resource_version=pod.metadata.resource_version,
-        )
-        return Decision(proposal=proposal)
+        return Decision(proposal=_bind_proposal(framework, view, request, outcome, pod))
     plugins = _failed_plugins(outcome)
     message = outcome.message
     if outcome.nominating and outcome.nominated_node:
@@ -143,7 +136,11 @@ def decide(
 
 
 def _bind_proposal(
-    framework: Framework, view: ClusterCache, request: ScheduleRequest, outcome: SchedulingOutcome
+    framework: Framework,
+    view: ClusterCache,
+    request: ScheduleRequest,
+    outcome: SchedulingOutcome,
+    pod: Pod,
 ) -> Proposal:
     node = outcome.node or ""
     seen = view.node(node)
@@ -170,6 +167,9 @@ def _bind_proposal(
         permit="wait" if permit == "wait" else "allow",
         permit_timeout_seconds=timeout,
         permit_plugins=waiting_plugins,
+        # The queue's fingerprint of the same bytes, when it sent one.
+        pod_fingerprint=request.fingerprint or pod_fingerprint(pod),
+        pod_resource_version=pod.metadata.resource_version,
     )
 
 

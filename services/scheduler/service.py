@@ -473,11 +473,13 @@ class SchedulerWorker:
         if decision.proposal is not None:
             # Numbered in decision order: the binder merges its partitions by it.
             self._sequence += 1
-            proposal = evolve(decision.proposal, sequence=self._sequence)
+            proposal = decision.proposal
             if proposal.kind == "preempt":
                 self.stats.preemptions += 1
             self.stats.proposals += 1
-            return self._proposals.submit(proposal.node_name.encode(), proposal.to_body(), headers)
+            body = proposal.to_body()
+            body["seq"] = self._sequence  # Proposal.sequence, set on the wire
+            return self._proposals.submit(proposal.node_name.encode(), body, headers)
         outcome = decision.outcome
         assert outcome is not None
         self.stats.outcomes += 1

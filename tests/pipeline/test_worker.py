@@ -253,3 +253,16 @@ async def test_a_reload_keeps_the_pods_the_worker_proposed(rig: Rig) -> None:
     (outcome,) = await rig.outcomes.until(lambda items: len(items) >= 1)
     assert (outcome.pod_key, outcome.result) == ("default/b", "unschedulable")
     assert [p.pod_key for p in rig.proposals.items] == ["default/a"]
+
+
+async def test_a_batch_of_pods_is_proposed_in_decision_order(rig: Rig) -> None:
+    """The proposals of one schedule batch leave together (a record per partition), each
+    numbered in the order the worker decided it: the binder merges partitions by it."""
+    pods = [make_pod(f"q{i}").req(cpu="500m").obj() for i in range(4)]
+    await rig.store.apply(pods)
+    await publish_requests(
+        rig.bootstrap, rig.topics.schedule, *(schedule_request(p, attempt=1) for p in pods)
+    )
+    proposals = await rig.proposals.until(lambda items: len(items) >= 4)
+    assert {p.pod_key: p.sequence for p in proposals} == {p.key: i + 1 for i, p in enumerate(pods)}
+    assert rig.worker.stats.proposals == 4
