@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from shared.config import SchedulerConfiguration, default_config, load_config
-from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
 
 # How the services authenticate and encrypt (shared.security, which reads them):
@@ -32,6 +31,7 @@ from shared.security import ENV_REDIS_KEY as ENV_REDIS_KEY
 from shared.security import ENV_REDIS_PASSWORD as ENV_REDIS_PASSWORD
 from shared.security import KafkaSecurity, RedisSecurity
 from shared.security import redact_url as redact_url
+from shared.topics import Topics
 
 if TYPE_CHECKING:
     from shared.kube.client import ClientSettings, KubeApi

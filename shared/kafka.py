@@ -14,7 +14,6 @@ import contextlib
 import ssl
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -25,31 +24,11 @@ from shared.message_auth import Signer, Verifier, topic_roles
 from shared.retry import Backoff
 from shared.security import ENV_KAFKA_CA, ENV_KAFKA_CERT, ConnectError, KafkaSecurity
 
+# Topics lives in shared.topics (no aiokafka there); importing it from here still works.
+from shared.topics import Topics as Topics
+
 # aiokafka headers: a list of (name, value) pairs.
 Headers = list[tuple[str, bytes]]
-
-
-@dataclass(frozen=True, slots=True)
-class Topics:
-    """Topic names; tests use `suffixed()` so that each test has its own topics.
-
-    Kafka carries work only: cluster facts (pods, nodes, PodGroups) travel once, on the
-    store's change stream (shared.store), which the queue and the views follow."""
-
-    schedule: str = "berth.schedule"
-    """Schedule requests from the queue to the scheduler workers."""
-    proposals: str = "berth.proposals"
-    """Worker proposals to the binder, keyed by node name."""
-    outcomes: str = "berth.outcomes"
-    """Attempt outcomes back to the queue, keyed by pod uid."""
-    dlq: str = "berth.dlq"
-    """Messages that could not be decoded or were invalid, with the error."""
-
-    def suffixed(self, suffix: str) -> Topics:
-        return Topics(**{f.name: f"{getattr(self, f.name)}.{suffix}" for f in fields(self)})
-
-    def all(self) -> tuple[str, ...]:
-        return tuple(getattr(self, f.name) for f in fields(self))
 
 
 DEFAULT_PARTITIONS = 8

@@ -1,49 +1,11 @@
 """The berth queue service: kube-scheduler's PriorityQueue in Redis, driven by Kafka.
 
-- `QueueStore`: the queue itself (Lua scripts over Redis), usable without Kafka.
-- `QueueService`: one replica consuming pod/node events and outcomes, dispatching leased
-  pods to `berth.schedule`.
-- `QueueConfig`, `QueueingHints` and the cluster events, clocks for tests.
+- `services.queue.store.QueueStore`: the queue itself (Lua scripts over Redis), usable
+  without Kafka.
+- `services.queue.service.QueueService`: one replica consuming pod/node events and outcomes,
+  dispatching leased pods to `berth.schedule`.
+- `services.queue.client.QueueClient`: what other services and the CLI may read of it.
+
+The package imports nothing itself, so that a reader of the queue's client (`berth get`)
+does not load the service, Kafka's client among it.
 """
-
-from services.queue.clock import Clock, ManualClock, SystemClock
-from services.queue.config import QueueConfig
-from services.queue.hints import (
-    ASSIGNED_POD_ADD,
-    ASSIGNED_POD_DELETE,
-    ASSIGNED_POD_UPDATE,
-    NODE_ADD,
-    NODE_DELETE,
-    UNSCHEDULABLE_TIMEOUT,
-    ActionType,
-    ClusterEvent,
-    QueueingHints,
-    Resource,
-)
-from services.queue.service import QueueService
-from services.queue.store import MoveResult, QueueStore
-from services.queue.views import NominatedPod, PendingPod, PendingView, QueueCounts
-
-__all__ = [
-    "ASSIGNED_POD_ADD",
-    "ASSIGNED_POD_DELETE",
-    "ASSIGNED_POD_UPDATE",
-    "NODE_ADD",
-    "NODE_DELETE",
-    "UNSCHEDULABLE_TIMEOUT",
-    "ActionType",
-    "Clock",
-    "ClusterEvent",
-    "ManualClock",
-    "MoveResult",
-    "NominatedPod",
-    "PendingPod",
-    "PendingView",
-    "QueueConfig",
-    "QueueCounts",
-    "QueueService",
-    "QueueStore",
-    "QueueingHints",
-    "Resource",
-    "SystemClock",
-]

@@ -80,9 +80,9 @@ def test_help_and_completion_import_click_and_their_own_command_only(
 
 def test_berth_get_loads_neither_the_framework_numpy_nor_matplotlib() -> None:
     """`berth get pods` against a Redis that is not there: it gets as far as connecting
-    (exit 1, the one-line error) without the scheduling framework, numpy or matplotlib.
-    (aiokafka it still loads, through shared.env -> shared.kafka and services/queue/__init__:
-    see the hand-over note of issue 21c.)"""
+    (exit 1, the one-line error) without the scheduling framework, numpy or matplotlib, nor
+    the queue service (services/queue/__init__ imports nothing). Kafka's client it still
+    loads: shared.retry's outage errors include aiokafka's KafkaError."""
     code, modules = imports_of(
         "get",
         "pods",
@@ -95,6 +95,7 @@ def test_berth_get_loads_neither_the_framework_numpy_nor_matplotlib() -> None:
     assert code == 1
     assert "cli.stack_commands" in modules  # it did run
     assert not tops(modules) & {"numpy", "matplotlib", "scheduling"}
+    assert "services.queue.service" not in modules
 
 
 def test_the_lazy_table_matches_each_commands_own_help_and_name() -> None:
