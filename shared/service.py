@@ -24,21 +24,34 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 from redis.asyncio import Redis
 
-from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError
+from shared import env as env_module
+from shared import logs as logs_module
+from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError, StackSettings
 from shared.health import HealthConfigError, HealthServer
 from shared.kafka import explain_kafka_failure
 from shared.logs import LogConfigError, configure_logging, log_start
+from shared.message_auth import ENV_MESSAGE_KEYS
 from shared.redisconn import ping_or_refuse
 from shared.retry import until_answered
 from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
+from shared.settings import ENV_SETTINGS_FILE, with_settings_file
+from shared.settings import fields as settings_fields
 from shared.tracing import TracingConfig, TracingConfigError, setup_tracing
 
 log = logging.getLogger(__name__)
@@ -170,6 +183,7 @@ class ServiceRunner:
         """"queue", "scheduler" or "binder" (log prefix, tracing service name)."""
         self.name = name or service
         """This replica's name (profile file name)."""
+        self._file_read = False
 
     @classmethod
     def from_argv(cls, service: str, argv: Sequence[str] | None) -> ServiceRunner:
@@ -193,6 +207,15 @@ class ServiceRunner:
             return EXIT_MISCONFIGURED
         return 0
 
+    def environment(self, *models: type[Any]) -> MutableMapping[str, str]:
+        """The process's environment with $BERTH_SETTINGS_FILE's settings under it (loaded
+        once; a name no reader knows is refused, naming it: `models` are the service's own
+        settings classes beside the process-wide names in `known_settings`)."""
+        if not self._file_read:
+            with_settings_file(os.environ, known_settings(*models))
+            self._file_read = True
+        return os.environ
+
     def configured(self, read: Callable[[], T]) -> T:
         """`read()` (settings from the environment, before `main`); a bad setting exits the
         process with one line on stderr."""
@@ -210,6 +233,22 @@ class ServiceRunner:
         async with observed(self.service) as health:
             log_start(log, config=berth_settings(os.environ), endpoints=_endpoints(health))
             await serve(stop, health)
+
+
+def known_settings(*models: type[Any]) -> set[str]:
+    """Every variable a service process reads: shared.env's names (servers, security,
+    tracing, metrics, the stack's tools), logging's, the message keys', and `models`'."""
+    names = {
+        value
+        for module in (env_module, logs_module)
+        for key, value in vars(module).items()
+        if key.startswith("ENV_") and isinstance(value, str)
+    }
+    names |= {ENV_MESSAGE_KEYS, ENV_SETTINGS_FILE}
+    every: tuple[type[Any], ...] = (StackSettings, *models)
+    for model in every:
+        names |= {item.spec.env for item in settings_fields(model)}
+    return names
 
 
 def berth_settings(env: Mapping[str, str]) -> dict[str, str]:
