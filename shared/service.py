@@ -40,18 +40,15 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 from redis.asyncio import Redis
 
-from shared import env as env_module
-from shared import logs as logs_module
 from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError, StackSettings
 from shared.health import HealthConfigError, HealthServer
 from shared.kafka import explain_kafka_failure
 from shared.logs import LogConfigError, configure_logging, log_start
-from shared.message_auth import ENV_MESSAGE_KEYS
 from shared.redisconn import ping_or_refuse
 from shared.retry import until_answered
 from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
-from shared.settings import ENV_SETTINGS_FILE, with_settings_file
 from shared.settings import fields as settings_fields
+from shared.settings import with_settings_file
 from shared.tracing import TracingConfig, TracingConfigError, setup_tracing
 
 log = logging.getLogger(__name__)
@@ -235,16 +232,38 @@ class ServiceRunner:
             await serve(stop, health)
 
 
+PROCESS_SETTINGS = (
+    ("BERTH_METRICS_PORT", "shared/health.py", "port of /metrics, /healthz, /readyz (unset: off)"),
+    ("BERTH_METRICS_HOST", "shared/health.py", "address that server listens on"),
+    ("BERTH_OTLP_ENDPOINT", "shared/tracing_config.py", "OTLP/HTTP traces endpoint (unset: off)"),
+    ("BERTH_TRACE_SAMPLE_RATIO", "shared/tracing_config.py", "share of traces sampled"),
+    ("BERTH_OTLP_TIMEOUT_SECONDS", "shared/tracing_config.py", "the exporter's timeout"),
+    ("BERTH_LOG_FORMAT", "shared/logs.py", "text or json"),
+    ("BERTH_LOG_LEVEL", "shared/logs.py", "debug, info, warning or error"),
+    ("BERTH_PROFILE_DIR", "shared/service.py", "write a cProfile dump there on stop"),
+    ("BERTH_MESSAGE_KEYS", "shared/message_auth.py", "the message-signing keys' directory"),
+    ("BERTH_SETTINGS_FILE", "shared/settings.py", "a YAML map of BERTH_* settings"),
+    ("BERTH_REDIS_PASSWORD", "shared/security.py", "Redis password (secret)"),
+    ("BERTH_REDIS_USERNAME", "shared/security.py", "Redis ACL user"),
+    ("BERTH_REDIS_CA", "shared/security.py", "CA file that verifies Redis"),
+    ("BERTH_REDIS_CERT", "shared/security.py", "client certificate for Redis"),
+    ("BERTH_REDIS_KEY", "shared/security.py", "its private key"),
+    ("BERTH_KAFKA_SECURITY_PROTOCOL", "shared/security.py", "PLAINTEXT, SSL, SASL_*"),
+    ("BERTH_KAFKA_SASL_MECHANISM", "shared/security.py", "PLAIN or SCRAM-SHA-256/512"),
+    ("BERTH_KAFKA_SASL_USERNAME", "shared/security.py", "SASL user"),
+    ("BERTH_KAFKA_SASL_PASSWORD", "shared/security.py", "SASL password (secret)"),
+    ("BERTH_KAFKA_CA", "shared/security.py", "CA file that verifies the brokers"),
+    ("BERTH_KAFKA_CERT", "shared/security.py", "client certificate for the brokers"),
+    ("BERTH_KAFKA_KEY", "shared/security.py", "its private key"),
+)
+"""Read by every service process, each by the module named (with its own one-line errors;
+docs/settings.md lists them)."""
+
+
 def known_settings(*models: type[Any]) -> set[str]:
-    """Every variable a service process reads: shared.env's names (servers, security,
-    tracing, metrics, the stack's tools), logging's, the message keys', and `models`'."""
-    names = {
-        value
-        for module in (env_module, logs_module)
-        for key, value in vars(module).items()
-        if key.startswith("ENV_") and isinstance(value, str)
-    }
-    names |= {ENV_MESSAGE_KEYS, ENV_SETTINGS_FILE}
+    """Every variable a service process reads: PROCESS_SETTINGS, StackSettings' and
+    `models`' (the service's own settings classes)."""
+    names = {name for name, _, _ in PROCESS_SETTINGS}
     every: tuple[type[Any], ...] = (StackSettings, *models)
     for model in every:
         names |= {item.spec.env for item in settings_fields(model)}

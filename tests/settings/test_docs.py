@@ -1,0 +1,30 @@
+"""docs/settings.md is what tests/settings/catalog.py renders from the settings classes, and
+the process-wide table names variables the modules it names really read."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from shared.service import PROCESS_SETTINGS
+from tests.settings.catalog import DOC, OWN, render
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_settings_doc_is_current() -> None:
+    assert DOC.read_text() == render(), "run: python -m tests.settings.catalog"
+
+
+def test_every_process_wide_variable_is_read_where_the_table_says() -> None:
+    for name, path, _ in PROCESS_SETTINGS:
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        constants = {v for k, v in vars(module).items() if k.startswith("ENV_")}
+        assert name in constants, f"{path} has no ENV_* constant naming {name}"
+
+
+def test_every_service_has_a_section() -> None:
+    text = DOC.read_text()
+    for service in OWN:
+        assert f"## {service} (`python -m services.{service}`)" in text
+    assert set(OWN) == {p.name for p in (ROOT / "services").iterdir() if (p / "main.py").exists()}
