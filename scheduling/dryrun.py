@@ -60,7 +60,8 @@ from scheduling.plugins.registry import in_tree_registry
 from shared.config import SchedulerConfiguration, default_config
 from shared.eviction import refresh_pdb_statuses
 from shared.models import Pod
-from shared.models.manifest import Manifests, resolve_priorities
+from shared.models.manifest import Manifests
+from shared.models.priority_admission import resolve_priorities
 
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
