@@ -49,7 +49,8 @@ from shared.retry import until_answered
 from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
 from shared.settings import fields as settings_fields
 from shared.settings import with_settings_file
-from shared.tracing import TracingConfig, TracingConfigError, setup_tracing
+from shared.tracing_config import TracingConfig, TracingConfigError
+from shared.tracing_setup import setup_tracing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
