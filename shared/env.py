@@ -36,7 +36,7 @@ from shared.security import ENV_REDIS_USERNAME as ENV_REDIS_USERNAME
 from shared.security import KafkaSecurity, RedisSecurity
 from shared.security import redact_url as redact_url
 from shared.settings import StackError as StackError
-from shared.settings import read, setting
+from shared.settings import read, setting, to_env
 
 if TYPE_CHECKING:
     from shared.kube.client import ClientSettings, KubeApi
@@ -180,29 +180,13 @@ class StackSettings:
         return group_options(self.session_ms)
 
     def env(self) -> dict[str, str]:
-        """The environment of a service process (every service reads the same names)."""
-        out = {
-            ENV_REDIS_URL: self.redis_url,
-            ENV_KAFKA_BOOTSTRAP: self.kafka_bootstrap,
-            ENV_CLUSTER: self.cluster,
-            ENV_KEY_PREFIX: self.store_prefix,
-            ENV_QUEUE_PREFIX: self.queue_prefix,
-            ENV_TOPIC_SUFFIX: self.topic_suffix,
-        }
-        if self.config_path:
-            out[ENV_CONFIG] = str(Path(self.config_path).resolve())
-        if self.seed is not None:
-            out[ENV_SEED] = str(self.seed)
-        if self.single_tenant:
-            out[ENV_SINGLE_TENANT] = self.single_tenant
-        if self.session_ms:
-            out[ENV_SESSION_MS] = str(self.session_ms)
-        if self.ordered:
-            out[ENV_ORDERED] = "1"
-        if self.kube:
-            out[ENV_KUBE] = self.kube if self.kube == IN_CLUSTER else str(Path(self.kube).resolve())
-        if self.take_default_scheduler:
-            out[ENV_KUBE_TAKE_DEFAULT_SCHEDULER] = "1"
+        """The environment of a service process (every service reads the same names; paths
+        resolved, so a child started elsewhere finds the same files)."""
+        out = to_env(
+            self,
+            config_path=lambda path: str(Path(path).resolve()),
+            kube=lambda kube: kube if kube == IN_CLUSTER else str(Path(kube).resolve()),
+        )
         out.update(self.redis_security.env())
         out.update(self.kafka_security.env())
         return out

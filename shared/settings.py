@@ -193,6 +193,25 @@ def _refusal(cls: type[Any], message: str, origin: Mapping[str, tuple[str, objec
     return SettingsError(f"{cls.__name__}: {reason}")
 
 
+def to_env(settings: object, **render: Callable[[Any], str]) -> dict[str, str]:
+    """The variables that `read` turns back into `settings` (the environment of a child
+    process): every setting, an unset one (None, "", False) as "" so that it overrides
+    what the child would inherit. `render[field]` writes a value as its variable holds it
+    (a resolved path)."""
+    out: dict[str, str] = {}
+    for item in fields(type(settings)):
+        value = getattr(settings, item.name)
+        if value is None or value == "" or value is False:
+            out[item.spec.env] = ""
+        elif item.name in render:
+            out[item.spec.env] = render[item.name](value)
+        elif value is True:
+            out[item.spec.env] = "1"
+        else:
+            out[item.spec.env] = str(value)
+    return out
+
+
 # ------------------------------------------------------------------------------ flags
 def add_flags(parser: argparse.ArgumentParser, cls: type[Any]) -> None:
     """One argparse option per setting that has a flag (default None: not given, so the

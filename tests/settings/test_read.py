@@ -206,3 +206,41 @@ def test_a_service_given_a_bad_value_exits_2_with_one_line(
     assert "Traceback" not in done.stderr
     (printed,) = done.stderr.strip().splitlines()
     assert printed.endswith(line), printed
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        StackSettings("redis://r:6379/0", "k:9092"),
+        StackSettings(
+            "redis://r:6379/0",
+            "k:9092",
+            cluster="c",
+            store_prefix="s:",
+            queue_prefix="q:",
+            topic_suffix="blue",
+            seed=7,
+            single_tenant="all",
+            ordered=True,
+            kube="in-cluster",
+            take_default_scheduler=True,
+            session_ms=3000,
+        ),
+    ],
+)
+def test_stack_settings_round_trip_through_the_environment(settings: StackSettings) -> None:
+    """What `berth up` writes for its children is what each child reads back; an unset
+    setting is written empty, so a child never inherits a stale value from its parent."""
+    env = settings.env()
+    assert StackSettings.from_env(env) == settings
+    assert env["BERTH_SEED"] == ("7" if settings.seed else "")
+    stale = {"BERTH_TOPIC_SUFFIX": "stale", "BERTH_SEED": "99"}
+    assert StackSettings.from_env(stale | env) == settings
+
+
+def test_paths_are_written_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    settings = StackSettings("redis://r", "k:1", config_path="sched.yaml", kube="kubeconfig")
+    env = settings.env()
+    assert env["BERTH_CONFIG"] == str(tmp_path / "sched.yaml")
+    assert env["BERTH_KUBE"] == str(tmp_path / "kubeconfig")
