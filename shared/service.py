@@ -41,7 +41,7 @@ from aiokafka.errors import KafkaConnectionError
 from redis.asyncio import Redis
 
 from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError, StackSettings
-from shared.health import HealthConfigError, HealthServer
+from shared.health import HealthConfigError, HealthServer, MetricsSettings
 from shared.kafka import explain_kafka_failure
 from shared.logs import LogConfigError, configure_logging, log_start
 from shared.redisconn import ping_or_refuse
@@ -234,8 +234,6 @@ class ServiceRunner:
 
 
 PROCESS_SETTINGS = (
-    ("BERTH_METRICS_PORT", "shared/health.py", "port of /metrics, /healthz, /readyz (unset: off)"),
-    ("BERTH_METRICS_HOST", "shared/health.py", "address that server listens on"),
     ("BERTH_OTLP_ENDPOINT", "shared/tracing_config.py", "OTLP/HTTP traces endpoint (unset: off)"),
     ("BERTH_TRACE_SAMPLE_RATIO", "shared/tracing_config.py", "share of traces sampled"),
     ("BERTH_OTLP_TIMEOUT_SECONDS", "shared/tracing_config.py", "the exporter's timeout"),
@@ -262,10 +260,10 @@ docs/settings.md lists them)."""
 
 
 def known_settings(*models: type[Any]) -> set[str]:
-    """Every variable a service process reads: PROCESS_SETTINGS, StackSettings' and
-    `models`' (the service's own settings classes)."""
+    """Every variable a service process reads: PROCESS_SETTINGS, StackSettings',
+    MetricsSettings' and `models`' (the service's own settings classes)."""
     names = {name for name, _, _ in PROCESS_SETTINGS}
-    every: tuple[type[Any], ...] = (StackSettings, *models)
+    every: tuple[type[Any], ...] = (StackSettings, MetricsSettings, *models)
     for model in every:
         names |= {item.spec.env for item in settings_fields(model)}
     return names

@@ -15,6 +15,7 @@ from services.queue.config import QueueSettings
 from services.scheduler.config import WorkerSettings
 from shared import env as env_module
 from shared.env import StackSettings
+from shared.health import MetricsSettings
 from shared.service import PROCESS_SETTINGS, known_settings
 from shared.settings import settings_table
 
@@ -75,6 +76,12 @@ def render() -> str:
         settings_table(StackSettings),
         "",
         "## Every service process",
+        "",
+        "`shared.health.MetricsSettings`:",
+        "",
+        settings_table(MetricsSettings),
+        "",
+        "Read by the module named (each with its own one-line errors):",
         "",
         "| Variable | Read by | Meaning |",
         "|---|---|---|",
