@@ -266,7 +266,9 @@ def with_settings_file(env: MutableMapping[str, str], known: Iterable[str] | Non
     for key, value in doc.items():
         name = str(key)
         if not name.startswith("BERTH_") or (allowed is not None and name not in allowed):
-            raise SettingsError(f"{ENV_SETTINGS_FILE}={path!r}: {name}: not a berth setting")
+            raise SettingsError(
+                f"{ENV_SETTINGS_FILE}={path!r}: {name}: not a setting this service reads"
+            )
         if isinstance(value, (dict, list)):
             raise SettingsError(f"{ENV_SETTINGS_FILE}={path!r}: {name}: expected a scalar")
         if env.get(name, "") == "":

@@ -121,8 +121,8 @@ def test_the_settings_file_is_below_the_environment(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ("BERTH_T_PORTT: 81\n", "BERTH_T_PORTT: not a berth setting"),
-        ("PATH: /bin\n", "PATH: not a berth setting"),
+        ("BERTH_T_PORTT: 81\n", "BERTH_T_PORTT: not a setting this service reads"),
+        ("PATH: /bin\n", "PATH: not a setting this service reads"),
         ("BERTH_T_PORT: [1, 2]\n", "BERTH_T_PORT: expected a scalar"),
         ("- 1\n", "expected a map of BERTH_* settings"),
         ("a: [\n", "not YAML"),
