@@ -244,3 +244,32 @@ def test_paths_are_written_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     env = settings.env()
     assert env["BERTH_CONFIG"] == str(tmp_path / "sched.yaml")
     assert env["BERTH_KUBE"] == str(tmp_path / "kubeconfig")
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("BERTH_DASHBOARD_PORT: eighty\n", "BERTH_DASHBOARD_PORT='eighty': expected `int`"),
+        ("BERTH_KUEUE_MODE: kueue\n", "BERTH_KUEUE_MODE: not a setting this service reads"),
+    ],
+)
+def test_a_service_reads_its_settings_file(tmp_path: Path, text: str, line: str) -> None:
+    path = tmp_path / "dashboard.yaml"
+    path.write_text(text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BERTH_")} | {
+        "BERTH_REDIS_URL": "redis://127.0.0.1:1/0",
+        "BERTH_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+        "PYTHONPATH": str(ROOT),
+        ENV_SETTINGS_FILE: str(path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "services.dashboard"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    (printed,) = done.stderr.strip().splitlines()
+    assert line in printed
