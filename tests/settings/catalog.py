@@ -67,7 +67,8 @@ def render() -> str:
         "map of `BERTH_*` names to values, one file per service: a name the service does "
         "not read is refused, so a misspelt one never goes unnoticed), else the default. "
         "An empty variable counts as unset. A refused value stops the service with exit "
-        "status 2 and one line naming the setting and the value, e.g. `BERTH_DASHBOARD_PORT='x': expected int, got str`.",
+        "status 2 and one line naming the setting and the value, e.g. "
+        "`BERTH_DASHBOARD_PORT='x': expected int, got str`.",
         "",
         "## Every service: where the services meet (`shared/env.py`, `StackSettings`)",
         "",
