@@ -36,9 +36,7 @@ VALUE_SETS = [
 
 
 def _components(rendered: Rendered) -> list[str]:
-    return sorted(
-        {m.component for m in rendered.kinds("Deployment") if m.component in OWN}
-    )
+    return sorted({m.component for m in rendered.kinds("Deployment") if m.component in OWN})
 
 
 def _flags(service: str) -> set[str]:
