@@ -87,8 +87,18 @@ class Field:
     """A Literal type's values (the flag refuses others)."""
 
 
-def fields(cls: type[Any]) -> list[Field]:
+_FIELDS: dict[type[Any], tuple[Field, ...]] = {}
+
+
+def fields(cls: type[Any]) -> tuple[Field, ...]:
     """The settings of `cls` (fields without `setting(...)` are not read), in order."""
+    known = _FIELDS.get(cls)
+    if known is None:
+        known = _FIELDS[cls] = _inspect(cls)
+    return known
+
+
+def _inspect(cls: type[Any]) -> tuple[Field, ...]:
     info = msgspec.inspect.type_info(cls)
     out: list[Field] = []
     for item in getattr(info, "fields", ()):
@@ -99,7 +109,7 @@ def fields(cls: type[Any]) -> list[Field]:
         if default is msgspec.NODEFAULT and item.default_factory is not msgspec.NODEFAULT:
             default = item.default_factory()
         out.append(Field(item.name, spec, spec.kind or kind, default, item.required, choices))
-    return out
+    return tuple(out)
 
 
 def _spec(kind: msgspec.inspect.Type) -> tuple[SettingSpec | None, str, tuple[object, ...]]:
