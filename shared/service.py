@@ -43,7 +43,7 @@ from redis.asyncio import Redis
 from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError, StackSettings
 from shared.health import HealthConfigError, HealthServer, MetricsSettings
 from shared.kafka import explain_kafka_failure
-from shared.logs import LogConfigError, configure_logging, log_start
+from shared.logs import LogConfigError, LogSettings, configure_logging, log_start
 from shared.redisconn import ping_or_refuse
 from shared.retry import until_answered
 from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
@@ -237,8 +237,6 @@ PROCESS_SETTINGS = (
     ("BERTH_OTLP_ENDPOINT", "shared/tracing_config.py", "OTLP/HTTP traces endpoint (unset: off)"),
     ("BERTH_TRACE_SAMPLE_RATIO", "shared/tracing_config.py", "share of traces sampled"),
     ("BERTH_OTLP_TIMEOUT_SECONDS", "shared/tracing_config.py", "the exporter's timeout"),
-    ("BERTH_LOG_FORMAT", "shared/logs.py", "text or json"),
-    ("BERTH_LOG_LEVEL", "shared/logs.py", "debug, info, warning or error"),
     ("BERTH_PROFILE_DIR", "shared/service.py", "write a cProfile dump there on stop"),
     ("BERTH_MESSAGE_KEYS", "shared/message_auth.py", "the message-signing keys' directory"),
     ("BERTH_SETTINGS_FILE", "shared/settings.py", "a YAML map of BERTH_* settings"),
@@ -261,9 +259,9 @@ docs/settings.md lists them)."""
 
 def known_settings(*models: type[Any]) -> set[str]:
     """Every variable a service process reads: PROCESS_SETTINGS, StackSettings',
-    MetricsSettings' and `models`' (the service's own settings classes)."""
+    MetricsSettings', LogSettings' and `models`' (the service's own settings classes)."""
     names = {name for name, _, _ in PROCESS_SETTINGS}
-    every: tuple[type[Any], ...] = (StackSettings, MetricsSettings, *models)
+    every: tuple[type[Any], ...] = (StackSettings, MetricsSettings, LogSettings, *models)
     for model in every:
         names |= {item.spec.env for item in settings_fields(model)}
     return names

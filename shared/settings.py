@@ -52,6 +52,8 @@ class SettingSpec:
     secret: bool = False
     kind: str = ""
     """How the docs name what the variable holds, when not the field's type."""
+    default_text: str = ""
+    """How the docs show the default, when not as the field's value (`forbid` for False)."""
     many: bool = False
     """The flag may be given again (its values are joined with commas, as the variable
     lists them)."""
@@ -66,10 +68,18 @@ def setting(
     secret: bool = False,
     kind: str = "",
     many: bool = False,
+    default_text: str = "",
 ) -> msgspec.Meta:
     """The metadata of a settings field (put it in the field's `Annotated[...]`)."""
     spec = SettingSpec(
-        env=env, doc=doc, flag=flag, parse=parse, secret=secret, kind=kind, many=many
+        env=env,
+        doc=doc,
+        flag=flag,
+        parse=parse,
+        secret=secret,
+        kind=kind,
+        many=many,
+        default_text=default_text,
     )
     return msgspec.Meta(extra={_KEY: spec})
 
@@ -119,7 +129,9 @@ def _spec(kind: msgspec.inspect.Type) -> tuple[SettingSpec | None, str, tuple[ob
         if isinstance(found, SettingSpec):
             spec = found
         kind = kind.type
-    choices = tuple(kind.values) if isinstance(kind, msgspec.inspect.LiteralType) else ()
+    options = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
+    literals = [t for t in options if isinstance(t, msgspec.inspect.LiteralType)]
+    choices = tuple(literals[0].values) if len(literals) == 1 else ()
     return spec, _type_name(kind), choices
 
 
@@ -300,9 +312,12 @@ def settings_table(cls: type[Any]) -> str:
     ]
     for item in fields(cls):
         default = "(required)" if item.required else _default_text(item.default)
+        if item.spec.default_text:
+            default = f"`{item.spec.default_text}`"
         flag = f"`{item.spec.flag}`" if item.spec.flag else ""
         doc = " ".join(item.spec.doc.split()).replace("|", "\\|")
-        rows.append(f"| `{item.spec.env}` | {flag} | {item.type} | {default} | {doc} |")
+        kind = item.type.replace("|", "\\|")
+        rows.append(f"| `{item.spec.env}` | {flag} | {kind} | {default} | {doc} |")
     return "\n".join(rows)
 
 

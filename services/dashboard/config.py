@@ -53,6 +53,7 @@ class DashboardConfig:
             "tokens may",
             parse=_node_name,
             kind="allow | forbid",
+            default_text="forbid",
         ),
     ] = False
     """Whether tenant tokens may write pods bound by name (ENV_TENANT_NODE_NAME)."""

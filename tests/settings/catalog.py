@@ -16,6 +16,7 @@ from services.scheduler.config import WorkerSettings
 from shared import env as env_module
 from shared.env import StackSettings
 from shared.health import MetricsSettings
+from shared.logs import LogSettings
 from shared.service import PROCESS_SETTINGS, known_settings
 from shared.settings import settings_table
 
@@ -82,6 +83,10 @@ def render() -> str:
         "`shared.health.MetricsSettings`:",
         "",
         settings_table(MetricsSettings),
+        "",
+        "`shared.logs.LogSettings`:",
+        "",
+        settings_table(LogSettings),
         "",
         "Read by the module named (each with its own one-line errors):",
         "",

@@ -4,6 +4,7 @@ the process-wide table names variables the modules it names really read."""
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 from shared.service import PROCESS_SETTINGS
@@ -28,3 +29,11 @@ def test_every_service_has_a_section() -> None:
     for service in OWN:
         assert f"## {service} (`python -m services.{service}`)" in text
     assert set(OWN) == {p.name for p in (ROOT / "services").iterdir() if (p / "main.py").exists()}
+
+
+def test_every_table_row_has_five_cells() -> None:
+    """A `|` in a type or a meaning must be escaped, or the row falls apart."""
+    for line in DOC.read_text().splitlines():
+        if line.startswith("| `BERTH_") and "| Read by |" not in line:
+            cells = re.split(r"(?<!\\)\|", line)[1:-1]
+            assert len(cells) in (3, 5), line
