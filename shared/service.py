@@ -49,7 +49,7 @@ from shared.retry import until_answered
 from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
 from shared.settings import fields as settings_fields
 from shared.settings import with_settings_file
-from shared.tracing_config import TracingConfig, TracingConfigError
+from shared.tracing_config import TracingConfig, TracingConfigError, TracingSettings
 from shared.tracing_setup import setup_tracing
 
 log = logging.getLogger(__name__)
@@ -234,9 +234,6 @@ class ServiceRunner:
 
 
 PROCESS_SETTINGS = (
-    ("BERTH_OTLP_ENDPOINT", "shared/tracing_config.py", "OTLP/HTTP traces endpoint (unset: off)"),
-    ("BERTH_TRACE_SAMPLE_RATIO", "shared/tracing_config.py", "share of traces sampled"),
-    ("BERTH_OTLP_TIMEOUT_SECONDS", "shared/tracing_config.py", "the exporter's timeout"),
     ("BERTH_PROFILE_DIR", "shared/service.py", "write a cProfile dump there on stop"),
     ("BERTH_MESSAGE_KEYS", "shared/message_auth.py", "the message-signing keys' directory"),
     ("BERTH_SETTINGS_FILE", "shared/settings.py", "a YAML map of BERTH_* settings"),
@@ -259,9 +256,16 @@ docs/settings.md lists them)."""
 
 def known_settings(*models: type[Any]) -> set[str]:
     """Every variable a service process reads: PROCESS_SETTINGS, StackSettings',
-    MetricsSettings', LogSettings' and `models`' (the service's own settings classes)."""
+    MetricsSettings', LogSettings', TracingSettings' and `models`' (the service's own
+    settings classes)."""
     names = {name for name, _, _ in PROCESS_SETTINGS}
-    every: tuple[type[Any], ...] = (StackSettings, MetricsSettings, LogSettings, *models)
+    every: tuple[type[Any], ...] = (
+        StackSettings,
+        MetricsSettings,
+        LogSettings,
+        TracingSettings,
+        *models,
+    )
     for model in every:
         names |= {item.spec.env for item in settings_fields(model)}
     return names

@@ -19,6 +19,7 @@ from shared.health import MetricsSettings
 from shared.logs import LogSettings
 from shared.service import PROCESS_SETTINGS, known_settings
 from shared.settings import settings_table
+from shared.tracing_config import TracingSettings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 
@@ -87,6 +88,11 @@ def render() -> str:
         "`shared.logs.LogSettings`:",
         "",
         settings_table(LogSettings),
+        "",
+        "`shared.tracing_config.TracingSettings` (OpenTelemetry's `OTEL_*` variables are "
+        "read as fallbacks):",
+        "",
+        settings_table(TracingSettings),
         "",
         "Read by the module named (each with its own one-line errors):",
         "",
