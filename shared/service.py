@@ -235,20 +235,7 @@ class ServiceRunner:
 
 PROCESS_SETTINGS = (
     ("BERTH_PROFILE_DIR", "shared/service.py", "write a cProfile dump there on stop"),
-    ("BERTH_MESSAGE_KEYS", "shared/message_auth.py", "the message-signing keys' directory"),
     ("BERTH_SETTINGS_FILE", "shared/settings.py", "a YAML map of BERTH_* settings"),
-    ("BERTH_REDIS_PASSWORD", "shared/security.py", "Redis password (secret)"),
-    ("BERTH_REDIS_USERNAME", "shared/security.py", "Redis ACL user"),
-    ("BERTH_REDIS_CA", "shared/security.py", "CA file that verifies Redis"),
-    ("BERTH_REDIS_CERT", "shared/security.py", "client certificate for Redis"),
-    ("BERTH_REDIS_KEY", "shared/security.py", "its private key"),
-    ("BERTH_KAFKA_SECURITY_PROTOCOL", "shared/security.py", "PLAINTEXT, SSL, SASL_*"),
-    ("BERTH_KAFKA_SASL_MECHANISM", "shared/security.py", "PLAIN or SCRAM-SHA-256/512"),
-    ("BERTH_KAFKA_SASL_USERNAME", "shared/security.py", "SASL user"),
-    ("BERTH_KAFKA_SASL_PASSWORD", "shared/security.py", "SASL password (secret)"),
-    ("BERTH_KAFKA_CA", "shared/security.py", "CA file that verifies the brokers"),
-    ("BERTH_KAFKA_CERT", "shared/security.py", "client certificate for the brokers"),
-    ("BERTH_KAFKA_KEY", "shared/security.py", "its private key"),
 )
 """Read by every service process, each by the module named (with its own one-line errors;
 docs/settings.md lists them)."""
@@ -256,14 +243,16 @@ docs/settings.md lists them)."""
 
 def known_settings(*models: type[Any]) -> set[str]:
     """Every variable a service process reads: PROCESS_SETTINGS, StackSettings',
-    MetricsSettings', LogSettings', TracingSettings' and `models`' (the service's own
-    settings classes)."""
+    MetricsSettings', LogSettings', TracingSettings', the security settings' and `models`'
+    (the service's own settings classes)."""
     names = {name for name, _, _ in PROCESS_SETTINGS}
     every: tuple[type[Any], ...] = (
         StackSettings,
         MetricsSettings,
         LogSettings,
         TracingSettings,
+        RedisSecurity,
+        KafkaSecurity,
         *models,
     )
     for model in every:

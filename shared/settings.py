@@ -190,7 +190,8 @@ def _first(
         return item.spec.flag, flagged
     raw = env.get(item.spec.env, "")
     if raw.strip():
-        return item.spec.env, raw.strip()
+        # A secret is taken as given (a password may begin or end with a space).
+        return item.spec.env, raw if item.spec.secret else raw.strip()
     return None, None
 
 

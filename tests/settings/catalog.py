@@ -17,6 +17,7 @@ from shared import env as env_module
 from shared.env import StackSettings
 from shared.health import MetricsSettings
 from shared.logs import LogSettings
+from shared.security import KafkaSecurity, RedisSecurity
 from shared.service import PROCESS_SETTINGS, known_settings
 from shared.settings import settings_table
 from shared.tracing_config import TracingSettings
@@ -93,6 +94,13 @@ def render() -> str:
         "read as fallbacks):",
         "",
         settings_table(TracingSettings),
+        "",
+        "`shared.security.RedisSecurity` and `KafkaSecurity` (checked together: a TLS file "
+        "without TLS, SASL without a mechanism... each refused in one line):",
+        "",
+        settings_table(RedisSecurity),
+        "",
+        settings_table(KafkaSecurity),
         "",
         "Read by the module named (each with its own one-line errors):",
         "",

@@ -273,3 +273,13 @@ def test_a_service_reads_its_settings_file(tmp_path: Path, text: str, line: str)
     assert done.returncode == 2, done.stderr
     (printed,) = done.stderr.strip().splitlines()
     assert line in printed
+
+
+def test_secrets_are_taken_as_given_and_never_printed() -> None:
+    from shared.security import KafkaSecurity, RedisSecurity
+
+    assert RedisSecurity.from_env({"BERTH_REDIS_PASSWORD": " pw "}).password == " pw "
+    assert RedisSecurity.from_env({"BERTH_REDIS_CA": " /ca.pem "}).ca == "/ca.pem"
+    kafka = KafkaSecurity.from_env({"BERTH_KAFKA_SECURITY_PROTOCOL": "ssl"})
+    assert kafka.protocol == "SSL"
+    assert KafkaSecurity.from_env({}).protocol == "PLAINTEXT"
