@@ -12,7 +12,9 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from msgspec import Meta
 
 from shared.config import SchedulerConfiguration, default_config, load_config
 from shared.models import DEFAULT_SCHEDULER_NAME
@@ -29,8 +31,11 @@ from shared.security import ENV_REDIS_CA as ENV_REDIS_CA
 from shared.security import ENV_REDIS_CERT as ENV_REDIS_CERT
 from shared.security import ENV_REDIS_KEY as ENV_REDIS_KEY
 from shared.security import ENV_REDIS_PASSWORD as ENV_REDIS_PASSWORD
+from shared.security import ENV_REDIS_USERNAME as ENV_REDIS_USERNAME
 from shared.security import KafkaSecurity, RedisSecurity
 from shared.security import redact_url as redact_url
+from shared.settings import StackError as StackError
+from shared.settings import read, setting, to_env
 from shared.topics import Topics
 
 if TYPE_CHECKING:
@@ -103,32 +108,58 @@ REDIS_CONNECTIONS = 1024
 default), and the binder runs hundreds of proposals at once."""
 
 
-class StackError(RuntimeError):
-    """The stack could not start, or a client found no running stack."""
-
-
 # ============================================================================== settings
 @dataclass(frozen=True, slots=True)
 class StackSettings:
-    """Where the services meet: servers, key prefixes, topic names, the scheduler config."""
+    """Where the services meet: servers, key prefixes, topic names, the scheduler config
+    (every field a setting of shared.settings, read by `from_env`)."""
 
-    redis_url: str
-    kafka_bootstrap: str
-    cluster: str = "default"
-    store_prefix: str = "berth:"
-    queue_prefix: str = "berth:q:"
-    topic_suffix: str = ""
-    config_path: str | None = None
-    seed: int | None = None
-    single_tenant: str | None = None
-    ordered: bool = False
+    redis_url: Annotated[str, Meta(min_length=1), setting(ENV_REDIS_URL, "Redis URL")]
+    kafka_bootstrap: Annotated[
+        str, Meta(min_length=1), setting(ENV_KAFKA_BOOTSTRAP, "Kafka bootstrap servers")
+    ]
+    cluster: Annotated[str, setting(ENV_CLUSTER, "the store's cluster name (Redis hash tag)")] = (
+        "default"
+    )
+    store_prefix: Annotated[str, setting(ENV_KEY_PREFIX, "prefix of the store's Redis keys")] = (
+        "berth:"
+    )
+    queue_prefix: Annotated[str, setting(ENV_QUEUE_PREFIX, "prefix of the queue's Redis keys")] = (
+        "berth:q:"
+    )
+    topic_suffix: Annotated[
+        str, setting(ENV_TOPIC_SUFFIX, "appended to every topic name (stacks sharing a broker)")
+    ] = ""
+    config_path: Annotated[str | None, setting(ENV_CONFIG, "a KubeSchedulerConfiguration file")] = (
+        None
+    )
+    seed: Annotated[int | None, setting(ENV_SEED, "the tie-break seed (`berth run --seed`)")] = None
+    single_tenant: Annotated[
+        str | None, setting(ENV_SINGLE_TENANT, "every pod in this one tenant queue (`berth run`)")
+    ] = None
+    ordered: Annotated[
+        bool, setting(ENV_ORDERED, "keep the order pods were applied in, end to end (`berth run`)")
+    ] = False
     """Keep the order pods were applied in, end to end (berth run): see `create_topics`; the
     queue dispatches from one loop."""
-    kube: str = ""
+    kube: Annotated[
+        str,
+        setting(ENV_KUBE, 'Kubernetes mode: a kubeconfig path or "in-cluster"; unset: standalone'),
+    ] = ""
     """Kubernetes mode (ENV_KUBE): a kubeconfig path or "in-cluster"; "" for standalone."""
-    take_default_scheduler: bool = False
+    take_default_scheduler: Annotated[
+        bool,
+        setting(
+            ENV_KUBE_TAKE_DEFAULT_SCHEDULER,
+            "Kubernetes mode may run a profile named default-scheduler",
+        ),
+    ] = False
     """Kubernetes mode may run a default-scheduler profile (ENV_KUBE_TAKE_DEFAULT_SCHEDULER)."""
-    session_ms: int = 0
+    session_ms: Annotated[
+        int,
+        Meta(ge=0),
+        setting(ENV_SESSION_MS, "consumer group session timeout in ms (0: the client's default)"),
+    ] = 0
     """Consumer group session timeout (0: the services' defaults). The embedded broker takes
     about half of it to form a group, and a dead member is noticed after about 1.5 x."""
     redis_security: RedisSecurity = field(default_factory=RedisSecurity)
@@ -149,59 +180,30 @@ class StackSettings:
         return group_options(self.session_ms)
 
     def env(self) -> dict[str, str]:
-        """The environment of a service process (every service reads the same names)."""
-        out = {
-            ENV_REDIS_URL: self.redis_url,
-            ENV_KAFKA_BOOTSTRAP: self.kafka_bootstrap,
-            ENV_CLUSTER: self.cluster,
-            ENV_KEY_PREFIX: self.store_prefix,
-            ENV_QUEUE_PREFIX: self.queue_prefix,
-            ENV_TOPIC_SUFFIX: self.topic_suffix,
-        }
-        if self.config_path:
-            out[ENV_CONFIG] = str(Path(self.config_path).resolve())
-        if self.seed is not None:
-            out[ENV_SEED] = str(self.seed)
-        if self.single_tenant:
-            out[ENV_SINGLE_TENANT] = self.single_tenant
-        if self.session_ms:
-            out[ENV_SESSION_MS] = str(self.session_ms)
-        if self.ordered:
-            out[ENV_ORDERED] = "1"
-        if self.kube:
-            out[ENV_KUBE] = self.kube if self.kube == IN_CLUSTER else str(Path(self.kube).resolve())
-        if self.take_default_scheduler:
-            out[ENV_KUBE_TAKE_DEFAULT_SCHEDULER] = "1"
+        """The environment of a service process (every service reads the same names; paths
+        resolved, so a child started elsewhere finds the same files)."""
+        out = to_env(
+            self,
+            config_path=lambda path: str(Path(path).resolve()),
+            kube=lambda kube: kube if kube == IN_CLUSTER else str(Path(kube).resolve()),
+        )
         out.update(self.redis_security.env())
         out.update(self.kafka_security.env())
         return out
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StackSettings:
-        redis_url = env.get(ENV_REDIS_URL)
-        bootstrap = env.get(ENV_KAFKA_BOOTSTRAP)
-        if not redis_url or not bootstrap:
+        """The settings in `env` (StackError naming a missing server, SettingsError naming
+        a refused value)."""
+        if not env.get(ENV_REDIS_URL) or not env.get(ENV_KAFKA_BOOTSTRAP):
             raise StackError(f"{ENV_REDIS_URL} and {ENV_KAFKA_BOOTSTRAP} must be set")
-        seed = env.get(ENV_SEED)
         redis_security = RedisSecurity.from_env(env)
-        redis_security.validate(redis_url)
-        return cls(
-            redis_url=redis_url,
-            kafka_bootstrap=bootstrap,
-            cluster=env.get(ENV_CLUSTER) or "default",
-            store_prefix=env.get(ENV_KEY_PREFIX) or "berth:",
-            queue_prefix=env.get(ENV_QUEUE_PREFIX) or "berth:q:",
-            topic_suffix=env.get(ENV_TOPIC_SUFFIX) or "",
-            config_path=env.get(ENV_CONFIG) or None,
-            seed=int(seed) if seed else None,
-            single_tenant=env.get(ENV_SINGLE_TENANT) or None,
-            session_ms=int(env.get(ENV_SESSION_MS) or 0),
-            ordered=env.get(ENV_ORDERED) == "1",
-            kube=env.get(ENV_KUBE) or "",
-            take_default_scheduler=env.get(ENV_KUBE_TAKE_DEFAULT_SCHEDULER) == "1",
-            redis_security=redis_security,
-            kafka_security=KafkaSecurity.from_env(env),
-        )
+        redis_security.validate(env[ENV_REDIS_URL])
+        security = {
+            "redis_security": redis_security,
+            "kafka_security": KafkaSecurity.from_env(env),
+        }
+        return read(cls, env, given=security)
 
     @classmethod
     def isolated(cls, redis_url: str, kafka_bootstrap: str, **overrides: Any) -> StackSettings:

@@ -19,13 +19,17 @@ from __future__ import annotations
 import gzip
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import TracebackType
+from typing import Annotated
 
 from aiohttp import web
+from msgspec import Meta
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from shared.env import ENV_METRICS_HOST, ENV_METRICS_PORT
+from shared.settings import SettingsError, read, setting
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,19 @@ class HealthConfigError(ValueError):
 
 DEFAULT_HOST = "127.0.0.1"
 """Where the endpoint listens when $BERTH_METRICS_HOST is unset."""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """Where a service serves /metrics, /healthz and /readyz (shared.settings reads them)."""
+
+    port: Annotated[
+        Annotated[int, Meta(ge=0, le=65535)] | None,
+        setting(ENV_PORT, "port of /metrics, /healthz and /readyz (0: any free port; unset: off)"),
+    ] = None
+    host: Annotated[
+        str, setting(ENV_HOST, "the address that server listens on (the chart: the pod's IP)")
+    ] = DEFAULT_HOST
 
 
 class HealthServer:
@@ -72,19 +89,13 @@ class HealthServer:
     def from_env(
         cls, env: Mapping[str, str], *, registry: CollectorRegistry = REGISTRY
     ) -> HealthServer:
-        raw = env.get(ENV_PORT, "").strip()
-        port: int | None = None
-        if raw:
-            try:
-                port = int(raw)
-            except ValueError:
-                raise HealthConfigError(f"{ENV_PORT}={raw!r}: not a port number") from None
-            if not 0 <= port <= 65535:
-                raise HealthConfigError(f"{ENV_PORT}={raw!r}: not a port number")
+        try:
+            settings = read(MetricsSettings, env)
+        except SettingsError as exc:
+            raise HealthConfigError(str(exc)) from None
         # Loopback unless told (the chart tells the pod's IP): /metrics must not answer on
         # every interface of a node by default.
-        host = env.get(ENV_HOST, "").strip() or DEFAULT_HOST
-        return cls(port=port, host=host, registry=registry)
+        return cls(port=settings.port, host=settings.host, registry=registry)
 
     # ----------------------------------------------------------------------- state
     @property

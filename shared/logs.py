@@ -24,9 +24,12 @@ import os
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any, TextIO
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TextIO
 
 from opentelemetry import trace
+
+from shared.settings import SettingsError, read, setting
 
 ENV_LOG_FORMAT = "BERTH_LOG_FORMAT"
 ENV_LOG_LEVEL = "BERTH_LOG_LEVEL"
@@ -42,23 +45,49 @@ class LogConfigError(ValueError):
     """A bad logging setting (the service exits 2 with this one line)."""
 
 
+def _lower(raw: str) -> str:
+    return raw.lower()
+
+
+def _upper(raw: str) -> str:
+    return raw.upper()
+
+
+@dataclass(frozen=True, slots=True)
+class LogSettings:
+    """How a service process logs (shared.settings reads them)."""
+
+    format: Annotated[
+        Literal["json", "text"] | None,
+        setting(
+            ENV_LOG_FORMAT,
+            "json or text (unset: JSON when the output is not a terminal, text on one)",
+            parse=_lower,
+        ),
+    ] = None
+    level: Annotated[
+        Literal["DEBUG", "INFO", "WARNING", "ERROR"],
+        setting(ENV_LOG_LEVEL, "the lowest level logged (any case)", parse=_upper),
+    ] = "INFO"
+
+
+def _settings(env: Mapping[str, str]) -> LogSettings:
+    try:
+        return read(LogSettings, env)
+    except SettingsError as exc:
+        raise LogConfigError(str(exc)) from None
+
+
 def log_format(env: Mapping[str, str], stream: TextIO) -> str:
-    raw = env.get(ENV_LOG_FORMAT, "").strip().lower()
-    if not raw:
+    chosen = _settings(env).format
+    if chosen is None:
         isatty = getattr(stream, "isatty", None)
         return "text" if isatty is not None and isatty() else "json"
-    if raw not in FORMATS:
-        raise LogConfigError(f"{ENV_LOG_FORMAT}={raw!r}: expected one of {', '.join(FORMATS)}")
-    return raw
+    return chosen
 
 
 def log_level(env: Mapping[str, str]) -> int:
-    raw = env.get(ENV_LOG_LEVEL, "").strip().upper() or "INFO"
-    if raw not in LEVELS:
-        raise LogConfigError(
-            f"{ENV_LOG_LEVEL}={raw.lower()!r}: expected one of {', '.join(LEVELS)}"
-        )
-    level: int = getattr(logging, raw)
+    level: int = getattr(logging, _settings(env).level)
     return level
 
 

@@ -27,10 +27,11 @@ import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from shared.message_auth import ENV_MESSAGE_KEYS, MessageKeys, MessageKeysError
+from shared.settings import read, setting
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +115,13 @@ def _tls_context(ca: str, cert: str, key: str, what: str) -> ssl.SSLContext:
 class RedisSecurity:
     """How to authenticate to Redis and verify it (see the module docstring)."""
 
-    password: str = field(default="", repr=False)
-    ca: str = ""
-    cert: str = ""
-    key: str = ""
-    username: str = ""
+    password: Annotated[str, setting(ENV_REDIS_PASSWORD, "Redis password (AUTH)", secret=True)] = (
+        field(default="", repr=False)
+    )
+    ca: Annotated[str, setting(ENV_REDIS_CA, "CA file that verifies Redis (TLS)")] = ""
+    cert: Annotated[str, setting(ENV_REDIS_CERT, "client certificate for Redis")] = ""
+    key: Annotated[str, setting(ENV_REDIS_KEY, "its private key")] = ""
+    username: Annotated[str, setting(ENV_REDIS_USERNAME, "Redis ACL user")] = ""
 
     @property
     def tls_files(self) -> bool:
@@ -126,13 +129,7 @@ class RedisSecurity:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> RedisSecurity:
-        return cls(
-            password=env.get(ENV_REDIS_PASSWORD, ""),
-            username=env.get(ENV_REDIS_USERNAME, ""),
-            ca=env.get(ENV_REDIS_CA, ""),
-            cert=env.get(ENV_REDIS_CERT, ""),
-            key=env.get(ENV_REDIS_KEY, ""),
-        )
+        return read(cls, env)
 
     def env(self) -> dict[str, str]:
         named = {
@@ -211,14 +208,29 @@ class RedisSecurity:
 class KafkaSecurity:
     """How to authenticate to the brokers and verify them (see the module docstring)."""
 
-    protocol: str = "PLAINTEXT"
-    sasl_mechanism: str = ""
-    sasl_username: str = ""
-    sasl_password: str = field(default="", repr=False)
-    ca: str = ""
-    cert: str = ""
-    key: str = ""
-    message_keys: str = ""
+    protocol: Annotated[
+        str,
+        setting(
+            ENV_KAFKA_SECURITY_PROTOCOL,
+            "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (any case)",
+            parse=str.upper,
+        ),
+    ] = "PLAINTEXT"
+    sasl_mechanism: Annotated[
+        str,
+        setting(ENV_KAFKA_SASL_MECHANISM, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", parse=str.upper),
+    ] = ""
+    sasl_username: Annotated[str, setting(ENV_KAFKA_SASL_USERNAME, "SASL user")] = ""
+    sasl_password: Annotated[
+        str, setting(ENV_KAFKA_SASL_PASSWORD, "SASL password", secret=True)
+    ] = field(default="", repr=False)
+    ca: Annotated[str, setting(ENV_KAFKA_CA, "CA file that verifies the brokers (TLS)")] = ""
+    cert: Annotated[str, setting(ENV_KAFKA_CERT, "client certificate for the brokers")] = ""
+    key: Annotated[str, setting(ENV_KAFKA_KEY, "its private key")] = ""
+    message_keys: Annotated[
+        str,
+        setting(ENV_MESSAGE_KEYS, "the message-signing keys file (unset: messages unsigned)"),
+    ] = ""
     """The message keys file (BERTH_MESSAGE_KEYS, shared.message_auth): "" signs nothing."""
 
     @property
@@ -236,16 +248,7 @@ class KafkaSecurity:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> KafkaSecurity:
         """The settings in `env`, validated (SecurityConfigError names what is wrong)."""
-        security = cls(
-            protocol=env.get(ENV_KAFKA_SECURITY_PROTOCOL, "").strip().upper() or "PLAINTEXT",
-            sasl_mechanism=env.get(ENV_KAFKA_SASL_MECHANISM, "").strip().upper(),
-            sasl_username=env.get(ENV_KAFKA_SASL_USERNAME, ""),
-            sasl_password=env.get(ENV_KAFKA_SASL_PASSWORD, ""),
-            ca=env.get(ENV_KAFKA_CA, ""),
-            cert=env.get(ENV_KAFKA_CERT, ""),
-            key=env.get(ENV_KAFKA_KEY, ""),
-            message_keys=env.get(ENV_MESSAGE_KEYS, ""),
-        )
+        security = read(cls, env)
         security.validate()
         return security
 

@@ -24,22 +24,33 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 from redis.asyncio import Redis
 
-from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError
-from shared.health import HealthConfigError, HealthServer
+from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError, StackSettings
+from shared.health import HealthConfigError, HealthServer, MetricsSettings
 from shared.kafka import explain_kafka_failure
-from shared.logs import LogConfigError, configure_logging, log_start
+from shared.logs import LogConfigError, LogSettings, configure_logging, log_start
 from shared.redisconn import ping_or_refuse
 from shared.retry import until_answered
 from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
-from shared.tracing import TracingConfig, TracingConfigError, setup_tracing
+from shared.settings import fields as settings_fields
+from shared.settings import with_settings_file
+from shared.tracing_config import TracingConfig, TracingConfigError, TracingSettings
+from shared.tracing_setup import setup_tracing
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -170,6 +181,7 @@ class ServiceRunner:
         """"queue", "scheduler" or "binder" (log prefix, tracing service name)."""
         self.name = name or service
         """This replica's name (profile file name)."""
+        self._file_read = False
 
     @classmethod
     def from_argv(cls, service: str, argv: Sequence[str] | None) -> ServiceRunner:
@@ -193,6 +205,15 @@ class ServiceRunner:
             return EXIT_MISCONFIGURED
         return 0
 
+    def environment(self, *models: type[Any]) -> MutableMapping[str, str]:
+        """The process's environment with $BERTH_SETTINGS_FILE's settings under it (loaded
+        once; a name no reader knows is refused, naming it: `models` are the service's own
+        settings classes beside the process-wide names in `known_settings`)."""
+        if not self._file_read:
+            with_settings_file(os.environ, known_settings(*models))
+            self._file_read = True
+        return os.environ
+
     def configured(self, read: Callable[[], T]) -> T:
         """`read()` (settings from the environment, before `main`); a bad setting exits the
         process with one line on stderr."""
@@ -210,6 +231,33 @@ class ServiceRunner:
         async with observed(self.service) as health:
             log_start(log, config=berth_settings(os.environ), endpoints=_endpoints(health))
             await serve(stop, health)
+
+
+PROCESS_SETTINGS = (
+    ("BERTH_PROFILE_DIR", "shared/service.py", "write a cProfile dump there on stop"),
+    ("BERTH_SETTINGS_FILE", "shared/settings.py", "a YAML map of BERTH_* settings"),
+)
+"""Read by every service process, each by the module named (with its own one-line errors;
+docs/settings.md lists them)."""
+
+
+def known_settings(*models: type[Any]) -> set[str]:
+    """Every variable a service process reads: PROCESS_SETTINGS, StackSettings',
+    MetricsSettings', LogSettings', TracingSettings', the security settings' and `models`'
+    (the service's own settings classes)."""
+    names = {name for name, _, _ in PROCESS_SETTINGS}
+    every: tuple[type[Any], ...] = (
+        StackSettings,
+        MetricsSettings,
+        LogSettings,
+        TracingSettings,
+        RedisSecurity,
+        KafkaSecurity,
+        *models,
+    )
+    for model in every:
+        names |= {item.spec.env for item in settings_fields(model)}
+    return names
 
 
 def berth_settings(env: Mapping[str, str]) -> dict[str, str]:

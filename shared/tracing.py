@@ -1,6 +1,6 @@
 """OpenTelemetry tracing for the berth services: one trace per pod, every attempt in it.
 
-    tracing = setup_tracing(TracingConfig.from_env("berth-queue", os.environ))
+    tracing = setup_tracing(TracingConfig.from_env("berth-queue", os.environ))  # tracing_setup
     ...                                  # the span helpers below
     await tracing.ashutdown()            # flush (bounded by the export timeout)
 
@@ -52,11 +52,9 @@ Binder, per proposal record::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import hashlib
-import os
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -65,17 +63,11 @@ from typing import Protocol
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import Getter, Setter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
-from prometheus_client import Counter
 
-from shared.metrics import default_metrics
 from shared.tracing_config import ENV_ENDPOINT as ENV_ENDPOINT
 from shared.tracing_config import ENV_SAMPLE_RATIO as ENV_SAMPLE_RATIO
 from shared.tracing_config import TracingConfig as TracingConfig
@@ -125,134 +117,28 @@ class PodAttempt(Protocol):
     def tenant(self) -> str: ...
 
 
-class Tracing:
-    """The installed tracer provider (or none); `shutdown()` flushes and uninstalls it."""
-
-    def __init__(self, config: TracingConfig, provider: TracerProvider | None) -> None:
-        self.config = config
-        self.provider = provider
-
-    @property
-    def enabled(self) -> bool:
-        return self.provider is not None
-
-    def force_flush(self) -> bool:
-        """Export every ended span now (bounded by the export timeout)."""
-        if self.provider is None:
-            return True
-        return self.provider.force_flush(int(self.config.export_timeout_seconds * 1000) + 100)
-
-    def shutdown(self) -> None:
-        """Flush, stop the export thread, and make the helpers no-ops again. Blocking."""
-        if self.provider is None:
-            return
-        provider, self.provider = self.provider, None
-        if _provider_of_tracer is provider:
-            _install(None, None)
-        provider.shutdown()
-
-    async def ashutdown(self) -> None:
-        """`shutdown()` off the event loop (it may wait for one export)."""
-        await asyncio.to_thread(self.shutdown)
-
-
 _tracer: Tracer | None = None
 _provider_of_tracer: TracerProvider | None = None
 
 
-def _install(tracer: Tracer | None, provider: TracerProvider | None) -> None:
+def install(tracer: Tracer | None, provider: TracerProvider | None) -> None:
+    """Make `tracer` (of `provider`) the one the helpers record with; None: no-ops
+    (shared/tracing_setup.py calls it)."""
     global _tracer, _provider_of_tracer
     _tracer, _provider_of_tracer = tracer, provider
 
 
-def setup_tracing(config: TracingConfig) -> Tracing:
-    """Install a tracer exporting to `config.endpoint` (batched, OTLP/HTTP protobuf), or
-    the no-op helpers when no endpoint is set. The provider is berth's own: the OpenTelemetry
-    global provider is left alone, so a second setup (tests) replaces the first (shut the
-    first down yourself to flush it)."""
-    if not config.enabled:
-        _install(None, None)
-        return Tracing(config, None)
-    # Imported here: the exporter pulls in `requests`, which disabled runs never need.
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-    attributes: dict[str, str] = {
-        "service.name": config.service_name,
-        "service.namespace": "berth",
-        "service.instance.id": os.environ.get("HOSTNAME") or f"pid-{os.getpid()}",
-    }
-    attributes.update(config.resource_attributes)
-    provider = TracerProvider(
-        resource=Resource.create(attributes),
-        sampler=ParentBased(TraceIdRatioBased(config.sample_ratio)),
-        shutdown_on_exit=False,
-        id_generator=PodTraceIds(),
-    )
-    timeout_ms = config.export_timeout_seconds * 1000
-    exporter = CountingExporter(
-        OTLPSpanExporter(endpoint=config.traces_url, timeout=config.export_timeout_seconds)
-    )
-    provider.add_span_processor(
-        BatchSpanProcessor(
-            exporter,
-            max_queue_size=config.max_queue_size,
-            schedule_delay_millis=config.schedule_delay_seconds * 1000,
-            max_export_batch_size=config.max_export_batch_size,
-            export_timeout_millis=timeout_ms,
-        )
-    )
-    _install(provider.get_tracer(INSTRUMENTATION_NAME), provider)
-    return Tracing(config, provider)
+def installed_provider() -> TracerProvider | None:
+    return _provider_of_tracer
 
 
-class CountingExporter(SpanExporter):
-    """An exporter that counts its failed exports in berth_trace_export_failures_total (the
-    alert on trace export failing reads it)."""
-
-    def __init__(self, inner: SpanExporter, failures: Counter | None = None) -> None:
-        self.inner = inner
-        self.failures = (
-            failures if failures is not None else default_metrics().trace_export_failures
-        )
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        try:
-            result = self.inner.export(spans)
-        except Exception:
-            self.failures.inc()
-            raise
-        if result != SpanExportResult.SUCCESS:
-            self.failures.inc()
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
-
-
-_POD_TRACE: contextvars.ContextVar[int] = contextvars.ContextVar("berth_pod_trace", default=0)
+POD_TRACE: contextvars.ContextVar[int] = contextvars.ContextVar("berth_pod_trace", default=0)
 
 
 def pod_trace_id(pod_uid: str) -> int:
     """The trace id of every attempt of the pod with this uid (128 bits of its SHA-256)."""
     digest = hashlib.sha256(b"berth-pod-trace:" + pod_uid.encode()).digest()
     return int.from_bytes(digest[:16], "big") or 1
-
-
-class PodTraceIds(IdGenerator):
-    """Root spans started for a pod (`dispatch_headers`) get the pod's trace id; every other
-    id is random."""
-
-    def __init__(self) -> None:
-        self._random = RandomIdGenerator()
-
-    def generate_span_id(self) -> int:
-        return self._random.generate_span_id()
-
-    def generate_trace_id(self) -> int:
-        return _POD_TRACE.get() or self._random.generate_trace_id()
 
 
 def tracing_enabled() -> bool:
@@ -389,13 +275,13 @@ def _start(
     start_ns: int | None = None,
 ) -> Span:
     """Start a span (ended by the caller); without a parent, a root in the pod's trace."""
-    token = _POD_TRACE.set(pod_trace_id(uid)) if parent is None else None
+    token = POD_TRACE.set(pod_trace_id(uid)) if parent is None else None
     try:
         context = parent or Context()
         return tracer.start_span(name, context, kind, attributes, start_time=start_ns)
     finally:
         if token is not None:
-            _POD_TRACE.reset(token)
+            POD_TRACE.reset(token)
 
 
 def _span(

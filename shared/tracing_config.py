@@ -4,11 +4,14 @@ them (and re-exports them)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from msgspec import Meta
 
 from shared.env import ENV_OTLP_ENDPOINT, ENV_OTLP_TIMEOUT_SECONDS, ENV_TRACE_SAMPLE_RATIO
+from shared.settings import SettingsError, read, setting
 
 ENV_ENDPOINT = ENV_OTLP_ENDPOINT
 """OTLP/HTTP endpoint: a base URL (`http://jaeger-collector:4318`, `/v1/traces` is appended)
@@ -28,6 +31,31 @@ TRACES_PATH = "/v1/traces"
 
 class TracingConfigError(ValueError):
     """A tracing setting from the environment is not valid."""
+
+
+@dataclass(frozen=True, slots=True)
+class TracingSettings:
+    """Tracing's BERTH_* settings as given (shared.settings reads them); `TracingConfig`
+    adds OpenTelemetry's OTEL_* fallbacks."""
+
+    endpoint: Annotated[
+        str,
+        setting(
+            ENV_ENDPOINT,
+            "OTLP/HTTP traces endpoint, a base URL or the traces URL (unset: "
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT, else off)",
+        ),
+    ] = ""
+    sample_ratio: Annotated[
+        float,
+        Meta(ge=0.0, le=1.0),
+        setting(ENV_SAMPLE_RATIO, "share of pods whose attempts are traced (decided by the queue)"),
+    ] = 1.0
+    export_timeout_seconds: Annotated[
+        float,
+        Meta(ge=0.001, le=600.0),
+        setting(ENV_EXPORT_TIMEOUT, "per export request, retries included"),
+    ] = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +87,11 @@ class TracingConfig:
     def from_env(cls, service_name: str, env: Mapping[str, str]) -> TracingConfig:
         """BERTH_OTLP_ENDPOINT, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (a full URL), else
         OTEL_EXPORTER_OTLP_ENDPOINT (a base URL); OTEL_SDK_DISABLED=true turns it all off."""
-        endpoint = env.get(ENV_ENDPOINT) or env.get(OTEL_ENV_TRACES_ENDPOINT) or ""
+        try:
+            given = read(TracingSettings, env)
+        except SettingsError as exc:
+            raise TracingConfigError(str(exc)) from None
+        endpoint = given.endpoint or env.get(OTEL_ENV_TRACES_ENDPOINT) or ""
         if not endpoint and env.get(OTEL_ENV_ENDPOINT):
             endpoint = env[OTEL_ENV_ENDPOINT].rstrip("/") + TRACES_PATH
         if env.get(OTEL_ENV_SDK_DISABLED, "").strip().lower() == "true":
@@ -67,19 +99,6 @@ class TracingConfig:
         return cls(
             service_name=env.get(OTEL_ENV_SERVICE_NAME) or service_name,
             endpoint=endpoint,
-            sample_ratio=_float(env, ENV_SAMPLE_RATIO, 1.0, low=0.0, high=1.0),
-            export_timeout_seconds=_float(env, ENV_EXPORT_TIMEOUT, 2.0, low=0.001, high=600.0),
+            sample_ratio=given.sample_ratio,
+            export_timeout_seconds=given.export_timeout_seconds,
         )
-
-
-def _float(env: Mapping[str, str], name: str, default: float, *, low: float, high: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise TracingConfigError(f"{name}={raw!r}: not a number") from None
-    if not (low <= value <= high) or math.isnan(value):
-        raise TracingConfigError(f"{name}={raw!r}: must be within [{low}, {high}]")
-    return value

@@ -31,7 +31,8 @@ from scheduling.framework.status import Status
 from shared.models import Pod
 
 if TYPE_CHECKING:
-    from scheduling.framework.runtime import FilterOutcome, Framework
+    from scheduling.framework.outcomes import FilterOutcome
+    from scheduling.framework.runtime import Framework
 
 REBUILD_FRACTION = 8
 """More than 1/8 of the rows changed since an entry's last use: evaluate all rows at once."""

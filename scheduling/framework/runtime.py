@@ -12,7 +12,10 @@ the plugin that produced them (upstream SetPlugin).
 Filter and Score are data-parallel: each plugin is called once per cycle with the rows still
 in play; Filter plugins run in configured order, each on the rows that passed the previous
 ones, so a node's rejection comes from the first plugin that rejected it (upstream
-RunFilterPlugins).
+RunFilterPlugins). Those steps over rows live beside this module: PreFilter and Filter in
+filtering.py, Score in scoring.py, the outcomes and status attribution in outcomes.py; this
+one owns the per-profile plugin lists and the per-pod points (PreEnqueue, QueueSort,
+PostFilter, Reserve, Permit and its waiting pods, PreBind, Bind, PostBind).
 """
 
 from __future__ import annotations
@@ -23,22 +26,22 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
-from numpy.typing import NDArray
 
-from scheduling.framework import nominated as nominated_filter
 from scheduling.framework.adapters import as_filter_plugin, as_score_plugin
 from scheduling.framework.columns import ALL_ROWS, NodeColumns, Rows
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.extender import HTTPExtender
+from scheduling.framework.filtering import (
+    run_filter,
+    run_filter_with_nominated,
+    run_pre_filter,
+)
 from scheduling.framework.handle import FrameworkHandle
 from scheduling.framework.interfaces import (
-    MAX_NODE_SCORE,
-    MIN_NODE_SCORE,
     BindPlugin,
     ClusterHandle,
     Diagnosis,
     FilterPlugin,
-    FilterResult,
     NormalizeScorePlugin,
     PermitPlugin,
     PluginFactory,
@@ -48,16 +51,22 @@ from scheduling.framework.interfaces import (
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
-    PreFilterResult,
     PreScorePlugin,
     QueuedPodInfo,
     QueueSortPlugin,
     ReservePlugin,
-    ScorePlugin,
+)
+from scheduling.framework.outcomes import (
+    FilterOutcome,
+    PreFilterOutcome,
+    ScoreOutcome,
+    attributed,
+    error_status,
+    raised,
 )
 from scheduling.framework.registry import capabilities
 from scheduling.framework.reuse import SignatureCache
-from scheduling.framework.scratch import Scratch
+from scheduling.framework.scoring import ScoreEntry, run_score
 from scheduling.framework.status import SKIP, SUCCESS, Code, Status
 from scheduling.framework.waiting_pods import (
     MAX_PERMIT_TIMEOUT_SECONDS,
@@ -79,11 +88,6 @@ logger = logging.getLogger(__name__)
 
 P = TypeVar("P")
 
-Rejections = list[tuple[Status, NDArray[np.intp]]]
-"""(status with its plugin, the rows it rejected); each row appears at most once."""
-
-_NO_ROWS: NDArray[np.intp] = np.empty(0, dtype=np.intp)
-
 
 @dataclass(slots=True)
 class SchedulingContext:
@@ -102,43 +106,6 @@ class SchedulingContext:
         seed: int | None, percentage_of_nodes_to_score: int | None = None
     ) -> SchedulingContext:
         return SchedulingContext(np.random.default_rng(seed), 0, percentage_of_nodes_to_score, seed)
-
-
-@dataclass(slots=True)
-class PreFilterOutcome:
-    """RunPreFilterPlugins' answer."""
-
-    result: PreFilterResult | None
-    """The intersection of the plugins' node sets; None (or node_names None) means all."""
-    status: Status
-    narrowed_by: list[tuple[str, set[str]]] = field(default_factory=list)
-    """The plugins that named nodes, in order, with their sets (upstream pluginsWithNodes)."""
-
-    @property
-    def plugins_with_nodes(self) -> set[str]:
-        return {name for name, _ in self.narrowed_by}
-
-
-@dataclass(slots=True)
-class FilterOutcome:
-    """RunFilterPlugins over rows: the rows that passed every plugin, and why others did not."""
-
-    feasible: Rows
-    """A subset of the input rows (the input itself, without a copy, when all pass)."""
-    rejections: Rejections
-    status: Status = SUCCESS
-    """Success, or the Error that aborts the cycle."""
-
-
-@dataclass(slots=True)
-class ScoreOutcome:
-    """RunScorePlugins over the feasible rows."""
-
-    totals: NDArray[np.int64]
-    """Weighted sum per row (aligned with the rows scored)."""
-    by_plugin: dict[str, NDArray[np.int64]] | None
-    """Each plugin's normalized, weighted scores (only when asked for, for explain)."""
-    status: Status = SUCCESS
 
 
 class Framework:
@@ -193,7 +160,7 @@ class Framework:
             ExtensionPoint.POST_FILTER
         )
         self.pre_score_plugins: list[tuple[str, PreScorePlugin]] = at(ExtensionPoint.PRE_SCORE)
-        self.score_plugins: list[tuple[str, ScorePlugin, int, NormalizeScorePlugin | None]] = []
+        self.score_plugins: list[ScoreEntry] = []
         """(name, plugin, weight, the plugin again when it normalizes its scores)."""
         for ref in expanded[ExtensionPoint.SCORE]:
             scorer = _required(as_score_plugin(self.plugins[ref.name]))
@@ -233,9 +200,9 @@ class Framework:
             try:
                 status = plugin.pre_enqueue(pod)
             except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                status = _raised(err)
+                status = raised(err)
             if not status.is_success():
-                return _attributed(status, name)
+                return attributed(status, name)
         return SUCCESS
 
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
@@ -249,92 +216,15 @@ class Framework:
     def run_pre_filter_plugins(
         self, state: CycleState, pod: Pod, nodes: NodeColumns
     ) -> PreFilterOutcome:
-        """Every PreFilter plugin in order (upstream RunPreFilterPlugins).
-
-        Skip: that plugin's Filter is skipped this cycle. UnschedulableAndUnresolvable or an
-        Error stops at once; Unschedulable is remembered and the rest still run (preemption
-        needs their state). PreFilterResults intersect; an empty intersection rejects the pod.
-        """
-        skip: set[str] = set()
-        result: PreFilterResult | None = None
-        narrowed_by: list[tuple[str, set[str]]] = []
-        rejected: Status | None = None
-        try:
-            for name, plugin in self.pre_filter_plugins:
-                try:
-                    narrowed, status = plugin.pre_filter(state, pod, nodes)
-                except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                    narrowed, status = None, _raised(err)
-                if status.code == Code.SKIP:
-                    skip.add(name)
-                    continue
-                if status.code != Code.SUCCESS:
-                    status = _attributed(status, name)
-                    if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                        return PreFilterOutcome(None, status)
-                    if status.code == Code.UNSCHEDULABLE:
-                        rejected = status
-                        continue
-                    return PreFilterOutcome(
-                        None, _error(f'running PreFilter plugin "{name}": {status.message()}', name)
-                    )
-                if narrowed is None or narrowed.node_names is None:
-                    continue
-                narrowed_by.append((name, set(narrowed.node_names)))
-                result = (
-                    PreFilterResult(set(narrowed.node_names))
-                    if result is None
-                    else result.merge(narrowed)
-                )
-                if result.node_names is not None and not result.node_names:
-                    listed = sorted(n for n, _ in narrowed_by)
-                    message = (
-                        f"node(s) didn't satisfy plugin {listed[0]}"
-                        if len(listed) == 1
-                        else f"node(s) didn't satisfy plugin(s) [{' '.join(listed)}] simultaneously"
-                    )
-                    # Upstream's status names no plugin; berth names the one that emptied the
-                    # intersection, so every rejected node has a plugin to report.
-                    status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (message,), name)
-                    return PreFilterOutcome(result, status, narrowed_by)
-            return PreFilterOutcome(result, rejected or SUCCESS, narrowed_by)
-        finally:
-            state.skip_filter_plugins = skip
+        """Every PreFilter plugin in order (scheduling/framework/filtering.py)."""
+        return run_pre_filter(self.pre_filter_plugins, state, pod, nodes)
 
     # ------------------------------------------------------------------- Filter
     def run_filter_plugins(
         self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows = ALL_ROWS
     ) -> FilterOutcome:
         """Every Filter plugin in order, each on the rows that passed the ones before it."""
-        remaining: Rows = rows
-        rejections: Rejections = []
-        skip = state.skip_filter_plugins
-        for name, plugin in self.filter_plugins:
-            if skip and name in skip:
-                continue
-            try:
-                result = plugin.filter(state, pod, nodes, remaining)
-            except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                result = _raised(err)
-            if result is None:
-                continue
-            if isinstance(result, Status):
-                if result.code == Code.SUCCESS:
-                    continue
-                if not result.is_rejected():
-                    return FilterOutcome(_NO_ROWS, rejections, _filter_error(name, result))
-                rejections.append((_attributed(result, name), nodes.row_indices(remaining)))
-                return FilterOutcome(_NO_ROWS, rejections)
-            if not result.failures:
-                continue  # FilterResult invariant: no failures means every row passed
-            indices = nodes.row_indices(remaining)
-            error = _record_failures(name, result, indices, rejections)
-            if error is not None:
-                return FilterOutcome(_NO_ROWS, rejections, error)
-            remaining = indices[result.ok]
-            if remaining.shape[0] == 0:
-                break
-        return FilterOutcome(remaining, rejections)
+        return run_filter(self.filter_plugins, state, pod, nodes, rows)
 
     def nominated_pods(self) -> Mapping[str, Sequence[Pod]]:
         """Node name -> pods nominated there and not bound yet, from the cluster's handle."""
@@ -350,29 +240,16 @@ class Framework:
         self, state: CycleState, pod: Pod, nodes: NodeColumns, rows: Rows = ALL_ROWS
     ) -> FilterOutcome:
         """The Filter step of a cycle (upstream RunFilterPluginsWithNominatedPods): pods
-        nominated to a node with priority >= the pod's count as running there, so the pod
-        does not take room freed for them. Without such pods, `run_filter_plugins`."""
-        nominated = self.nominated_pods()
-        if nominated:
-            indices = nodes.row_indices(rows)
-            context = nominated_filter.FilterContext(
-                [plugin for _, plugin in self.filter_plugins],
-                nominated_filter.extensions_of([plugin for _, plugin in self.pre_filter_plugins]),
-                nominated,
-            )
-            if nominated_filter.nominated_rows(context, pod, nodes, indices):
-                outcome = nominated_filter.run_filters_with_nominated_pods(
-                    context, state, pod, Scratch(nodes), indices
-                )
-                rejections: Rejections = []
-                for status, mask in outcome.failures:
-                    if not status.is_rejected():
-                        return FilterOutcome(
-                            _NO_ROWS, rejections, _filter_error(status.plugin, status)
-                        )
-                    rejections.append((status, outcome.rows[mask]))
-                return FilterOutcome(outcome.rows[outcome.ok], rejections)
-        return self.run_filter_plugins(state, pod, nodes, rows)
+        nominated to a node with priority >= the pod's count as running there."""
+        return run_filter_with_nominated(
+            self.filter_plugins,
+            self.pre_filter_plugins,
+            self.nominated_pods(),
+            state,
+            pod,
+            nodes,
+            rows,
+        )
 
     # --------------------------------------------------------------- PostFilter
     def run_post_filter_plugins(
@@ -387,11 +264,11 @@ class Framework:
             try:
                 answer, status = plugin.post_filter(state, pod, nodes, diagnosis)
             except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                answer, status = None, _raised(err)
+                answer, status = None, raised(err)
             if status.code == Code.SUCCESS:
                 return answer, status
             if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                return answer, _attributed(status, name)
+                return answer, attributed(status, name)
             if not status.is_rejected():
                 return None, Status(Code.ERROR, (status.message(),), name)
             if answer is not None and (answer.nominated_node is not None or answer.victims):
@@ -414,11 +291,13 @@ class Framework:
                 try:
                     status = plugin.pre_score(state, pod, nodes, rows)
                 except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                    status = _raised(err)
+                    status = raised(err)
                 if status.code == Code.SKIP:
                     skip.add(name)
                 elif status.code != Code.SUCCESS:
-                    return _error(f'running PreScore plugin "{name}": {status.message()}', name)
+                    return error_status(
+                        f'running PreScore plugin "{name}": {status.message()}', name
+                    )
             return SUCCESS
         finally:
             state.skip_score_plugins = skip
@@ -433,64 +312,10 @@ class Framework:
         explain: bool = False,
     ) -> ScoreOutcome:
         """Score, then NormalizeScore, then the [0, 100] range check and the weights, summed
-        per row as int64 (upstream RunScorePlugins)."""
-        size = nodes.size_of(rows)
+        per row as int64 (upstream RunScorePlugins; scheduling/framework/scoring.py)."""
         skip = state.skip_score_plugins
         active = [entry for entry in self.score_plugins if not (skip and entry[0] in skip)]
-        raw: list[NDArray[np.int64]] = []
-        for name, plugin, _, _ in active:
-            try:
-                scores = plugin.score(state, pod, nodes, rows)
-            except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                scores = _raised(err)
-            if isinstance(scores, Status):
-                message = f'running Score plugins: plugin "{name}" failed with: {scores.message()}'
-                return _score_error(size, message, name)
-            raw.append(scores)
-        for i, (name, _, _, normalizer) in enumerate(active):
-            if normalizer is None:
-                continue
-            try:
-                normalized = normalizer.normalize_score(state, pod, raw[i])
-            except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                normalized = _raised(err)
-            if isinstance(normalized, Status):
-                message = (
-                    f'running Normalize on Score plugins: plugin "{name}" failed with: '
-                    f"{normalized.message()}"
-                )
-                return _score_error(size, message, name)
-            raw[i] = normalized
-        totals: NDArray[np.int64] | None = None
-        by_plugin: dict[str, NDArray[np.int64]] | None = {} if explain else None
-        for (name, _, weight, _), scores in zip(active, raw, strict=True):
-            if scores.shape[0] != size:
-                message = (
-                    f'running Score plugins: plugin "{name}" returned {scores.shape[0]} scores '
-                    f"for {size} nodes"
-                )
-                return _score_error(size, message, name)
-            if scores.dtype != np.int64:
-                scores = scores.astype(np.int64)
-            # One pass for both bounds: as uint64, a negative score is huge (MIN_NODE_SCORE 0).
-            if size and scores.view(np.uint64).max() > MAX_NODE_SCORE:
-                bad = scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0]
-                message = (
-                    f'applying score defaultWeights on Score plugins: plugin "{name}" returns an '
-                    f"invalid score {bad}, it should in the range of [{MIN_NODE_SCORE}, "
-                    f"{MAX_NODE_SCORE}] after normalizing"
-                )
-                return _score_error(size, message, name)
-            weighted = scores * weight if weight != 1 else scores
-            if totals is None:
-                totals = weighted.copy()
-            else:
-                totals += weighted
-            if by_plugin is not None:
-                by_plugin[name] = weighted
-        if totals is None:
-            totals = np.zeros(size, dtype=np.int64)
-        return ScoreOutcome(totals, by_plugin)
+        return run_score(active, state, pod, nodes, rows, explain=explain)
 
     # ------------------------------------------------------------ Reserve/Permit
     def run_reserve_plugins_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -499,12 +324,12 @@ class Framework:
             try:
                 status = plugin.reserve(state, pod, node_name)
             except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                status = _raised(err)
+                status = raised(err)
             if status.code == Code.SUCCESS:
                 continue
             if status.is_rejected():
-                return _attributed(status, name)
-            return _error(f'running Reserve plugin "{name}": {status.message()}', name)
+                return attributed(status, name)
+            return error_status(f'running Reserve plugin "{name}": {status.message()}', name)
         return SUCCESS
 
     def run_reserve_plugins_unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -525,15 +350,15 @@ class Framework:
             try:
                 status, timeout = plugin.permit(state, pod, node_name)
             except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                status, timeout = _raised(err), 0.0
+                status, timeout = raised(err), 0.0
             if status.code == Code.SUCCESS:
                 continue
             if status.is_rejected():
-                return _attributed(status, name)
+                return attributed(status, name)
             if status.code == Code.WAIT:
                 waits[name] = min(timeout, MAX_PERMIT_TIMEOUT_SECONDS)
                 continue
-            return _error(f'running Permit plugin "{name}": {status.message()}', name)
+            return error_status(f'running Permit plugin "{name}": {status.message()}', name)
         if waits:
             self.waiting_pods.add(WaitingPod(pod, waits))
             message = (
@@ -580,12 +405,12 @@ class Framework:
             try:
                 status = await plugin.pre_bind(state, pod, node_name)
             except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                status = _raised(err)
+                status = raised(err)
             if status.code == Code.SUCCESS:
                 continue
             if status.is_rejected():
-                return _attributed(status, name)
-            return _error(f'running PreBind plugin "{name}": {status.message()}', name)
+                return attributed(status, name)
+            return error_status(f'running PreBind plugin "{name}": {status.message()}', name)
         return SUCCESS
 
     async def run_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -595,14 +420,14 @@ class Framework:
             try:
                 status = await plugin.bind(state, pod, node_name)
             except Exception as err:  # noqa: BLE001 - a plugin bug becomes its Error status
-                status = _raised(err)
+                status = raised(err)
             if status.code == Code.SKIP:
                 continue
             if status.code == Code.SUCCESS:
                 return status
             if status.is_rejected():
-                return _attributed(status, name)
-            return _error(f'running Bind plugin "{name}": {status.message()}', name)
+                return attributed(status, name)
+            return error_status(f'running Bind plugin "{name}": {status.message()}', name)
         return SKIP
 
     def run_post_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:
@@ -661,41 +486,8 @@ def build_frameworks(
     return frameworks
 
 
-# ------------------------------------------------------------------------ statuses
+# ------------------------------------------------------------------------ helpers
 def _required(plugin: P | None) -> P:
     # expand_plugins only puts a plugin at an extension point it implements.
     assert plugin is not None
     return plugin
-
-
-def _attributed(status: Status, plugin: str) -> Status:
-    """Upstream SetPlugin: the framework names the plugin that produced a failure."""
-    if status.plugin == plugin or status.code in (Code.SUCCESS, Code.SKIP):
-        return status
-    return Status(status.code, status.reasons, plugin)
-
-
-def _raised(err: Exception) -> Status:
-    return Status(Code.ERROR, (str(err) or type(err).__name__,))
-
-
-def _error(message: str, plugin: str) -> Status:
-    return Status(Code.ERROR, (message,), plugin)
-
-
-def _filter_error(name: str, status: Status) -> Status:
-    return _error(f'running "{name}" filter plugin: {status.message()}', name)
-
-
-def _record_failures(
-    name: str, result: FilterResult, indices: NDArray[np.intp], rejections: Rejections
-) -> Status | None:
-    for status, mask in result.failures:
-        if not status.is_rejected():
-            return _filter_error(name, status)
-        rejections.append((_attributed(status, name), indices[mask]))
-    return None
-
-
-def _score_error(size: int, message: str, plugin: str) -> ScoreOutcome:
-    return ScoreOutcome(np.zeros(size, dtype=np.int64), None, _error(message, plugin))

@@ -36,7 +36,8 @@ from scheduling.framework.extender import (
     filter_rows_with_extenders,
 )
 from scheduling.framework.interfaces import Diagnosis
-from scheduling.framework.runtime import Framework, Rejections
+from scheduling.framework.outcomes import Rejections
+from scheduling.framework.runtime import Framework
 from scheduling.framework.status import Code, Status
 from shared.models import Pod
 

@@ -5,27 +5,25 @@ it loses the Lease (its supervisor starts it again as a candidate)."""
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import uuid
 from collections.abc import Sequence
 
+from services.adapter.config import AdapterSettings
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
-from shared.env import (
-    ENV_KUBE_LEASE_NAME,
-    ENV_KUBE_LEASE_NAMESPACE,
-    StackError,
-    StackSettings,
-    profile_refusal,
-)
+from shared.env import StackError, StackSettings, profile_refusal
 from shared.health import HealthServer
 from shared.redisconn import connect
 from shared.service import ServiceRunner, wait_for_servers
 
 
 async def serve(
-    settings: StackSettings, name: str, stop: asyncio.Event, health: HealthServer
+    settings: StackSettings,
+    own: AdapterSettings,
+    name: str,
+    stop: asyncio.Event,
+    health: HealthServer,
 ) -> None:
     if not settings.kube:
         raise StackError("the adapter needs BERTH_KUBE (a kubeconfig path, or in-cluster)")
@@ -37,8 +35,8 @@ async def serve(
     election = settings.scheduler_config().leader_election
     lease = LeaseSettings.from_config(
         election,
-        namespace=os.environ.get(ENV_KUBE_LEASE_NAMESPACE) or "",
-        name=os.environ.get(ENV_KUBE_LEASE_NAME) or "",
+        namespace=own.lease_namespace,
+        name=own.lease_name,
     )
     config = AdapterConfig(
         identity=identity,
@@ -71,5 +69,7 @@ async def serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     runner = ServiceRunner.from_argv("adapter", argv)
-    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
-    return runner.main(lambda stop, health: serve(settings, runner.name, stop, health))
+    env = runner.configured(lambda: runner.environment(AdapterSettings))
+    settings = runner.configured(lambda: StackSettings.from_env(env))
+    own = runner.configured(lambda: AdapterSettings.from_env(env))
+    return runner.main(lambda stop, health: serve(settings, own, runner.name, stop, health))

@@ -1,13 +1,17 @@
-"""Node agent settings (environment variables beside shared.env's)."""
+"""Node agent settings: its variables beside shared.env's (shared.settings reads them)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated
+
+from msgspec import Meta
 
 from shared.env import StackError
 from shared.lifecycle.node_lifecycle import DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS
 from shared.lifecycle.pressure import PressureConfig, PressureConfigError
+from shared.settings import SettingsError, read, setting
 
 ENV_GRACE = "BERTH_NODE_MONITOR_GRACE_PERIOD"
 ENV_HEARTBEAT = "BERTH_NODE_HEARTBEAT_SECONDS"
@@ -16,21 +20,76 @@ ENV_SEED = "BERTH_AGENT_SEED"
 ENV_KUBELET_CONFIG = "BERTH_KUBELET_CONFIG"
 
 
+def _seconds(raw: str) -> float:
+    """Seconds, or a duration (`40s`, `1m`)."""
+    from shared.lifecycle.kwok import parse_duration
+
+    try:
+        value = float(raw)
+    except ValueError:
+        try:
+            value = parse_duration(raw)
+        except ValueError:
+            raise ValueError("neither seconds nor a duration (40s)") from None
+    return value
+
+
+def _pressure(path: str) -> PressureConfig:
+    try:
+        return load_pressure(path)
+    except StackError as exc:
+        raise ValueError(str(exc).removeprefix(f"${ENV_KUBELET_CONFIG}: {path}: ")) from None
+
+
+Seconds = Annotated[float, Meta(gt=0)]
+
+
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     cluster: str = "default"
     key_prefix: str = "berth:"
     name: str = "agent"
-    node_monitor_grace_period: float = DEFAULT_GRACE_SECONDS
-    """Seconds without a heartbeat before a node's Ready turns Unknown (upstream
-    --node-monitor-grace-period)."""
-    heartbeat_seconds: float = DEFAULT_HEARTBEAT_SECONDS
-    """How often each node's heartbeat is renewed (and agent membership refreshed)."""
-    tick_seconds: float = 0.2
-    """How often due stages, evictions and node conditions are looked at."""
-    seed: int | None = None
-    """Seed of the jitter draws (KWOK jitter-delay); None: random."""
-    pressure: PressureConfig | None = None
+    node_monitor_grace_period: Annotated[
+        Seconds,
+        setting(
+            ENV_GRACE,
+            "seconds (or a duration) without a heartbeat before a node's Ready turns Unknown "
+            "(upstream --node-monitor-grace-period)",
+            parse=_seconds,
+            kind="seconds",
+        ),
+    ] = DEFAULT_GRACE_SECONDS
+    heartbeat_seconds: Annotated[
+        Seconds,
+        setting(
+            ENV_HEARTBEAT,
+            "how often each node's heartbeat is renewed (and agent membership refreshed)",
+            parse=_seconds,
+            kind="seconds",
+        ),
+    ] = DEFAULT_HEARTBEAT_SECONDS
+    tick_seconds: Annotated[
+        Seconds,
+        setting(
+            ENV_TICK,
+            "how often due stages, evictions and node conditions are looked at",
+            parse=_seconds,
+            kind="seconds",
+        ),
+    ] = 0.2
+    seed: Annotated[
+        int | None, setting(ENV_SEED, "seed of the jitter draws (KWOK jitter-delay); unset: random")
+    ] = None
+    pressure: Annotated[
+        PressureConfig | None,
+        setting(
+            ENV_KUBELET_CONFIG,
+            "a KubeletConfiguration file: its node-pressure eviction thresholds "
+            "(unset: no node-pressure eviction)",
+            parse=_pressure,
+            kind="path",
+        ),
+    ] = None
     """Node-pressure eviction thresholds (a KubeletConfiguration file, $BERTH_KUBELET_CONFIG);
     None: no node-pressure eviction (the default: declared usage is opt-in)."""
 
@@ -41,44 +100,16 @@ class AgentConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], **base: object) -> AgentConfig:
-        values: dict[str, object] = dict(base)
-        for var, attr in (
-            (ENV_GRACE, "node_monitor_grace_period"),
-            (ENV_HEARTBEAT, "heartbeat_seconds"),
-            (ENV_TICK, "tick_seconds"),
-        ):
-            raw = env.get(var)
-            if raw:
-                values[attr] = _seconds(var, raw)
-        if env.get(ENV_SEED):
-            try:
-                values["seed"] = int(env[ENV_SEED])
-            except ValueError:
-                raise StackError(f"${ENV_SEED}: {env[ENV_SEED]!r} is not an integer") from None
-        if env.get(ENV_KUBELET_CONFIG):
-            values["pressure"] = load_pressure(env[ENV_KUBELET_CONFIG])
-        config = cls(**values)  # type: ignore[arg-type]
+        """The settings in `env` over `base` (the stack's cluster, prefix and name);
+        SettingsError naming the setting and its value when one is refused."""
+        config = read(cls, env, given=base)
         if config.heartbeat_seconds >= config.node_monitor_grace_period:
-            raise StackError(
-                f"${ENV_HEARTBEAT} ({config.heartbeat_seconds:g}s) must be below "
-                f"${ENV_GRACE} ({config.node_monitor_grace_period:g}s)"
+            raise SettingsError(
+                f"{ENV_HEARTBEAT}={env.get(ENV_HEARTBEAT) or config.heartbeat_seconds!r}: "
+                "must be below "
+                f"{ENV_GRACE} ({config.node_monitor_grace_period:g}s)"
             )
         return config
-
-
-def _seconds(var: str, raw: str) -> float:
-    from shared.lifecycle.kwok import parse_duration
-
-    try:
-        value = float(raw)
-    except ValueError:
-        try:
-            value = parse_duration(raw)
-        except ValueError:
-            raise StackError(f"${var}: {raw!r} is neither seconds nor a duration (40s)") from None
-    if value <= 0:
-        raise StackError(f"${var}: {raw!r} must be positive")
-    return value
 
 
 def load_pressure(path: str) -> PressureConfig:

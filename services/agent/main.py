@@ -35,10 +35,11 @@ async def serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     runner = ServiceRunner.from_argv("agent", argv)
-    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
+    env = runner.configured(lambda: runner.environment(AgentConfig))
+    settings = runner.configured(lambda: StackSettings.from_env(env))
     config = runner.configured(
         lambda: AgentConfig.from_env(
-            os.environ,
+            env,
             cluster=settings.cluster,
             key_prefix=settings.store_prefix,
             name=runner.name or f"agent-{os.getpid()}",

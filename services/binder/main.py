@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -60,5 +59,5 @@ async def serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     runner = ServiceRunner.from_argv("binder", argv)
-    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
+    settings = runner.configured(lambda: StackSettings.from_env(runner.environment()))
     return runner.main(lambda stop, health: serve(settings, runner.name, stop, health))

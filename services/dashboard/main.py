@@ -5,7 +5,6 @@ own address, BERTH_TOKENS_FILE for the API front door's tokens), until SIGTERM/S
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Sequence
 
 from services.dashboard.app import DashboardServer, make_app
@@ -64,6 +63,7 @@ async def serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     runner = ServiceRunner.from_argv("dashboard", argv)
-    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
-    config = runner.configured(lambda: DashboardConfig.from_env(os.environ))
+    env = runner.configured(lambda: runner.environment(DashboardConfig))
+    settings = runner.configured(lambda: StackSettings.from_env(env))
+    config = runner.configured(lambda: DashboardConfig.from_env(env))
     return runner.main(lambda stop, health: serve(settings, config, stop, health))

@@ -1,22 +1,173 @@
-"""Queue settings: PriorityQueue timings from KubeSchedulerConfiguration plus service knobs."""
+"""Queue settings: the replica's own settings (flags and environment, QueueSettings), and the
+QueueConfig the service runs with (PriorityQueue timings from KubeSchedulerConfiguration plus
+service knobs)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta
 
 from services.queue.hints import QueueingHints
 from shared.config import SchedulerConfiguration
 from shared.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
+from shared.settings import setting
 
 KUEUE_MODE_BERTH = "berth"
 KUEUE_MODE_KUEUE = "kueue"
 KUEUE_MODES = (KUEUE_MODE_BERTH, KUEUE_MODE_KUEUE)
+KueueMode = Literal["berth", "kueue"]
 """Who admits pods to Kueue's queues: berth (its quota admission), or Kueue running in the
 cluster (berth admits nothing and schedules what Kueue ungates). README, "Kueue in the
 cluster"."""
+
+
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+"""Kueue's fairSharing.preemptionStrategies (services/queue/quota/fair_preemption.py)."""
+
+
+def tenant_weights(text: str) -> dict[str, int]:
+    """`a=3,b=2` -> {"a": 3, "b": 2} (ValueError naming the bad item)."""
+    out: dict[str, int] = {}
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        tenant, sep, weight = item.partition("=")
+        try:
+            out[tenant] = int(weight)
+        except ValueError:
+            sep = ""
+        if not sep or not tenant:
+            raise ValueError(f"{item!r} is not TENANT=WEIGHT")
+    return out
+
+
+def fair_sharing_strategies(text: str) -> tuple[str, ...]:
+    """The strategies named in `text` (comma-separated), refused with the known ones."""
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    for name in names:
+        if name not in FAIR_SHARING_STRATEGIES:
+            known = ", ".join(FAIR_SHARING_STRATEGIES)
+            raise ValueError(f"unknown strategy {name!r} (known: {known})")
+    if len(names) > 2 or (len(names) == 2 and names[1] != FAIR_SHARING_STRATEGIES[1]):
+        raise ValueError(f"at most two strategies, the second {FAIR_SHARING_STRATEGIES[1]}")
+    return names
+
+
+Seconds = Annotated[float, Meta(ge=0)]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """A queue replica's own settings (shared.settings reads them: flag, else variable)."""
+
+    tenant_label: Annotated[
+        str | None,
+        setting(
+            "BERTH_TENANT_LABEL",
+            "pod label naming the tenant (default: the namespace)",
+            flag="--tenant-label",
+        ),
+    ] = None
+    tenant_weights: Annotated[
+        dict[str, int],
+        setting(
+            "BERTH_TENANT_WEIGHTS",
+            "weighted round-robin weights, TENANT=WEIGHT comma-separated",
+            flag="--tenant-weight",
+            parse=tenant_weights,
+            kind="TENANT=WEIGHT,...",
+            many=True,
+        ),
+    ] = field(default_factory=dict)
+    max_inflight: Annotated[
+        int,
+        Meta(ge=0),
+        setting(
+            "BERTH_MAX_INFLIGHT",
+            "leased pods per tenant at most (0: no cap)",
+            flag="--max-inflight",
+        ),
+    ] = 1000
+    lease_seconds: Annotated[
+        float,
+        Meta(gt=0),
+        setting(
+            "BERTH_LEASE_SECONDS",
+            "how long a dispatched pod stays leased without an outcome",
+            flag="--lease-seconds",
+        ),
+    ] = 30.0
+    fair_sharing: Annotated[
+        tuple[str, ...],
+        setting(
+            "BERTH_FAIR_SHARING",
+            "Kueue's fair sharing preemption strategies, comma-separated "
+            "(LessThanOrEqualToFinalShare,LessThanInitialShare); unset: classical preemption",
+            flag="--fair-sharing",
+            parse=fair_sharing_strategies,
+            kind="strategies",
+        ),
+    ] = ()
+    admission_fair_sharing_half_life: Annotated[
+        Seconds,
+        setting(
+            "BERTH_ADMISSION_FAIR_SHARING_HALF_LIFE",
+            "Kueue's admission fair sharing: LocalQueue usage half-life in seconds (0: off)",
+            flag="--admission-fair-sharing-half-life",
+        ),
+    ] = 0.0
+    kueue_mode: Annotated[
+        KueueMode,
+        setting(
+            "BERTH_KUEUE_MODE",
+            "who admits pods to Kueue's queues: berth, or kueue (Kueue runs in the cluster)",
+            flag="--kueue-mode",
+        ),
+    ] = "berth"
+    wait_for_pods_ready_timeout: Annotated[
+        Seconds,
+        setting(
+            "BERTH_WAIT_FOR_PODS_READY_TIMEOUT",
+            "Kueue's waitForPodsReady: requeue an admitted workload not bound in time (0: off)",
+            flag="--wait-for-pods-ready-timeout",
+        ),
+    ] = 0.0
+    wait_for_pods_ready_block: Annotated[
+        bool,
+        setting(
+            "BERTH_WAIT_FOR_PODS_READY_BLOCK",
+            "waitForPodsReady.blockAdmission",
+            flag="--wait-for-pods-ready-block",
+        ),
+    ] = False
+    requeue_backoff_base: Annotated[
+        Seconds,
+        setting(
+            "BERTH_REQUEUE_BACKOFF_BASE",
+            "waitForPodsReady.requeuingStrategy.backoffBaseSeconds",
+            flag="--requeue-backoff-base",
+        ),
+    ] = 60.0
+    requeue_backoff_max: Annotated[
+        Seconds,
+        setting(
+            "BERTH_REQUEUE_BACKOFF_MAX",
+            "waitForPodsReady.requeuingStrategy.backoffMaxSeconds",
+            flag="--requeue-backoff-max",
+        ),
+    ] = 3600.0
+    requeue_backoff_limit: Annotated[
+        Annotated[int, Meta(ge=0)] | None,
+        setting(
+            "BERTH_REQUEUE_BACKOFF_LIMIT",
+            "waitForPodsReady.requeuingStrategy.backoffLimitCount (unset: no limit)",
+            flag="--requeue-backoff-limit",
+        ),
+    ] = None
 
 
 @dataclass(frozen=True, slots=True)

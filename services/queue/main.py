@@ -11,8 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from services.queue.config import KUEUE_MODE_BERTH, KUEUE_MODES, QueueConfig, WaitForPodsReady
-from services.queue.quota.fair_preemption import STRATEGIES
+from services.queue.config import QueueConfig, QueueSettings, WaitForPodsReady
 from services.queue.rejections import RejectionGauge, count_rejections
 from services.queue.service import QueueService
 from services.queue.spans import schedule_headers
@@ -24,6 +23,7 @@ from shared.metrics import BerthMetrics, default_metrics
 from shared.redisconn import connect
 from shared.retry import Retry
 from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
+from shared.settings import add_flags, read
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
@@ -91,103 +91,40 @@ async def report_pending(store: QueueStore, metrics: BerthMetrics, interval: flo
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m services.queue",
-        description="One berth queue replica (servers, prefixes and topics from BERTH_*).",
+        description="One berth queue replica (servers, prefixes and topics from BERTH_*; "
+        "each flag falls back to its variable, docs/settings.md).",
     )
     parser.add_argument("--name", default="", help="this replica's name")
-    parser.add_argument("--tenant-label", help="pod label naming the tenant (default: namespace)")
-    parser.add_argument(
-        "--tenant-weight",
-        action="append",
-        default=[],
-        metavar="TENANT=WEIGHT",
-        help="weighted round-robin weight of a tenant (repeatable)",
-    )
-    parser.add_argument("--max-inflight", type=int, default=1000, help="per tenant; 0: no cap")
-    parser.add_argument("--lease-seconds", type=float, default=30.0)
-    parser.add_argument(
-        "--fair-sharing",
-        default=os.environ.get(ENV_FAIR_SHARING, ""),
-        metavar="STRATEGIES",
-        help="Kueue's fair sharing preemption strategies, comma-separated "
-        "(LessThanOrEqualToFinalShare,LessThanInitialShare); empty: classical preemption",
-    )
-    parser.add_argument(
-        "--admission-fair-sharing-half-life",
-        type=float,
-        default=float(os.environ.get(ENV_ADMISSION_FAIR_SHARING, "0") or 0),
-        metavar="SECONDS",
-        help="Kueue's admission fair sharing: LocalQueue usage half-life (0: off)",
-    )
-    parser.add_argument(
-        "--wait-for-pods-ready-timeout",
-        type=float,
-        default=float(os.environ.get(ENV_WAIT_FOR_PODS_READY, "0") or 0),
-        metavar="SECONDS",
-        help="Kueue's waitForPodsReady: requeue an admitted workload not bound in time (0: off)",
-    )
-    parser.add_argument(
-        "--kueue-mode",
-        default=os.environ.get(ENV_KUEUE_MODE) or KUEUE_MODE_BERTH,
-        choices=KUEUE_MODES,
-        help="who admits pods to Kueue's queues: berth (default; pods Kueue gates or labels "
-        "as its own excepted), or kueue (Kueue runs in the cluster: berth admits none)",
-    )
-    parser.add_argument("--wait-for-pods-ready-block", action="store_true")
-    parser.add_argument("--requeue-backoff-base", type=float, default=60.0, metavar="SECONDS")
-    parser.add_argument("--requeue-backoff-max", type=float, default=3600.0, metavar="SECONDS")
-    parser.add_argument("--requeue-backoff-limit", type=int, default=None, metavar="N")
+    add_flags(parser, QueueSettings)
     return parser
 
 
-ENV_WAIT_FOR_PODS_READY = "BERTH_WAIT_FOR_PODS_READY_TIMEOUT"
-"""waitForPodsReady's timeout in seconds (the queue's flag's default)."""
-ENV_KUEUE_MODE = "BERTH_KUEUE_MODE"
-"""Who admits pods to Kueue's queues, berth or kueue (the queue's --kueue-mode default)."""
-ENV_FAIR_SHARING = "BERTH_FAIR_SHARING"
-"""Fair sharing's preemption strategies for the queue (its --fair-sharing flag's default)."""
-ENV_ADMISSION_FAIR_SHARING = "BERTH_ADMISSION_FAIR_SHARING_HALF_LIFE"
-"""Admission fair sharing's usage half-life in seconds (the queue's flag's default)."""
-
-
-def fair_sharing_strategies(text: str) -> tuple[str, ...]:
-    """The strategies named in `text` (comma-separated), refused with the known ones."""
-    names = tuple(s.strip() for s in text.split(",") if s.strip())
-    for name in names:
-        if name not in STRATEGIES:
-            raise SystemExit(
-                f"--fair-sharing: unknown strategy {name!r} (known: {', '.join(STRATEGIES)})"
-            )
-    if len(names) > 2 or (len(names) == 2 and names[1] != STRATEGIES[1]):
-        raise SystemExit(f"--fair-sharing: at most two strategies, the second {STRATEGIES[1]}")
-    return names
-
-
-def config_from_args(args: argparse.Namespace, settings: StackSettings) -> QueueConfig:
-    """The queue's configuration: the environment's settings, then the flags."""
-    weights = {}
-    for item in args.tenant_weight:
-        tenant, _, weight = item.partition("=")
-        weights[tenant] = int(weight)
+def config_from_args(
+    args: argparse.Namespace, settings: StackSettings, env: Mapping[str, str] | None = None
+) -> QueueConfig:
+    """The queue's configuration: the stack's settings, then the queue's own (each flag, else
+    its variable); SettingsError naming a refused one."""
+    own = read(QueueSettings, os.environ if env is None else env, vars(args))
     config = QueueConfig.from_scheduler_config(
         settings.scheduler_config(),
         key_prefix=settings.queue_prefix,
         topics=settings.topics,
         single_tenant=settings.single_tenant,
         group_id=settings.group_id("queue"),
-        tenant_label=args.tenant_label,
-        tenant_weights=weights,
-        max_inflight_per_tenant=args.max_inflight,
-        lease_seconds=args.lease_seconds,
+        tenant_label=own.tenant_label,
+        tenant_weights=own.tenant_weights,
+        max_inflight_per_tenant=own.max_inflight,
+        lease_seconds=own.lease_seconds,
         reclaim_by_requeue=not settings.kube,
-        fair_sharing_strategies=fair_sharing_strategies(args.fair_sharing),
-        admission_fair_sharing_half_life_s=args.admission_fair_sharing_half_life,
-        kueue_mode=args.kueue_mode,
+        fair_sharing_strategies=own.fair_sharing,
+        admission_fair_sharing_half_life_s=own.admission_fair_sharing_half_life,
+        kueue_mode=own.kueue_mode,
         wait_for_pods_ready=WaitForPodsReady(
-            args.wait_for_pods_ready_timeout,
-            args.wait_for_pods_ready_block,
-            args.requeue_backoff_base,
-            args.requeue_backoff_max,
-            args.requeue_backoff_limit,
+            own.wait_for_pods_ready_timeout,
+            own.wait_for_pods_ready_block,
+            own.requeue_backoff_base,
+            own.requeue_backoff_max,
+            own.requeue_backoff_limit,
         ),
     )
     if settings.ordered:
@@ -236,6 +173,7 @@ async def serve(
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     runner = ServiceRunner("queue", args.name)
-    settings = runner.configured(lambda: StackSettings.from_env(os.environ))
-    config = config_from_args(args, settings)
+    env = runner.configured(lambda: runner.environment(QueueSettings))
+    settings = runner.configured(lambda: StackSettings.from_env(env))
+    config = runner.configured(lambda: config_from_args(args, settings, env))
     return runner.main(lambda stop, health: serve(settings, config, args.name, stop, health))

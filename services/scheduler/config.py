@@ -1,4 +1,5 @@
-"""Scheduler worker settings: a frozen dataclass, read from flags and the environment."""
+"""Scheduler worker settings: WorkerSettings (each flag, else its variable; shared.settings
+reads them) and the WorkerConfig a worker runs with."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any
+
+from msgspec import Meta
 
 from shared.config import SchedulerConfiguration, default_config, load_config
 from shared.env import (
@@ -23,9 +26,14 @@ from shared.env import (
 )
 from shared.kafka import Topics
 from shared.security import KafkaSecurity, RedisSecurity
+from shared.settings import add_flags, read, setting
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
+ENV_WORKER_GROUP_ID = "BERTH_WORKER_GROUP_ID"
+"""The workers' consumer group (their --group-id flag's variable)."""
+ENV_WORKER_ID = "BERTH_WORKER_ID"
+"""A worker's name in heartbeats (its --worker-id flag's variable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,49 +73,83 @@ class WorkerConfig:
         return self.scheduler_config if self.scheduler_config is not None else default_config()
 
 
-def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where the servers and keys are (each flag falls back to its environment variable)."""
-    parser.add_argument("--redis-url", help=f"default ${ENV_REDIS_URL}")
-    parser.add_argument("--kafka-bootstrap", help=f"default ${ENV_KAFKA_BOOTSTRAP}")
-    parser.add_argument("--config", help=f"KubeSchedulerConfiguration file (${ENV_CONFIG})")
-    parser.add_argument("--cluster", help=f"store cluster name (${ENV_CLUSTER}, default 'default')")
-    parser.add_argument("--key-prefix", help=f"store key prefix (${ENV_KEY_PREFIX})")
-    parser.add_argument("--topic-suffix", help=f"suffix of every topic (${ENV_TOPIC_SUFFIX})")
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """A worker's settings as given (each flag, else its variable, else the default); the
+    same variables as shared.env.StackSettings, but the servers default to localhost."""
+
+    redis_url: Annotated[str, setting(ENV_REDIS_URL, "Redis URL", flag="--redis-url")] = (
+        DEFAULT_REDIS_URL
+    )
+    kafka_bootstrap: Annotated[
+        str, setting(ENV_KAFKA_BOOTSTRAP, "Kafka bootstrap servers", flag="--kafka-bootstrap")
+    ] = DEFAULT_KAFKA_BOOTSTRAP
+    config: Annotated[
+        str | None,
+        setting(ENV_CONFIG, "a KubeSchedulerConfiguration file", flag="--config", kind="path"),
+    ] = None
+    cluster: Annotated[
+        str, setting(ENV_CLUSTER, "the store's cluster name (Redis hash tag)", flag="--cluster")
+    ] = "default"
+    key_prefix: Annotated[
+        str, setting(ENV_KEY_PREFIX, "prefix of the store's Redis keys", flag="--key-prefix")
+    ] = "berth:"
+    topic_suffix: Annotated[
+        str,
+        setting(ENV_TOPIC_SUFFIX, "appended to every topic name", flag="--topic-suffix"),
+    ] = ""
+    seed: Annotated[int | None, setting(ENV_SEED, "the tie-break seed", flag="--seed")] = None
+    session_ms: Annotated[
+        int,
+        Meta(ge=0),
+        setting(ENV_SESSION_MS, "consumer group session timeout in ms (0: the client's)"),
+    ] = 0
+    group_id: Annotated[
+        str,
+        Meta(min_length=1),
+        setting(
+            ENV_WORKER_GROUP_ID,
+            "the Kafka consumer group every worker joins on berth.schedule",
+            flag="--group-id",
+        ),
+    ] = "berth-scheduler"
+    worker_id: Annotated[
+        str | None,
+        setting(
+            ENV_WORKER_ID, "the worker's name in heartbeats (unset: random)", flag="--worker-id"
+        ),
+    ] = None
 
 
 def config_from_args(
     argv: Sequence[str] | None, env: Mapping[str, str] | None = None
 ) -> WorkerConfig:
-    """`python -m services.scheduler [flags]`; flags override the environment."""
+    """`python -m services.scheduler [flags]`; flags override the environment; SettingsError
+    naming a refused setting."""
     env = os.environ if env is None else env
     parser = argparse.ArgumentParser(
         prog="python -m services.scheduler",
-        description="A berth scheduler worker: consume berth.schedule, publish proposals.",
+        description="A berth scheduler worker: consume berth.schedule, publish proposals "
+        "(each flag falls back to its variable, docs/settings.md).",
     )
-    _add_server_arguments(parser)
-    parser.add_argument("--seed", type=int, help=f"tie-break seed (${ENV_SEED})")
-    parser.add_argument("--group-id", default="berth-scheduler")
-    parser.add_argument("--worker-id", help="name in heartbeats (default: random)")
-    args = parser.parse_args(argv)
-    config_path = args.config or env.get(ENV_CONFIG)
-    seed = args.seed if args.seed is not None else env.get(ENV_SEED)
-    suffix = args.topic_suffix or env.get(ENV_TOPIC_SUFFIX)
+    add_flags(parser, WorkerSettings)
+    given = read(WorkerSettings, env, vars(parser.parse_args(argv)))
+    suffix = given.topic_suffix
     config = WorkerConfig(
-        redis_url=args.redis_url or env.get(ENV_REDIS_URL, DEFAULT_REDIS_URL),
-        kafka_bootstrap=args.kafka_bootstrap
-        or env.get(ENV_KAFKA_BOOTSTRAP, DEFAULT_KAFKA_BOOTSTRAP),
-        cluster=args.cluster or env.get(ENV_CLUSTER, "default"),
-        key_prefix=args.key_prefix or env.get(ENV_KEY_PREFIX, "berth:"),
+        redis_url=given.redis_url,
+        kafka_bootstrap=given.kafka_bootstrap,
+        cluster=given.cluster,
+        key_prefix=given.key_prefix,
         topics=Topics().suffixed(suffix) if suffix else Topics(),
-        group_id=args.group_id,
-        scheduler_config=load_config(config_path) if config_path else None,
-        seed=None if seed is None or seed == "" else int(seed),
+        group_id=given.group_id,
+        scheduler_config=load_config(given.config) if given.config else None,
+        seed=given.seed,
         redis_security=RedisSecurity.from_env(env),
         kafka_security=KafkaSecurity.from_env(env),
     )
-    if args.worker_id:
-        config = replace(config, worker_id=args.worker_id)
-    options = group_options(int(env.get(ENV_SESSION_MS) or 0))
+    if given.worker_id:
+        config = replace(config, worker_id=given.worker_id)
+    options = group_options(given.session_ms)
     if options:
         config = replace(config, consumer_options=options)
     return config

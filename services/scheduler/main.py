@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from services.scheduler.config import WorkerConfig, config_from_args
+from services.scheduler.config import WorkerConfig, WorkerSettings, config_from_args
 from services.scheduler.service import SchedulerWorker, WorkerFailedError
 from shared.health import HealthServer
 from shared.redisconn import connect
@@ -26,7 +26,9 @@ async def serve(config: WorkerConfig, stop: asyncio.Event, health: HealthServer)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    config = ServiceRunner("scheduler").configured(lambda: config_from_args(argv))
+    reader = ServiceRunner("scheduler")
+    env = reader.configured(lambda: reader.environment(WorkerSettings))
+    config = reader.configured(lambda: config_from_args(argv, env))
     runner = ServiceRunner("scheduler", f"worker-{config.worker_id}")
     try:
         return runner.main(lambda stop, health: serve(config, stop, health))

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from shared.config import decode as dec
+from shared.config.args_decoding import decode_args
 from shared.config.defaults import default_plugins, merge_plugins
 from shared.config.errors import KIND, ConfigError, InvalidConfigError, not_supported, required
-from shared.config.plugin_args import ARGS_BY_PLUGIN, PluginArgs, decode_args
+from shared.config.plugin_args import ARGS_BY_PLUGIN, PluginArgs
 from shared.config.types import (
     API_VERSION,
     DEFAULT_EXTENDER_TIMEOUT_SECONDS,

@@ -17,14 +17,8 @@ and watch errors read in full (a streamed error answer is never left unread).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import os
-import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx2 as httpx
@@ -37,6 +31,14 @@ from lightkube.generic_resource import (
 )
 from lightkube.types import PatchType
 
+from shared.kube.connection import ClientSettings, TokenBucket, load_config
+from shared.kube.errors import (
+    KubeApiError,
+    KubeUnavailableError,
+    error_from_response,
+    error_from_status,
+    translate,
+)
 from shared.kube.kinds import (
     ADAPTER_CALLS,
     API_CALLS,
@@ -53,10 +55,15 @@ __all__ = [
     "BINDER_CALLS",
     "DASHBOARD_CALLS",
     "WATCHED",
+    "ClientSettings",
     "Kind",
     "KubeApi",
     "KubeApiError",
     "KubeUnavailableError",
+    "TokenBucket",
+    "error_from_response",
+    "error_from_status",
+    "load_config",
 ]
 
 
@@ -99,165 +106,11 @@ def _make(resource: Any, body: dict[str, Any]) -> Any:
     return resource(body)
 
 
-class KubeApiError(Exception):
-    """The API server answered with a failure Status. `retry_after` is the server's
-    Retry-After (header, or the Status's details.retryAfterSeconds) in seconds, if any."""
-
-    def __init__(
-        self, code: int, reason: str, message: str, retry_after: float | None = None
-    ) -> None:
-        super().__init__(f"{code} {reason}: {message}")
-        self.code = code
-        self.reason = reason
-        self.message = message
-        self.retry_after = retry_after
-
-
-class KubeUnavailableError(ConnectionError):
-    """The API server could not be reached (connection refused, reset, timed out, or a
-    watch that went silent for longer than its read timeout): an outage (shared.retry),
-    retried."""
-
-
-def _retry_after(header: str | None, details: Any = None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds; HTTP dates are not sent by the API
-    server) or from a Status's details.retryAfterSeconds."""
-    if header:
-        try:
-            return max(0.0, float(header))
-        except ValueError:
-            pass
-    seconds = details.get("retryAfterSeconds") if isinstance(details, dict) else None
-    if isinstance(seconds, int | float) and seconds > 0:
-        return float(seconds)
-    return None
-
-
-def error_from_status(status: Mapping[str, Any], header: str | None = None) -> KubeApiError:
-    """A KubeApiError from a Status object (a watch ERROR event's, or an error body)."""
-    return KubeApiError(
-        int(status.get("code") or 0),
-        str(status.get("reason") or ""),
-        str(status.get("message") or ""),
-        _retry_after(header, status.get("details")),
-    )
-
-
-def error_from_response(response: httpx.Response) -> KubeApiError:
-    """A KubeApiError from a read error response: its Status when it has one, else (a
-    proxy's or load balancer's answer) the status line and the start of the body."""
-    header = response.headers.get("Retry-After")
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and body.get("kind") == "Status":
-        error = error_from_status(body, header)
-        error.code = error.code or response.status_code
-        return error
-    text = response.content[:300].decode("utf-8", "replace")
-    return KubeApiError(response.status_code, response.reason_phrase, text, _retry_after(header))
-
-
-def _translate(exc: BaseException) -> Exception:
-    if isinstance(exc, ApiError):
-        st = exc.status
-        header = None
-        with contextlib.suppress(Exception):
-            header = exc.response.headers.get("Retry-After")
-        details = st.details.to_dict() if st.details is not None else None
-        return KubeApiError(
-            int(st.code or 0),
-            str(st.reason or ""),
-            str(st.message or ""),
-            _retry_after(header, details),
-        )
-    if isinstance(exc, httpx.HTTPStatusError):  # an answer that is not a Status (a proxy's)
-        response = exc.response
-        try:
-            text = response.text[:300]
-        except httpx.ResponseNotRead:  # a streamed answer nobody read
-            text = ""
-        return KubeApiError(
-            response.status_code,
-            response.reason_phrase,
-            text,
-            _retry_after(response.headers.get("Retry-After")),
-        )
-    return KubeUnavailableError(f"{type(exc).__name__}: {exc}")
-
-
-def load_config(kubeconfig: str | None = None, context: str | None = None) -> KubeConfig:
-    """A kubeconfig file (KUBECONFIG-style path), or the pod's service account in a cluster.
-
-    Raises ValueError naming what is missing when neither is available."""
-    if kubeconfig:
-        path = Path(kubeconfig).expanduser()
-        if not path.is_file():
-            raise ValueError(f"kubeconfig {path}: no such file")
-        return KubeConfig.from_file(path)
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return KubeConfig.from_service_account()
-    raise ValueError(
-        "no Kubernetes API: pass --kubeconfig PATH (or BERTH_KUBECONFIG), "
-        "or run in a cluster (KUBERNETES_SERVICE_HOST)"
-    )
-
-
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 """The field selector of pod lists and watches: finished pods hold no resources, so the
 adapter never reads them (a batch cluster keeps many more finished pods than live ones)."""
 
 FIELD_SELECTORS: dict[str, str] = {"Pod": NON_TERMINAL_PODS}
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """How berth behaves as an API client (kube-scheduler's `clientConnection`, plus the
-    timeouts it takes as flags).
-
-    - qps/burst: client-side rate limit on requests (a token bucket, as client-go's);
-      kube-scheduler's defaults, 50 and 100. qps < 0 turns the limiter off.
-    - request_timeout: any request but a watch.
-    - watch_read_timeout: a watch stream that sends nothing (no event, no BOOKMARK) for
-      this long is dead (a connection lost behind a load balancer): dropped and resumed.
-      Must exceed the server's bookmark interval (about a minute on kube-apiserver).
-    - page_size: objects per list page (limit/continue).
-    """
-
-    qps: float = 50.0
-    burst: int = 100
-    request_timeout: float = 30.0
-    watch_read_timeout: float = 90.0
-    page_size: int = 500
-
-
-class TokenBucket:
-    """client-go's flowcontrol token bucket: `burst` tokens, refilled at `qps` a second;
-    `take` waits for a token."""
-
-    def __init__(self, qps: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.qps = qps
-        self.burst = max(1, burst)
-        self.clock = clock
-        self.tokens = float(self.burst)
-        self.stamp = clock()
-        self.waited = 0.0
-        """Seconds spent waiting for tokens (a metric: how much the limit held us back)."""
-        self._lock = asyncio.Lock()
-
-    async def take(self) -> None:
-        if self.qps < 0:
-            return
-        async with self._lock:
-            now = self.clock()
-            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
-            self.stamp = now
-            self.tokens -= 1.0
-            if self.tokens < 0:
-                pause = -self.tokens / self.qps
-                self.waited += pause
-                await asyncio.sleep(pause)
 
 
 class KubeApi:
@@ -346,7 +199,7 @@ class KubeApi:
                 raise error_from_response(response)
             body = json.loads(response.content)
         except (httpx.HTTPError, OSError) as e:
-            raise _translate(e) from e
+            raise translate(e) from e
         except ValueError as e:
             raise KubeUnavailableError(f"unreadable list answer: {e}") from e
         if not isinstance(body, dict):
@@ -391,7 +244,7 @@ class KubeApi:
         try:
             response = await self._http.send(request, stream=True)
         except (httpx.HTTPError, OSError) as e:
-            raise _translate(e) from e
+            raise translate(e) from e
         try:
             if response.status_code >= 400:
                 await response.aread()
@@ -415,7 +268,7 @@ class KubeApi:
                 f"{kind} watch received nothing for {self.settings.watch_read_timeout:.0f}s"
             ) from e
         except (httpx.HTTPError, OSError) as e:
-            raise _translate(e) from e
+            raise translate(e) from e
         finally:
             await response.aclose()
 
@@ -547,4 +400,4 @@ class KubeApi:
         try:
             return await awaitable
         except (ApiError, httpx.HTTPError, OSError) as e:
-            raise _translate(e) from e
+            raise translate(e) from e

@@ -20,7 +20,6 @@ from shared.models.manifest import (
     decode_object,
     load_manifest_text,
     load_manifests,
-    resolve_priorities,
 )
 from shared.models.meta import ObjectMeta, OwnerReference, ResourceList, cluster_meta, new_uid
 from shared.models.node import ContainerImage, Node, NodeCondition, NodeSpec, NodeStatus
@@ -57,6 +56,7 @@ from shared.models.policy import (
     PriorityClass,
     pod_group_key,
 )
+from shared.models.priority_admission import resolve_priorities
 from shared.models.quantity import (
     QuantityError,
     format_resource,

@@ -21,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from shared.models.codec import encode
-from shared.models.manifest import ManifestError, Manifests, resolve_priorities
+from shared.models.manifest import ManifestError, Manifests
 from shared.models.meta import new_uid
 from shared.models.pod import Pod
 from shared.models.policy import PriorityClass
+from shared.models.priority_admission import resolve_priorities
 from shared.models.schema import KubeObject
 from shared.models.strict_validation import first_problem
 from shared.models.taints import Toleration

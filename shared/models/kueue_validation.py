@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from shared.models.field_checks import fail, unsupported
 from shared.models.kueue import (
     ADMISSION_MODES,
     BORROW_POLICIES,
@@ -36,13 +37,9 @@ from shared.models.kueue import (
     Cohort as KueueCohort,
 )
 from shared.models.quantity import QuantityError, parse_quantity
+from shared.models.selector_validation import validate_label_selector
 from shared.models.taints import TAINT_EFFECTS
-from shared.models.validation import (
-    _unsupported,
-    fail,
-    validate_label_selector,
-    validate_labels,
-)
+from shared.models.validation import validate_labels
 
 
 def _quantity(resource: str, value: int | str, path: str) -> int:
@@ -115,42 +112,42 @@ def validate_cluster_queue(cq: ClusterQueue) -> None:
     spec = cq.spec
     _validate_resource_groups(spec.resource_groups, spec.cohort)
     if spec.queueing_strategy not in QUEUEING_STRATEGIES:
-        raise _unsupported("spec.queueingStrategy", spec.queueing_strategy, QUEUEING_STRATEGIES)
+        raise unsupported("spec.queueingStrategy", spec.queueing_strategy, QUEUEING_STRATEGIES)
     pre = spec.preemption
     if pre.within_cluster_queue not in WITHIN_CLUSTER_QUEUE_POLICIES:
-        raise _unsupported(
+        raise unsupported(
             "spec.preemption.withinClusterQueue",
             pre.within_cluster_queue,
             WITHIN_CLUSTER_QUEUE_POLICIES,
         )
     if pre.reclaim_within_cohort not in RECLAIM_POLICIES:
-        raise _unsupported(
+        raise unsupported(
             "spec.preemption.reclaimWithinCohort", pre.reclaim_within_cohort, RECLAIM_POLICIES
         )
     if pre.borrow_within_cohort.policy not in BORROW_POLICIES:
-        raise _unsupported(
+        raise unsupported(
             "spec.preemption.borrowWithinCohort.policy",
             pre.borrow_within_cohort.policy,
             BORROW_POLICIES,
         )
     fungibility = spec.flavor_fungibility
     if fungibility.when_can_borrow not in WHEN_CAN_BORROW:
-        raise _unsupported(
+        raise unsupported(
             "spec.flavorFungibility.whenCanBorrow", fungibility.when_can_borrow, WHEN_CAN_BORROW
         )
     if fungibility.when_can_preempt not in WHEN_CAN_PREEMPT:
-        raise _unsupported(
+        raise unsupported(
             "spec.flavorFungibility.whenCanPreempt",
             fungibility.when_can_preempt,
             WHEN_CAN_PREEMPT,
         )
     scope = spec.admission_scope
     if scope is not None and scope.admission_mode not in ADMISSION_MODES:
-        raise _unsupported(
+        raise unsupported(
             "spec.admissionScope.admissionMode", scope.admission_mode, ADMISSION_MODES
         )
     if spec.stop_policy not in STOP_POLICIES:
-        raise _unsupported("spec.stopPolicy", spec.stop_policy, STOP_POLICIES)
+        raise unsupported("spec.stopPolicy", spec.stop_policy, STOP_POLICIES)
     try:
         weight = parse_quantity(spec.fair_sharing.weight)
     except (QuantityError, ValueError) as e:
@@ -191,7 +188,7 @@ def validate_resource_flavor(rf: ResourceFlavor) -> None:
         if not taint.key:
             raise fail(f"spec.nodeTaints[{i}].key", "Required value")
         if taint.effect not in TAINT_EFFECTS:
-            raise _unsupported(f"spec.nodeTaints[{i}].effect", taint.effect, TAINT_EFFECTS)
+            raise unsupported(f"spec.nodeTaints[{i}].effect", taint.effect, TAINT_EFFECTS)
 
 
 KUEUE_VALIDATORS: dict[type[Any], Callable[[Any], None]] = {

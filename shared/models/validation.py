@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.models.decoding import FieldError
+from shared.models.field_checks import fail, unsupported
 from shared.models.meta import ObjectMeta
 from shared.models.names import (
     dns1123_label,
@@ -23,21 +23,15 @@ from shared.models.node import Node
 from shared.models.pod import (
     CONTAINER_RESTART_ALWAYS,
     Container,
-    NodeAffinity,
     Pod,
-    PodAffinityTerm,
     PodSpec,
-    WeightedPodAffinityTerm,
 )
 from shared.models.policy import Namespace, PodDisruptionBudget, PodGroup, PriorityClass
 from shared.models.quantity import MAX_EXACT_AMOUNT
-from shared.models.selectors import (
-    LABEL_OPERATORS,
-    NODE_FIELD_NAME,
-    NODE_SELECTOR_OPERATORS,
-    LabelSelector,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
+from shared.models.selector_validation import (
+    validate_label_selector,
+    validate_node_affinity,
+    validate_pod_affinity,
 )
 from shared.models.taints import TAINT_EFFECTS
 
@@ -55,139 +49,6 @@ INCLUSION_POLICIES = ("Honor", "Ignore")
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 POD_PHASES = ("", "Pending", "Running", "Succeeded", "Failed", "Unknown")
 UNHEALTHY_POD_EVICTION_POLICIES = ("IfHealthyBudget", "AlwaysAllow")
-
-
-def fail(path: str, reason: str) -> FieldError:
-    return FieldError(reason, "." + path)
-
-
-def _unsupported(path: str, value: str, allowed: tuple[str, ...] | frozenset[str]) -> FieldError:
-    supported = ", ".join(f'"{v}"' for v in sorted(allowed))
-    return fail(path, f'Unsupported value: "{value}": supported values: {supported}')
-
-
-# --- selectors ---------------------------------------------------------------------------
-
-
-def validate_label_selector(selector: LabelSelector | None, path: str) -> None:
-    if selector is None:
-        return
-    for key in selector.match_labels:
-        if not key:
-            raise fail(f"{path}.matchLabels", "label key must not be empty")
-    for i, req in enumerate(selector.match_expressions):
-        p = f"{path}.matchExpressions[{i}]"
-        if not req.key:
-            raise fail(f"{p}.key", "Required value")
-        if req.operator not in LABEL_OPERATORS:
-            raise _unsupported(f"{p}.operator", req.operator, LABEL_OPERATORS)
-        _check_values(req.operator, req.values, p)
-
-
-def _check_values(operator: str, values: list[str], path: str) -> None:
-    if operator in ("In", "NotIn") and not values:
-        raise fail(
-            f"{path}.values", "Required value: must be specified when `operator` is 'In' or 'NotIn'"
-        )
-    if operator in ("Exists", "DoesNotExist") and values:
-        raise fail(
-            f"{path}.values",
-            "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-        )
-    if operator in ("Gt", "Lt"):
-        if len(values) != 1:
-            raise fail(
-                f"{path}.values",
-                "Required value: must be specified single value when `operator` is 'Lt' or 'Gt'",
-            )
-        text = values[0]
-        body = text[1:] if text[:1] in ("+", "-") else text
-        if not (body.isascii() and body.isdigit()):
-            raise fail(f"{path}.values[0]", f'Invalid value: "{text}": must be an integer')
-
-
-def _validate_node_requirement(req: NodeSelectorRequirement, path: str) -> None:
-    if not req.key:
-        raise fail(f"{path}.key", "Required value")
-    if req.operator not in NODE_SELECTOR_OPERATORS:
-        raise _unsupported(f"{path}.operator", req.operator, NODE_SELECTOR_OPERATORS)
-    _check_values(req.operator, req.values, path)
-
-
-def _validate_field_requirement(req: NodeSelectorRequirement, path: str) -> None:
-    if req.key != NODE_FIELD_NAME:
-        raise _unsupported(f"{path}.key", req.key, (NODE_FIELD_NAME,))
-    if req.operator not in ("In", "NotIn"):
-        raise _unsupported(f"{path}.operator", req.operator, ("In", "NotIn"))
-    if len(req.values) != 1:
-        raise fail(
-            f"{path}.values",
-            "Required value: must be only one value when `operator` is 'In' or 'NotIn' "
-            "for node field selector",
-        )
-
-
-def validate_node_selector_term(term: NodeSelectorTerm, path: str) -> None:
-    for i, req in enumerate(term.match_expressions):
-        _validate_node_requirement(req, f"{path}.matchExpressions[{i}]")
-    for i, req in enumerate(term.match_fields):
-        _validate_field_requirement(req, f"{path}.matchFields[{i}]")
-
-
-def _check_weight(weight: int, path: str) -> None:
-    if not 1 <= weight <= 100:
-        raise fail(f"{path}.weight", f"Invalid value: {weight}: must be in the range 1-100")
-
-
-def _validate_node_affinity(affinity: NodeAffinity, path: str) -> None:
-    required = affinity.required_during_scheduling_ignored_during_execution
-    if required is not None:
-        p = f"{path}.requiredDuringSchedulingIgnoredDuringExecution"
-        if not required.node_selector_terms:
-            raise fail(
-                f"{p}.nodeSelectorTerms",
-                "Required value: must have at least one node selector term",
-            )
-        for i, term in enumerate(required.node_selector_terms):
-            validate_node_selector_term(term, f"{p}.nodeSelectorTerms[{i}]")
-    for i, pref in enumerate(affinity.preferred_during_scheduling_ignored_during_execution):
-        p = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        _check_weight(pref.weight, p)
-        validate_node_selector_term(pref.preference, f"{p}.preference")
-
-
-def _validate_pod_affinity_term(term: PodAffinityTerm, path: str) -> None:
-    # As upstream validatePodAffinityTerm: an empty topologyKey is an error in required and
-    # preferred terms.
-    if not term.topology_key:
-        raise fail(f"{path}.topologyKey", "Required value: can not be empty")
-    validate_label_selector(term.label_selector, f"{path}.labelSelector")
-    validate_label_selector(term.namespace_selector, f"{path}.namespaceSelector")
-    if (term.match_label_keys or term.mismatch_label_keys) and term.label_selector is None:
-        raise fail(
-            f"{path}.matchLabelKeys",
-            "Forbidden: must not be specified when labelSelector is not set",
-        )
-    overlap = set(term.match_label_keys) & set(term.mismatch_label_keys)
-    if overlap:
-        key = sorted(overlap)[0]
-        raise fail(
-            f"{path}.matchLabelKeys",
-            f'Invalid value: "{key}": exists in both matchLabelKeys and mismatchLabelKeys',
-        )
-
-
-def _validate_pod_affinity(
-    required: list[PodAffinityTerm], preferred: list[WeightedPodAffinityTerm], path: str
-) -> None:
-    for i, term in enumerate(required):
-        _validate_pod_affinity_term(
-            term, f"{path}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
-        )
-    for i, weighted in enumerate(preferred):
-        p = f"{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]"
-        _check_weight(weighted.weight, p)
-        _validate_pod_affinity_term(weighted.pod_affinity_term, f"{p}.podAffinityTerm")
 
 
 # --- pods --------------------------------------------------------------------------------
@@ -255,7 +116,7 @@ def _validate_container(container: Container, path: str, init: bool) -> None:
         if not init:
             raise fail(f"{path}.restartPolicy", "Forbidden: may not be set for non-init containers")
         if container.restart_policy != CONTAINER_RESTART_ALWAYS:
-            raise _unsupported(f"{path}.restartPolicy", container.restart_policy, ("Always",))
+            raise unsupported(f"{path}.restartPolicy", container.restart_policy, ("Always",))
     for i, port in enumerate(container.ports):
         p = f"{path}.ports[{i}]"
         if not 1 <= port.container_port <= 65535:
@@ -269,7 +130,7 @@ def _validate_container(container: Container, path: str, init: bool) -> None:
                 f"Invalid value: {port.host_port}: must be between 0 and 65535, inclusive",
             )
         if port.protocol not in PROTOCOLS:
-            raise _unsupported(f"{p}.protocol", port.protocol, PROTOCOLS)
+            raise unsupported(f"{p}.protocol", port.protocol, PROTOCOLS)
     res = container.resources
     validate_resource_names(res.requests, f"{path}.resources.requests", node=False)
     validate_resource_names(res.limits, f"{path}.resources.limits", node=False)
@@ -303,7 +164,7 @@ def _validate_tolerations(spec: PodSpec) -> None:
     for i, tol in enumerate(spec.tolerations):
         p = f"spec.tolerations[{i}]"
         if tol.operator not in ("", "Equal", "Exists"):
-            raise _unsupported(f"{p}.operator", tol.operator, ("Equal", "Exists"))
+            raise unsupported(f"{p}.operator", tol.operator, ("Equal", "Exists"))
         if not tol.key and tol.operator != "Exists":
             raise fail(
                 f"{p}.operator",
@@ -315,7 +176,7 @@ def _validate_tolerations(spec: PodSpec) -> None:
                 f"{p}.operator", "Invalid value: value must be empty when `operator` is 'Exists'"
             )
         if tol.effect and tol.effect not in TAINT_EFFECTS:
-            raise _unsupported(f"{p}.effect", tol.effect, TAINT_EFFECTS)
+            raise unsupported(f"{p}.effect", tol.effect, TAINT_EFFECTS)
         if tol.toleration_seconds is not None and tol.effect != "NoExecute":
             raise fail(
                 f"{p}.effect",
@@ -334,7 +195,7 @@ def _validate_spread(spec: PodSpec) -> None:
         if not c.topology_key:
             raise fail(f"{p}.topologyKey", "Required value: can not be empty")
         if c.when_unsatisfiable not in WHEN_UNSATISFIABLE:
-            raise _unsupported(f"{p}.whenUnsatisfiable", c.when_unsatisfiable, WHEN_UNSATISFIABLE)
+            raise unsupported(f"{p}.whenUnsatisfiable", c.when_unsatisfiable, WHEN_UNSATISFIABLE)
         if c.min_domains is not None:
             if c.min_domains > INT32_MAX:
                 raise fail(
@@ -354,7 +215,7 @@ def _validate_spread(spec: PodSpec) -> None:
             ("nodeTaintsPolicy", c.node_taints_policy),
         ):
             if policy is not None and policy not in INCLUSION_POLICIES:
-                raise _unsupported(f"{p}.{name}", policy, INCLUSION_POLICIES)
+                raise unsupported(f"{p}.{name}", policy, INCLUSION_POLICIES)
         validate_label_selector(c.label_selector, f"{p}.labelSelector")
         if c.match_label_keys and c.label_selector is None:
             raise fail(
@@ -378,15 +239,15 @@ def validate_pod(pod: Pod) -> None:
     if spec.affinity is not None:
         a = spec.affinity
         if a.node_affinity is not None:
-            _validate_node_affinity(a.node_affinity, "spec.affinity.nodeAffinity")
+            validate_node_affinity(a.node_affinity, "spec.affinity.nodeAffinity")
         if a.pod_affinity is not None:
-            _validate_pod_affinity(
+            validate_pod_affinity(
                 a.pod_affinity.required_during_scheduling_ignored_during_execution,
                 a.pod_affinity.preferred_during_scheduling_ignored_during_execution,
                 "spec.affinity.podAffinity",
             )
         if a.pod_anti_affinity is not None:
-            _validate_pod_affinity(
+            validate_pod_affinity(
                 a.pod_anti_affinity.required_during_scheduling_ignored_during_execution,
                 a.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution,
                 "spec.affinity.podAntiAffinity",
@@ -399,7 +260,7 @@ def validate_pod(pod: Pod) -> None:
             raise fail(f"spec.schedulingGates[{i}].name", f'Duplicate value: "{gate.name}"')
         gates.add(gate.name)
     if spec.preemption_policy not in PREEMPTION_POLICIES:
-        raise _unsupported("spec.preemptionPolicy", spec.preemption_policy, PREEMPTION_POLICIES)
+        raise unsupported("spec.preemptionPolicy", spec.preemption_policy, PREEMPTION_POLICIES)
     if spec.priority is not None and not INT32_MIN <= spec.priority <= INT32_MAX:
         raise fail("spec.priority", f"Invalid value: {spec.priority}: must be a 32-bit integer")
     if (
@@ -408,7 +269,7 @@ def validate_pod(pod: Pod) -> None:
     ):
         raise fail("spec.terminationGracePeriodSeconds", "Invalid value: must be non-negative")
     if pod.status.phase not in POD_PHASES:
-        raise _unsupported("status.phase", pod.status.phase, POD_PHASES[1:])
+        raise unsupported("status.phase", pod.status.phase, POD_PHASES[1:])
 
 
 # --- other kinds ---------------------------------------------------------------------------
@@ -423,7 +284,7 @@ def validate_node(node: Node) -> None:
         if taint.effect not in TAINT_EFFECTS:
             if not taint.effect:
                 raise fail(f"{p}.effect", "Required value")
-            raise _unsupported(f"{p}.effect", taint.effect, TAINT_EFFECTS)
+            raise unsupported(f"{p}.effect", taint.effect, TAINT_EFFECTS)
         if (taint.key, taint.effect) in seen:
             raise fail(
                 f"{p}",
@@ -467,7 +328,7 @@ def validate_priority_class(pc: PriorityClass) -> None:
                 f"priority is {HIGHEST_USER_DEFINABLE_PRIORITY}",
             )
     if pc.preemption_policy not in PREEMPTION_POLICIES:
-        raise _unsupported("preemptionPolicy", pc.preemption_policy, PREEMPTION_POLICIES)
+        raise unsupported("preemptionPolicy", pc.preemption_policy, PREEMPTION_POLICIES)
 
 
 def _check_int_or_percent(value: int | str | None, path: str) -> None:
@@ -493,7 +354,7 @@ def validate_pdb(pdb: PodDisruptionBudget) -> None:
     validate_label_selector(spec.selector, "spec.selector")
     policy = spec.unhealthy_pod_eviction_policy
     if policy is not None and policy not in UNHEALTHY_POD_EVICTION_POLICIES:
-        raise _unsupported(
+        raise unsupported(
             "spec.unhealthyPodEvictionPolicy", policy, UNHEALTHY_POD_EVICTION_POLICIES
         )
 

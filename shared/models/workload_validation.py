@@ -18,8 +18,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.models.decoding import type_name
+from shared.models.field_checks import fail
+from shared.models.selector_validation import validate_label_selector
 from shared.models.selectors import LabelSelector
-from shared.models.validation import PROTOCOLS, fail, validate_label_selector
+from shared.models.validation import PROTOCOLS
 from shared.models.workloads import (
     CLUSTER_IP_NONE,
     SERVICE_TYPES,

@@ -12,6 +12,7 @@ from services.agent.config import (
     ENV_HEARTBEAT,
     ENV_KUBELET_CONFIG,
     ENV_SEED,
+    ENV_TICK,
     AgentConfig,
 )
 from shared.env import StackError
@@ -31,16 +32,24 @@ def test_defaults_and_durations() -> None:
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({ENV_GRACE: "soon"}, "$BERTH_NODE_MONITOR_GRACE_PERIOD: 'soon' is neither seconds"),
-        ({ENV_GRACE: "0"}, "must be positive"),
-        ({ENV_GRACE: "5", ENV_HEARTBEAT: "10"}, "must be below $BERTH_NODE_MONITOR_GRACE_PERIOD"),
-        ({ENV_SEED: "x"}, "$BERTH_AGENT_SEED: 'x' is not an integer"),
+        (
+            {ENV_GRACE: "soon"},
+            "BERTH_NODE_MONITOR_GRACE_PERIOD='soon': neither seconds nor a duration (40s)",
+        ),
+        ({ENV_GRACE: "0"}, "BERTH_NODE_MONITOR_GRACE_PERIOD='0': expected `float` > 0.0"),
+        (
+            {ENV_GRACE: "5", ENV_HEARTBEAT: "10"},
+            "BERTH_NODE_HEARTBEAT_SECONDS='10': must be below BERTH_NODE_MONITOR_GRACE_PERIOD (5s)",
+        ),
+        ({ENV_SEED: "x"}, "BERTH_AGENT_SEED='x': expected `int`, got `str`"),
+        ({ENV_TICK: "-1"}, "BERTH_AGENT_TICK_SECONDS='-1': expected `float` > 0.0"),
     ],
 )
 def test_bad_settings(env: dict[str, str], message: str) -> None:
+    """One line naming the variable and its value."""
     with pytest.raises(StackError) as info:
         AgentConfig.from_env(env)
-    assert message in str(info.value)
+    assert str(info.value) == message
 
 
 def test_kubelet_configuration_file(tmp_path: Path) -> None:
@@ -57,7 +66,7 @@ def test_kubelet_configuration_file(tmp_path: Path) -> None:
     with pytest.raises(StackError) as info:
         AgentConfig.from_env({ENV_KUBELET_CONFIG: str(bad)})
     assert str(info.value) == (
-        f"$BERTH_KUBELET_CONFIG: {bad}: evictionSoft[memory.available]: needs "
+        f"BERTH_KUBELET_CONFIG={str(bad)!r}: evictionSoft[memory.available]: needs "
         "evictionSoftGracePeriod[memory.available]"
     )
     with pytest.raises(StackError, match="No such file"):

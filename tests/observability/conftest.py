@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.tracing import Tracing, TracingConfig, setup_tracing
+from shared.tracing_config import TracingConfig
+from shared.tracing_setup import Tracing, setup_tracing
 from tests.observability.otlp_receiver import OtlpReceiver
 
 

@@ -24,9 +24,9 @@ from shared.tracing import (
     ATTR_PLUGIN,
     ATTR_STATUS_CODE,
     SPAN_SCHEDULING_CYCLE,
-    Tracing,
     scheduling_cycle_span,
 )
+from shared.tracing_setup import Tracing
 from tests.builders import make_node, make_pod
 from tests.observability.otlp_receiver import OtlpReceiver
 

@@ -140,7 +140,12 @@ def test_decisions_are_rate_limited_per_kind_and_say_how_many_were_left_out() ->
     ("name", "value", "expected"),
     [
         pytest.param("BERTH_METRICS_PORT", "90000", "BERTH_METRICS_PORT='90000'", id="port"),
-        pytest.param("BERTH_METRICS_PORT", "http", "not a port number", id="port-word"),
+        pytest.param(
+            "BERTH_METRICS_PORT",
+            "http",
+            "BERTH_METRICS_PORT='http': expected `int`, got `str`",
+            id="port-word",
+        ),
         pytest.param(
             "BERTH_TRACE_SAMPLE_RATIO", "2", "BERTH_TRACE_SAMPLE_RATIO='2'", id="sample-ratio"
         ),

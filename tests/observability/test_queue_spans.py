@@ -31,13 +31,13 @@ from shared.tracing import (
     ATTR_POD_UID,
     SPAN_BINDING_CYCLE,
     SPAN_DISPATCH,
-    Tracing,
     binding_cycle_span,
     dispatch_headers,
     inject_headers,
     pod_span,
     pod_trace_id,
 )
+from shared.tracing_setup import Tracing
 from tests.observability.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.queue.builders import make_pod, outcome
 from tests.queue.kafka_helpers import CONSUMER_OPTIONS

@@ -31,7 +31,6 @@ from shared.tracing import (
     SPAN_DISPATCH,
     SPAN_SCHEDULING_CYCLE,
     PodAttempt,
-    Tracing,
     TracingConfig,
     TracingConfigError,
     add_victim_events,
@@ -45,9 +44,9 @@ from shared.tracing import (
     pod_trace_id,
     scheduling_cycle_span,
     set_result,
-    setup_tracing,
     tracing_enabled,
 )
+from shared.tracing_setup import Tracing, setup_tracing
 from tests.observability.otlp_receiver import OtlpReceiver, ReceivedSpan
 
 # opentelemetry.proto.trace.v1.Span.SpanKind / Status.StatusCode

@@ -29,7 +29,7 @@ Two ways to run the dry run, with the same answers (tests compare them with a pl
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -40,7 +40,6 @@ from scheduling.framework.extender import Victims
 from scheduling.framework.interfaces import Diagnosis, PostFilterResult
 from scheduling.framework.nominated import (
     FilterContext,
-    PreFilterExtensions,
     extensions_of,
     run_filters_with_nominated_pods,
 )
@@ -70,8 +69,8 @@ from scheduling.plugins.defaultpreemption.environment import (
     rejection_codes,
     terminating_by_preemption,
 )
+from scheduling.plugins.defaultpreemption.node_by_node import no_victim_error, node_by_node
 from scheduling.plugins.defaultpreemption.pdb import pdb_violations
-from scheduling.plugins.defaultpreemption.trial import NodeTrial
 from shared.models import PREEMPT_NEVER, Pod, priority_of
 
 
@@ -216,9 +215,19 @@ class Evaluator:
         rotated = np.roll(potential, -offset)
         extensions = ctx.active_extensions(state)
         if extensions:
-            return self._node_by_node(
-                state, pod, env, ctx, extensions, rotated, eligible, wanted, now
+            picked, statuses, errors = node_by_node(
+                index,
+                self.skip_hopeless_nodes,
+                state,
+                pod,
+                env,
+                ctx,
+                extensions,
+                rotated,
+                eligible,
+                wanted,
             )
+            return self._result(picked, statuses, errors, now)
         return self._all_nodes(state, pod, env, ctx, rotated, eligible, wanted, now)
 
     def _eligible(
@@ -342,7 +351,7 @@ class Evaluator:
             elif row in failed:
                 status = failed[row]
             elif chunk.victims_per_row[row] == 0:
-                status = _no_victim_error(names[row])
+                status = no_victim_error(names[row])
             else:
                 continue
             statuses[row] = status
@@ -372,151 +381,3 @@ class Evaluator:
                 index.start_or(all_slots, now),
             )
         return DryRun(picked, statuses, errors, index, self.index_names(), table)
-
-    # ---------------------------------------------------------------- node by node
-    def _node_by_node(
-        self,
-        state: CycleState,
-        pod: Pod,
-        env: PreemptionEnvironment,
-        ctx: FilterContext,
-        extensions: Sequence[PreFilterExtensions],
-        rotated: NDArray[np.intp],
-        eligible: NDArray[np.bool_],
-        wanted: int,
-        now: float,
-    ) -> DryRun:
-        index = self.index
-        scratch = Scratch(env.nodes, index)
-        names = self.index_names()
-        hopeless = self._hopeless(state, pod, ctx, extensions, scratch, rotated, eligible)
-        fine: list[SlotCandidate] = []
-        violating: list[SlotCandidate] = []
-        statuses: dict[int, Status] = {}
-        errors: list[str] = []
-        skipped: list[int] = []
-
-        def visit(row: int) -> SlotCandidate | None:
-            row_slots = [s for s in index.row_slots[row] if eligible[s]]
-            if not row_slots:
-                statuses[row] = NO_VICTIMS
-                return None
-            found, status = self._select_victims_on_node(
-                state, pod, env, ctx, extensions, scratch, row, row_slots, now
-            )
-            if found is not None and found.slots.shape[0] == 0:
-                found, status = None, _no_victim_error(names[row])
-            if found is None:
-                statuses[row] = status
-                if status.code == Code.ERROR:
-                    errors.append(status.message())
-            return found
-
-        for row in rotated.tolist():
-            if hopeless[row]:
-                skipped.append(row)
-                continue
-            found = visit(row)
-            if found is None:
-                continue
-            target = violating if found.num_pdb_violations else fine
-            if len(target) < wanted:
-                target.append(found)
-            if fine and len(fine) + len(violating) >= wanted:
-                break
-        if not fine and not violating:
-            # Why the skipped nodes fail, exactly as upstream words it (their first failing
-            # plugin may be one the shortcut did not run).
-            for row in skipped:
-                visit(row)
-        return self._result(fine + violating, statuses, errors, now)
-
-    def _hopeless(
-        self,
-        state: CycleState,
-        pod: Pod,
-        ctx: FilterContext,
-        extensions: Sequence[PreFilterExtensions],
-        scratch: Scratch,
-        rotated: NDArray[np.intp],
-        eligible: NDArray[np.bool_],
-    ) -> NDArray[np.bool_]:
-        """Nodes where the row-local Filter plugins alone reject the pod even with every
-        potential victim gone: no candidates, whatever the cross-node plugins say. Found for
-        all nodes at once, so the node-by-node walk spends its time on the others."""
-        index = self.index
-        hopeless = np.zeros(len(scratch.columns), dtype=np.bool_)
-        if not self.skip_hopeless_nodes:
-            return hopeless
-        cross_node = {e.name for e in extensions}
-        row_local = [p for p in ctx.filter_plugins if p.name not in cross_node]
-        if not row_local:
-            return hopeless
-        in_rotation = np.zeros(len(scratch.columns), dtype=np.bool_)
-        in_rotation[rotated] = True
-        ordered = index.ordered
-        slots = ordered[eligible[ordered] & in_rotation[index.row[ordered]]]
-        rows, _ = runs(index.row[slots])
-        if rows.shape[0] == 0:
-            return hopeless
-        scratch.remove_slots(slots)
-        try:
-            local = FilterContext(row_local, (), ctx.nominated)
-            out = run_filters_with_nominated_pods(local, state, pod, scratch, rows)
-        finally:
-            scratch.restore_slots(slots)
-        # An Error is not a verdict: those nodes go the whole way.
-        failed = ~out.ok
-        for status, mask in out.failures:
-            if status.code == Code.ERROR:
-                failed &= ~mask
-        hopeless[rows[failed]] = True
-        return hopeless
-
-    def _select_victims_on_node(
-        self,
-        state: CycleState,
-        pod: Pod,
-        env: PreemptionEnvironment,
-        ctx: FilterContext,
-        extensions: Sequence[PreFilterExtensions],
-        scratch: Scratch,
-        row: int,
-        row_slots: list[int],
-        now: float,
-    ) -> tuple[SlotCandidate | None, Status]:
-        """Upstream SelectVictimsOnNode on a state copy; leaves `scratch` as it found it."""
-        index = self.index
-        trial = NodeTrial(ctx, state, pod, extensions, scratch, index, row)
-        try:
-            for slot in row_slots:
-                status = trial.take(slot)
-                if not status.is_success():
-                    return None, status
-            status = trial.fits()
-            if not status.is_success():
-                return None, status
-            ordered = index.in_order(np.array(row_slots, dtype=np.intp))
-            violating = pdb_violations(index, ordered, np.full(len(ordered), row), env.pdbs)
-            reprieve = [int(s) for s in ordered[violating]] + [int(s) for s in ordered[~violating]]
-            victims: set[int] = set()
-            num_violations = 0
-            for slot in reprieve:
-                status = trial.give_back(slot)
-                if not status.is_success():
-                    return None, status
-                if not trial.fits().is_success():
-                    status = trial.take(slot)
-                    if not status.is_success():
-                        return None, status
-                    victims.add(slot)
-                    if violating[np.flatnonzero(ordered == slot)[0]]:
-                        num_violations += 1
-            chosen = np.array([s for s in ordered.tolist() if s in victims], dtype=np.intp)
-            return SlotCandidate(row, chosen, num_violations), SUCCESS
-        finally:
-            trial.close()
-
-
-def _no_victim_error(node_name: str) -> Status:
-    return Status.error(f'expected at least one victim pod on node "{node_name}"')

@@ -1,0 +1,1 @@
+"""Tests of the typed settings (shared/settings.py), their docs and the chart's env."""
