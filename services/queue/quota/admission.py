@@ -122,6 +122,7 @@ class Admission:
         self.backlog = Backlog()
         """The waiting workloads, per ClusterQueue, kept per pod change (heads.py)."""
         self.quota_version = 0
+        self.round_no = 0
         """Bumped whenever usage or quota changes (a memo of unfit shapes is that old)."""
         self.since: dict[str, float] = {}
         """Pending pod key -> when this replica first saw it wait (monotonic)."""
@@ -344,6 +345,7 @@ class Admission:
         in a round is logged and the round given up (the next change runs another):
         admission must never stop the queue from taking the informer's events."""
         self.dirty = False
+        self.round_no += 1
         verdict = Verdict()
         started = time.perf_counter()
         now = time.monotonic()
@@ -411,7 +413,7 @@ class Admission:
                 while (key := heads.head()) is not None:
                     wl = backlog.workloads[key]
                     if why := self.readiness.waiting_reason(wl, now):
-                        reasons[key] = why
+                        reasons[key] = (self.round_no, why)
                         heads.park(key)
                         backlog.held[key] = queue
                         continue
@@ -422,7 +424,7 @@ class Admission:
                         )
                     missing = wl.min_member - wl.admitted_members - len(wl.pods)
                     if missing > 0:  # looked at again when one of its pods comes
-                        reasons[key] = f"gang waiting for {missing} more pod(s)"
+                        reasons[key] = (self.round_no, f"gang waiting for {missing} more pod(s)")
                         heads.park(key)
                         continue
                     version = self.quota_version
@@ -444,7 +446,9 @@ class Admission:
                         if memo is not None and assignment.mode != FIT:
                             unfit[memo] = assignment
                     if assignment.mode != FIT:
-                        reasons[key] = assignment.message() or "waiting for quota"
+                        text = assignment.message() or "waiting for quota"
+                        if shape is not None:
+                            backlog.group_reasons[(queue, shape)] = (self.round_no, text)
                         # Preempt for the first head of a queue that does not fit, once a
                         # round, when its flavors allow.
                         reclaiming = False
@@ -452,15 +456,19 @@ class Admission:
                             reclaim_tried.add(queue)
                             why, reclaiming = await preempt(self, cohort, wl, assignment)
                             if reclaiming:
-                                reasons[key] = why
+                                text = why
                             elif why:  # blocked: the shortfall, and why nothing was evicted
-                                reasons[key] += f"; {why}"
+                                text += f"; {why}"
+                        reasons[key] = (self.round_no, text)
                         # A workload that pods are leaving for holds its queue's turn.
                         if strict or reclaiming:
                             blocked.add(queue)
                             break
                         if self.quota_version == version and key in backlog.workloads:
-                            heads.park(key)  # until quota changes in its tree
+                            # until quota changes in its tree (with its shape's group when
+                            # the queue's order is static)
+                            grouped = shape is not None and not quota_fair.fair(self, queue)
+                            heads.park(key, wl.order, shape if grouped else None)
                         continue
                     share = cohort.share(queue, assignment.usage)
                     if best is None or (share, wl.order) < (best[0], best[1]):
@@ -483,10 +491,12 @@ class Admission:
                 if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
                     verdict.admitted.append(replace(pod, quota_wait=""))
             quota_fair.admitted(self, wl)
+            heads = backlog.heads(wl.queue)
+            order = quota_backlog.sort_key(self, wl.queue)
             if quota_fair.fair(self, wl.queue):
-                backlog.heads(wl.queue).reorder(
-                    backlog.workloads, quota_backlog.sort_key(self, wl.queue)
-                )
+                heads.reorder(backlog.workloads, order)
+            elif (shape := wl.shape()) is not None:  # the next of its shape may fit too
+                heads.wake(shape, backlog.workloads, order)
 
     async def _write(
         self,

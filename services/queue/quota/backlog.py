@@ -142,7 +142,8 @@ def reasons(self: Admission, verdict: Verdict) -> None:
                 if stopped:  # Kueue: an inactive queue admits nothing
                     reason = f"ClusterQueue {queue} is inactive ({spec.stop_policy})"
                 else:
-                    reason = backlog.reasons.get(wl.key, "waiting for quota") + eta.get(wl.key, "")
+                    why = backlog.reason(queue, wl.key) or "waiting for quota"
+                    reason = why + eta.get(wl.key, "")
                 where = f"position {position} of {len(waiting)}"
                 if shared:  # and across the cohort, in priority then creation order
                     where += f"; {overall[wl.key]} of {len(everyone)} in cohort {shared}"

@@ -40,11 +40,18 @@ class Heads:
     """Active workload key -> the generation of its heap entry."""
     parked: set[str] = field(default_factory=set)
     """Inadmissible workloads (Kueue's inadmissibleWorkloads)."""
+    groups: dict[str, list[tuple[Any, str]]] = field(default_factory=dict)
+    """Shape -> the parked workloads of that shape (sort key, key): one pod set of the same
+    requests and placement fits or not as any other of its shape in this queue, so only the
+    first comes back when quota is released; the next when one of the shape is admitted."""
+    shape_of: dict[str, str] = field(default_factory=dict)
+    """Parked workload key -> its group's shape."""
     _gen: int = 0
 
     def push(self, key: str, sort_key: Any) -> None:
         """`key` (new, changed or unparked) among the active ones, at `sort_key`."""
         self.parked.discard(key)
+        self.shape_of.pop(key, None)
         self._gen += 1
         self.live[key] = self._gen
         heapq.heappush(self.heap, (sort_key, self._gen, key))
@@ -62,23 +69,52 @@ class Heads:
             heapq.heappop(heap)
         return None
 
-    def park(self, key: str) -> None:
+    def park(self, key: str, sort_key: Any = None, shape: str | None = None) -> None:
+        """`key` inadmissible; in the group of `shape` (its fit is its shape's) if given."""
         self.live.pop(key, None)
         self.parked.add(key)
+        if shape is not None:
+            self.shape_of[key] = shape
+            group = self.groups.setdefault(shape, [])
+            heapq.heappush(group, (sort_key, key))
+            if len(group) > 2 * len(self.parked) + 64:
+                group[:] = [e for e in group if self.shape_of.get(e[1]) == shape]
+                heapq.heapify(group)
 
     def discard(self, key: str) -> None:
         """`key` admitted or gone."""
         self.live.pop(key, None)
         self.parked.discard(key)
+        self.shape_of.pop(key, None)
 
     def unpark(self, workloads: dict[str, Workload], sort_key: SortKey) -> int:
-        """Every parked workload back among the active ones (Kueue's
-        QueueInadmissibleWorkloads); how many moved."""
-        moved = [key for key in self.parked if key in workloads]
-        for key in moved:
-            self.push(key, sort_key(workloads[key]))
-        self.parked.clear()
-        return len(moved)
+        """The parked workloads back among the active ones (Kueue's
+        QueueInadmissibleWorkloads), the first of each shape group only; how many moved."""
+        alone = [key for key in self.parked if key not in self.shape_of]
+        for key in alone:
+            if key in workloads:
+                self.push(key, sort_key(workloads[key]))
+            else:
+                self.parked.discard(key)
+        return len(alone) + sum(
+            self.wake(shape, workloads, sort_key) for shape in list(self.groups)
+        )
+
+    def wake(self, shape: str, workloads: dict[str, Workload], sort_key: SortKey) -> int:
+        """The first parked workload of `shape` back among the active ones (one of its
+        shape was admitted, or quota was released): 1, or 0 when none is parked."""
+        group = self.groups.get(shape)
+        while group:
+            _, key = heapq.heappop(group)
+            if self.shape_of.get(key) == shape and key in workloads:
+                self.push(key, sort_key(workloads[key]))
+                break
+        else:
+            self.groups.pop(shape, None)
+            return 0
+        if not group:
+            del self.groups[shape]
+        return 1
 
     def reorder(self, workloads: dict[str, Workload], sort_key: SortKey) -> None:
         """The active heap again with fresh sort keys (admission fair sharing's order moves
@@ -110,8 +146,11 @@ class Backlog:
     """Pending pod key -> its workload's key."""
     unqueued: dict[str, str] = field(default_factory=dict)
     """Pending pod key -> why it has no workload (no ClusterQueue, unreadable)."""
-    reasons: dict[str, str] = field(default_factory=dict)
-    """Workload key -> why it waits, as the last round that looked at it found."""
+    reasons: dict[str, tuple[int, str]] = field(default_factory=dict)
+    """Workload key -> (round, why it waits), as the last round that looked at it found."""
+    group_reasons: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    """(ClusterQueue, shape) -> (round, why its shape does not fit): the reason of the parked
+    workloads of a group that no later round looked at (a round's own findings stand)."""
     held: dict[str, str] = field(default_factory=dict)
     """Workload key -> its ClusterQueue, parked by waitForPodsReady (back every round)."""
     queues: dict[str, Heads] = field(default_factory=dict)
@@ -122,6 +161,16 @@ class Backlog:
         if found is None:
             found = self.queues[queue] = Heads()
         return found
+
+    def reason(self, queue: str, key: str) -> str | None:
+        """Why workload `key` waits: its own reason, or its shape group's when fresher."""
+        own = self.reasons.get(key)
+        heads = self.queues.get(queue)
+        shape = None if heads is None else heads.shape_of.get(key)
+        group = None if shape is None else self.group_reasons.get((queue, shape))
+        if group is not None and (own is None or group[0] > own[0]):
+            return group[1]
+        return None if own is None else own[1]
 
     def forget(self, key: str) -> None:
         """Workload `key` admitted or gone."""

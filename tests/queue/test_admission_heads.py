@@ -1,0 +1,175 @@
+"""Quota admission looks at heads only and parks what does not fit (services/queue/quota/heads.py,
+backlog.py): it must stay exact. Randomized streams of events (pods arriving, admitted pods
+finishing, waiting pods deleted, quotas changed) on a real Redis; after every round, no waiting
+workload of a BestEffortFIFO queue fits, and a StrictFIFO queue's head does not fit. Also: a
+round after one release looks at a few heads, not the backlog; reasons are written on their
+period."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from services.queue.quota.admission import Admission
+from services.queue.quota.assign import assign_pods
+from services.queue.quota.backlog import sort_key
+from services.queue.quota.flavor_assign import FIT
+from services.queue.quota.ready import Readiness
+from services.queue.records import PodRecord
+from shared.models import load_manifest_text
+from tests.queue.test_admission import pod, setup, submit
+
+
+def _queues(quotas: dict[str, tuple[str, int, int | None, str]]) -> str:
+    """name -> (cohort, nominal cpu, borrowingLimit, queueingStrategy)."""
+    docs = ["apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default}"]
+    for name, (cohort, nominal, borrowing, strategy) in quotas.items():
+        limit = "" if borrowing is None else f", borrowingLimit: {borrowing}"
+        docs.append(
+            f"""apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  cohort: "{cohort}"
+  queueingStrategy: {strategy}
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: {nominal}{limit}}}]}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: lq, namespace: {name}}}
+spec: {{clusterQueue: {name}}}"""
+        )
+    return "\n---\n".join(docs)
+
+
+def _check_nothing_that_fits_waits(admission: Admission) -> int:
+    """The invariant; returns how many workloads wait."""
+    backlog = admission.backlog
+    waiting = 0
+    for name, cq in admission.queues.items():
+        heads = backlog.queues.get(name)
+        if heads is None:
+            continue
+        cohort = admission.cohorts[admission.cohort_of[name]]
+        keys = sorted(
+            (k for k in heads if k in backlog.workloads),
+            key=lambda k: sort_key(admission, name)(backlog.workloads[k]),
+        )
+        waiting += len(keys)
+        if cq.spec.queueing_strategy == "StrictFIFO":
+            keys = keys[:1]  # only the head may not be skipped
+        for key in keys:
+            wl = backlog.workloads[key]
+            assignment, _ = assign_pods(
+                cohort, cq, admission.flavors, wl.requests, wl.placements, fair_sharing=False
+            )
+            assert assignment.mode != FIT, f"{key} fits {name} but waits"
+    # every pending pod is in exactly one workload or has a reason for having none
+    for key in admission.pending:
+        assert (key in backlog.of_pod) != (key in backlog.unqueued), key
+    return waiting
+
+
+QUOTAS: dict[str, tuple[str, int, int | None, str]] = {
+    "a1": ("one", 4, 4, "BestEffortFIFO"),
+    "a2": ("one", 3, None, "BestEffortFIFO"),
+    "a3": ("one", 2, 0, "StrictFIFO"),
+    "b1": ("two", 5, 2, "BestEffortFIFO"),
+    "b2": ("two", 2, None, "StrictFIFO"),
+    "c1": ("", 3, None, "BestEffortFIFO"),
+}
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_no_workload_that_fits_is_left_waiting(
+    redis_client: aioredis.Redis, redis_prefix: str, seed: int
+) -> None:
+    rng = random.Random(seed)
+    quotas = dict(QUOTAS)
+    admission = await setup(redis_client, redis_prefix, _queues(quotas))
+    admission.reasons_every = rng.choice([0.0, 3600.0])
+    live: dict[str, PodRecord] = {}
+    """Every pod not deleted, by key."""
+    admitted_total = waited_max = 0
+    for step in range(60):
+        for _ in range(rng.randrange(1, 6)):
+            event = rng.random()
+            if event < 0.55 or not live:
+                i = len(live) + step * 100 + rng.randrange(100)
+                made = pod(
+                    f"p{step}-{i}",
+                    rng.choice(list(quotas)),
+                    rng.choice(["1", "1", "2", "3", "5"]),
+                    created=float(step),
+                    priority=rng.choice([0, 0, 5, 10]),
+                )
+                live.update({r.key: r for r in (await submit(admission, made)).values()})
+            elif event < 0.85:  # an admitted pod finishes (its deletion releases its quota)
+                done = [k for k in live if k in admission.admitted]
+                if done:
+                    await admission.gate(live.pop(rng.choice(done)), "delete")
+            elif event < 0.95:  # a waiting pod is deleted
+                gone = [k for k in live if k in admission.pending]
+                if gone:
+                    await admission.gate(live.pop(rng.choice(gone)), "delete")
+            else:  # a quota changes: the objects are applied and loaded again
+                name = rng.choice(list(quotas))
+                cohort, nominal, borrowing, strategy = quotas[name]
+                quotas[name] = (
+                    cohort,
+                    max(1, nominal + rng.choice([-2, -1, 1, 2])),
+                    borrowing,
+                    strategy,
+                )
+                await admission.store.apply(
+                    load_manifest_text(_queues({name: quotas[name]})).queue_objects
+                )
+                await admission.load()
+        verdict = await admission.admit()
+        admitted_total += len(verdict.admitted)
+        waited_max = max(waited_max, _check_nothing_that_fits_waits(admission))
+    assert admitted_total > 30
+    assert waited_max > 10
+
+
+async def test_a_round_after_one_release_looks_at_a_few_heads(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    admission = await setup(redis_client, redis_prefix, _queues(QUOTAS))
+    admission.reasons_every = 3600.0
+    pods = [
+        pod(f"p{i}", name, size, created=float(i))
+        for i in range(300)
+        for name, size in [(("a1", "a2", "b1")[i % 3], ("1", "2", "3")[i % 3 // 1])]
+    ]
+    records = await submit(admission, *pods)
+    first = await admission.admit()
+    assert first.admitted
+    assert len(admission.pending) > 250
+    looked = 0
+    waiting_reason = Readiness.waiting_reason
+
+    def counted(self: Readiness, wl: Any, now: float) -> str:
+        nonlocal looked
+        looked += 1  # once per head a round looks at
+        return waiting_reason(self, wl, now)
+
+    monkeypatch.setattr(Readiness, "waiting_reason", counted)
+    done = first.admitted[0]
+    await admission.gate(records[done.name], "delete")
+    verdict = await admission.admit()
+    assert [p.name for p in verdict.admitted]  # the freed core went to the next one
+    # the first of each shape parked in the cohort's queues, and the next after an
+    # admission: a few heads, not the backlog
+    assert looked <= 8, looked
+    assert not verdict.waiting  # reasons are not due: the round wrote none
+    admission.reasons_every = 0.0
+    full = await admission.admit()
+    assert len(full.waiting) == len(admission.pending)
+    _check_nothing_that_fits_waits(admission)
