@@ -124,6 +124,8 @@ class Admission:
         self.quota_version = 0
         self.round_no = 0
         """Bumped whenever usage or quota changes (a memo of unfit shapes is that old)."""
+        self.written: dict[str, str] = {}
+        """Pending pod key -> the reason last written to its `why` (not written again)."""
         self.since: dict[str, float] = {}
         """Pending pod key -> when this replica first saw it wait (monotonic)."""
         self.kueue_mode = kueue_mode
@@ -287,6 +289,7 @@ class Admission:
         if self.is_admitted(pod):
             return pod
         self.pending[pod.key] = pod
+        self.written.pop(pod.key, None)  # the queue writes the gate's reason with the record
         self.since.setdefault(pod.key, time.monotonic())
         quota_backlog.add(self, pod)
         self.dirty = True
@@ -297,6 +300,7 @@ class Admission:
             self.dirty = True
             self._decoded.pop(key, None)
             self.since.pop(key, None)
+            self.written.pop(key, None)
             quota_backlog.remove(self, key)
 
     @staticmethod
@@ -365,7 +369,7 @@ class Admission:
             self.stale = True
         report(self, verdict, self.metrics, seconds=time.perf_counter() - started)
         if full:
-            report_gauges(self, verdict, self.metrics)
+            report_gauges(self, self.metrics)
         return verdict
 
     def reasons_due(self) -> float | None:
@@ -487,6 +491,7 @@ class Admission:
             for pod in wl.pods.values():
                 self.pending.pop(pod.key, None)
                 self._decoded.pop(pod.key, None)
+                self.written.pop(pod.key, None)
                 backlog.of_pod.pop(pod.key, None)
                 if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
                     verdict.admitted.append(replace(pod, quota_wait=""))

@@ -5,6 +5,8 @@ with its position and estimate (O(backlog): at most once per `reasons_every` sec
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from services.queue.quota import fair as quota_fair
@@ -64,6 +66,7 @@ def add(self: Admission, pod: PodRecord) -> None:
     wl.placements[pod.key] = placement
     wl.signatures[pod.key] = signature
     wl.created = min(wl.created, created)
+    wl.changed()
     backlog.of_pod[pod.key] = key
     backlog.held.pop(key, None)
     backlog.heads(wl.queue).push(key, sort_key(self, wl.queue)(wl))
@@ -79,6 +82,7 @@ def remove(self: Admission, pod_key: str) -> None:
         return
     for part in (wl.pods, wl.requests, wl.placements, wl.signatures):
         part.pop(pod_key, None)
+    wl.changed()
     if not wl.pods:
         backlog.forget(key)
     else:  # a gang changed: looked at again
@@ -112,6 +116,40 @@ def wake_held(self: Admission) -> None:
         if wl is not None:
             backlog.heads(queue).push(key, sort_key(self, queue)(wl))
     backlog.held.clear()
+
+
+@dataclass
+class PendingCounts:
+    """Waiting pods per ClusterQueue and per LocalQueue ("ns/name"): active (among the
+    heads, not tried or holding their queue) and inadmissible (parked, or with no
+    ClusterQueue: counted under "")."""
+
+    active: Counter[str] = field(default_factory=Counter)
+    inadmissible: Counter[str] = field(default_factory=Counter)
+    lq_active: Counter[str] = field(default_factory=Counter)
+    lq_inadmissible: Counter[str] = field(default_factory=Counter)
+
+
+def pending_counts(self: Admission) -> PendingCounts:
+    """O(waiting workloads), for the gauges."""
+    backlog = self.backlog
+    out = PendingCounts()
+    for name, heads in backlog.queues.items():
+        for keys, per_cq, per_lq in (
+            (heads.live, out.active, out.lq_active),
+            (heads.parked, out.inadmissible, out.lq_inadmissible),
+        ):
+            for key in keys:
+                wl = backlog.workloads.get(key)
+                if wl is not None:
+                    per_cq[name] += len(wl.pods)
+                    per_lq[wl.local_queue] += len(wl.pods)
+    for pod_key in backlog.unqueued:
+        pod = self.pending.get(pod_key)
+        if pod is not None:
+            out.inadmissible[""] += 1
+            out.lq_inadmissible[f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}"] += 1
+    return out
 
 
 def reasons(self: Admission, verdict: Verdict) -> None:

@@ -46,12 +46,15 @@ class Heads:
     first comes back when quota is released; the next when one of the shape is admitted."""
     shape_of: dict[str, str] = field(default_factory=dict)
     """Parked workload key -> its group's shape."""
+    alone: set[str] = field(default_factory=set)
+    """The parked workloads in no group (all come back when quota is released)."""
     _gen: int = 0
 
     def push(self, key: str, sort_key: Any) -> None:
         """`key` (new, changed or unparked) among the active ones, at `sort_key`."""
         self.parked.discard(key)
         self.shape_of.pop(key, None)
+        self.alone.discard(key)
         self._gen += 1
         self.live[key] = self._gen
         heapq.heappush(self.heap, (sort_key, self._gen, key))
@@ -73,7 +76,11 @@ class Heads:
         """`key` inadmissible; in the group of `shape` (its fit is its shape's) if given."""
         self.live.pop(key, None)
         self.parked.add(key)
-        if shape is not None:
+        if shape is None:
+            self.alone.add(key)
+            self.shape_of.pop(key, None)
+        else:
+            self.alone.discard(key)
             self.shape_of[key] = shape
             group = self.groups.setdefault(shape, [])
             heapq.heappush(group, (sort_key, key))
@@ -86,16 +93,17 @@ class Heads:
         self.live.pop(key, None)
         self.parked.discard(key)
         self.shape_of.pop(key, None)
+        self.alone.discard(key)
 
     def unpark(self, workloads: dict[str, Workload], sort_key: SortKey) -> int:
         """The parked workloads back among the active ones (Kueue's
         QueueInadmissibleWorkloads), the first of each shape group only; how many moved."""
-        alone = [key for key in self.parked if key not in self.shape_of]
+        alone = list(self.alone)
         for key in alone:
             if key in workloads:
                 self.push(key, sort_key(workloads[key]))
             else:
-                self.parked.discard(key)
+                self.discard(key)
         return len(alone) + sum(
             self.wake(shape, workloads, sort_key) for shape in list(self.groups)
         )

@@ -8,6 +8,7 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from services.queue.quota.backlog import pending_counts
 from services.queue.quota.report_local import report_local_counters, report_local_gauges
 from shared.metrics import BerthMetrics
 from shared.models.kueue import STOP_NONE
@@ -53,26 +54,19 @@ def report(
     admission.preemptions.clear()
 
 
-def report_gauges(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> None:
-    """Kueue's gauges for every ClusterQueue and LocalQueue, O(backlog): after a round that
-    wrote every waiting pod's reason (`verdict.waiting` has them all)."""
-    waiting: dict[str, int] = defaultdict(int)
-    for pod in admission.pending.values():
-        queue, _ = admission.queue_of(pod)
-        waiting[queue or ""] += 1
-    inadmissible: dict[str, int] = defaultdict(int)
-    for pod, _message in verdict.waiting.values():
-        queue, _ = admission.queue_of(pod)
-        inadmissible[queue or ""] += 1
+def report_gauges(admission: Admission, metrics: BerthMetrics) -> None:
+    """Kueue's gauges for every ClusterQueue and LocalQueue, O(backlog): with the reasons
+    (at most once per reasons_every). Pending pods are active (among the heads) or
+    inadmissible (parked), as Kueue counts its heap and its inadmissible workloads."""
+    counts = pending_counts(admission)
     active: dict[str, int] = defaultdict(int)
     for record in admission.admitted.values():
         active[record["cq"]] += 1
     for cohort in admission.cohorts.values():
         for name, quota in cohort.queues.items():
-            tried = min(inadmissible[name], waiting[name])
             pending = metrics.cq_pending
-            pending.labels(cluster_queue=name, status="inadmissible").set(tried)
-            pending.labels(cluster_queue=name, status="active").set(waiting[name] - tried)
+            pending.labels(cluster_queue=name, status="inadmissible").set(counts.inadmissible[name])
+            pending.labels(cluster_queue=name, status="active").set(counts.active[name])
             metrics.cq_admitted_active.labels(cluster_queue=name).set(active[name])
             metrics.cq_reserving_active.labels(cluster_queue=name).set(active[name])
             metrics.cq_share.labels(cluster_queue=name).set(cohort.share(name))
@@ -100,4 +94,4 @@ def report_gauges(admission: Admission, verdict: Verdict, metrics: BerthMetrics)
                     metrics.cq_borrowing_limit.labels(**labels).set(limits.borrowing / scale)
                 if limits.lending is not None:
                     metrics.cq_lending_limit.labels(**labels).set(limits.lending / scale)
-    report_local_gauges(admission, verdict, metrics)
+    report_local_gauges(admission, counts, metrics)

@@ -22,6 +22,7 @@ from shared.models.kueue import QUEUE_NAME_LABEL, STOP_NONE
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
+    from services.queue.quota.backlog import PendingCounts
     from services.queue.quota.workload import Verdict
 
 LQ_STATUSES = ("True", "False", "Unknown")
@@ -57,24 +58,16 @@ def report_local_counters(
             metrics.lq_evicted.labels(**_labels(local), reason=reason).inc(count)
 
 
-def report_local_gauges(admission: Admission, verdict: Verdict, metrics: BerthMetrics) -> None:
-    """The kueue_local_queue_* gauges (O(backlog)), with every waiting pod's reason in
-    `verdict`."""
-    pending: Counter[str] = Counter()
-    for pod in admission.pending.values():
-        pending[local_queue_of(pod.namespace, pod.labels)] += 1
-    inadmissible: Counter[str] = Counter()
-    for key, (pod, _message) in verdict.waiting.items():
-        if key in admission.pending:
-            inadmissible[local_queue_of(pod.namespace, pod.labels)] += 1
+def report_local_gauges(admission: Admission, counts: PendingCounts, metrics: BerthMetrics) -> None:
+    """The kueue_local_queue_* gauges (O(backlog)), from the pending pods' `counts`."""
     active: Counter[str] = Counter(
         record["lq"] for record in admission.admitted.values() if record.get("lq")
     )
     for local, cluster_queue in admission.local.items():
         labels = _labels(local)
-        tried = min(inadmissible[local], pending[local])
-        metrics.lq_pending.labels(**labels, status="inadmissible").set(tried)
-        metrics.lq_pending.labels(**labels, status="active").set(pending[local] - tried)
+        inadmissible = counts.lq_inadmissible[local]
+        metrics.lq_pending.labels(**labels, status="inadmissible").set(inadmissible)
+        metrics.lq_pending.labels(**labels, status="active").set(counts.lq_active[local])
         metrics.lq_reserving_active.labels(**labels).set(active[local])
         metrics.lq_admitted_active.labels(**labels).set(active[local])
         cq = admission.queues.get(cluster_queue)
