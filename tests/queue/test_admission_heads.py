@@ -20,6 +20,7 @@ from services.queue.quota.flavor_assign import FIT
 from services.queue.quota.ready import Readiness
 from services.queue.records import PodRecord
 from shared.models import load_manifest_text
+from tests.builders import make_pod_group
 from tests.queue.test_admission import pod, setup, submit
 
 
@@ -66,6 +67,10 @@ def _check_nothing_that_fits_waits(admission: Admission) -> int:
             keys = keys[:1]  # only the head may not be skipped
         for key in keys:
             wl = backlog.workloads[key]
+            group = key.removeprefix("podgroup:")
+            members = sum(1 for r in admission.admitted.values() if r.get("group") == group)
+            if key.startswith("podgroup:") and wl.min_member - members - len(wl.pods) > 0:
+                continue  # a gang still waiting for its pods
             assignment, _ = assign_pods(
                 cohort, cq, admission.flavors, wl.requests, wl.placements, fair_sharing=False
             )
@@ -96,11 +101,27 @@ async def test_no_workload_that_fits_is_left_waiting(
     admission.reasons_every = rng.choice([0.0, 3600.0])
     live: dict[str, PodRecord] = {}
     """Every pod not deleted, by key."""
-    admitted_total = waited_max = 0
+    gangs: dict[str, tuple[str, int]] = {}
+    """Gangs still to complete: name -> (namespace, pods still to come)."""
+    admitted_total = waited_max = gangs_admitted = 0
     for step in range(60):
         for _ in range(rng.randrange(1, 6)):
             event = rng.random()
-            if event < 0.55 or not live:
+            if event < 0.12 or gangs:  # a gang starts (its PodGroup), or one of its pods
+                if not gangs or rng.random() < 0.2:
+                    name, ns, size = f"gang{step}", rng.choice(list(quotas)), rng.choice([2, 3])
+                    group = make_pod_group(name, size, namespace=ns)
+                    await admission.store.apply([group])
+                    await admission.load()
+                    gangs[name] = (ns, size)
+                name = rng.choice(sorted(gangs))
+                ns, left = gangs[name]
+                made = pod(f"{name}-{left}", ns, "1", created=float(step), group=name)
+                live.update({r.key: r for r in (await submit(admission, made)).values()})
+                gangs[name] = (ns, left - 1)
+                if left == 1:
+                    del gangs[name]
+            elif event < 0.55 or not live:
                 i = len(live) + step * 100 + rng.randrange(100)
                 made = pod(
                     f"p{step}-{i}",
@@ -133,7 +154,9 @@ async def test_no_workload_that_fits_is_left_waiting(
                 await admission.load()
         verdict = await admission.admit()
         admitted_total += len(verdict.admitted)
+        gangs_admitted += sum(1 for p in verdict.admitted if "gang" in p.name)
         waited_max = max(waited_max, _check_nothing_that_fits_waits(admission))
+    assert any(r.get("group") for r in admission.admitted.values()) or gangs_admitted
     assert admitted_total > 30
     assert waited_max > 10
 
