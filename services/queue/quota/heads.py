@@ -114,9 +114,13 @@ class Heads:
         group = self.groups.get(shape)
         while group:
             _, key = heapq.heappop(group)
-            if self.shape_of.get(key) == shape and key in workloads:
-                self.push(key, sort_key(workloads[key]))
-                break
+            if self.shape_of.get(key) != shape:
+                continue  # a stale entry: active, parked again elsewhere, or gone
+            if key not in workloads:
+                self.discard(key)
+                continue
+            self.push(key, sort_key(workloads[key]))
+            break
         else:
             self.groups.pop(shape, None)
             return 0
