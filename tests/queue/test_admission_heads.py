@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from services.queue.quota.admission import Admission
+from services.queue.quota.admission_fair import LocalQueueUsage
 from services.queue.quota.assign import assign_pods
 from services.queue.quota.backlog import sort_key
 from services.queue.quota.flavor_assign import FIT
@@ -29,6 +30,12 @@ def _queues(quotas: dict[str, tuple[str, int, int | None, str]]) -> str:
     docs = ["apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default}"]
     for name, (cohort, nominal, borrowing, strategy) in quotas.items():
         limit = "" if borrowing is None else f", borrowingLimit: {borrowing}"
+        if name.startswith("f"):  # admission fair sharing, and a second LocalQueue
+            strategy += "\n  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}"
+            docs.append(
+                f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+                f"metadata: {{name: lq, namespace: {name}-b}}\nspec: {{clusterQueue: {name}}}"
+            )
         docs.append(
             f"""apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
@@ -88,7 +95,10 @@ QUOTAS: dict[str, tuple[str, int, int | None, str]] = {
     "b1": ("two", 5, 2, "BestEffortFIFO"),
     "b2": ("two", 2, None, "StrictFIFO"),
     "c1": ("", 3, None, "BestEffortFIFO"),
+    "f1": ("two", 3, 2, "BestEffortFIFO"),
 }
+NAMESPACES = [*QUOTAS, "f1-b"]
+"""Where pods are made: each queue's namespace, and f1's second LocalQueue's."""
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -99,6 +109,7 @@ async def test_no_workload_that_fits_is_left_waiting(
     quotas = dict(QUOTAS)
     admission = await setup(redis_client, redis_prefix, _queues(quotas))
     admission.reasons_every = rng.choice([0.0, 3600.0])
+    admission.lq_usage = LocalQueueUsage(half_life_s=60.0, sampling_s=5.0)
     live: dict[str, PodRecord] = {}
     """Every pod not deleted, by key."""
     gangs: dict[str, tuple[str, int]] = {}
@@ -125,7 +136,7 @@ async def test_no_workload_that_fits_is_left_waiting(
                 i = len(live) + step * 100 + rng.randrange(100)
                 made = pod(
                     f"p{step}-{i}",
-                    rng.choice(list(quotas)),
+                    rng.choice(NAMESPACES),
                     rng.choice(["1", "1", "2", "3", "5"]),
                     created=float(step),
                     priority=rng.choice([0, 0, 5, 10]),
