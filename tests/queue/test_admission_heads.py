@@ -22,7 +22,7 @@ from services.queue.quota.ready import Readiness
 from services.queue.records import PodRecord
 from shared.models import load_manifest_text
 from tests.builders import make_pod_group
-from tests.queue.test_admission import pod, setup, submit
+from tests.queue.test_admission import pod, setup, submit, usage_in_redis
 
 
 def _queues(quotas: dict[str, tuple[str, int, int | None, str]]) -> str:
@@ -207,3 +207,30 @@ async def test_a_round_after_one_release_looks_at_a_few_heads(
     full = await admission.admit()
     assert len(full.waiting) == len(admission.pending)
     _check_nothing_that_fits_waits(admission)
+
+
+async def test_a_reload_during_an_admission_does_not_bring_the_admitted_back(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """gate() (and so load(), which rebuilds the backlog from the pending pods) runs between
+    a round's awaits: a workload admitted across a reload must not wait again (it would be
+    admitted and charged twice)."""
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    await submit(admission, pod("p0", "c1", "1", created=0.0), pod("p1", "c1", "1", created=1.0))
+    commit = admission._commit
+    reloaded = 0
+
+    async def reload_then_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reloaded
+        if not reloaded:
+            reloaded += 1
+            await admission.load()  # an informer batch with a quota object, mid-write
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_commit", reload_then_commit)
+    first = await admission.admit()
+    assert reloaded == 1
+    assert sorted(p.name for p in first.admitted) == ["p0", "p1"]
+    assert not admission.backlog.workloads
+    assert not (await admission.admit()).admitted
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}

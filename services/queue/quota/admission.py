@@ -487,12 +487,15 @@ class Admission:
                 created=wl.created,
             )
             self.evicting.pop(wl.key, None)
-            backlog.forget(wl.key)
+            # also from a backlog a load() rebuilt during the write (gate runs between awaits)
+            for each in {id(backlog): backlog, id(self.backlog): self.backlog}.values():
+                each.forget(wl.key)
+                for key in wl.pods:
+                    each.of_pod.pop(key, None)
             for pod in wl.pods.values():
                 self.pending.pop(pod.key, None)
                 self._decoded.pop(pod.key, None)
                 self.written.pop(pod.key, None)
-                backlog.of_pod.pop(pod.key, None)
                 if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
                     verdict.admitted.append(replace(pod, quota_wait=""))
             quota_fair.admitted(self, wl)
