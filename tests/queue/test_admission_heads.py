@@ -234,3 +234,35 @@ async def test_a_reload_during_an_admission_does_not_bring_the_admitted_back(
     assert not admission.backlog.workloads
     assert not (await admission.admit()).admitted
     assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
+
+
+async def test_a_gang_pod_that_comes_during_its_gangs_admission_waits_on_its_own(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """Workloads are kept between rounds now: a pod gate() adds to a gang while the gang's
+    admission is being written is not ungated with it uncharged; it is a workload of its own
+    (admitted, and charged, when it fits)."""
+    admission = await setup(
+        redis_client,
+        redis_prefix,
+        _queues({"c1": QUOTAS["c1"]}),
+        make_pod_group("g", 2, namespace="c1"),
+    )
+    await submit(admission, *(pod(f"g{i}", "c1", "1", created=i, group="g") for i in range(2)))
+    commit = admission._commit
+    late = pod("g2", "c1", "1", created=2.0, group="g")
+
+    async def gate_then_commit(*args: Any, **kwargs: Any) -> Any:
+        if "c1/g2" not in admission.pending:
+            await submit(admission, late)  # the informer's batch, mid-write
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_commit", gate_then_commit)
+    first = await admission.admit()
+    # g2 came as a workload of its own (its gang's admitted members count): admitted after
+    # g0 and g1 by the same round, and charged
+    assert sorted(p.name for p in first.admitted) == ["g0", "g1", "g2"]
+    assert sorted(admission.admitted) == ["c1/g0", "c1/g1", "c1/g2"]
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 3000}
+    assert not admission.backlog.workloads
+    assert not admission.backlog.of_pod

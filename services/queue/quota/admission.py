@@ -481,8 +481,9 @@ class Admission:
             if best is None:
                 break
             _, _, wl, flavors = best
+            pods = dict(wl.pods)  # gate() may add a gang's pod during the awaits below
             await self._write(
-                [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in wl.pods.items()],
+                [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in pods.items()],
                 group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
                 created=wl.created,
             )
@@ -490,9 +491,11 @@ class Admission:
             # also from a backlog a load() rebuilt during the write (gate runs between awaits)
             for each in {id(backlog): backlog, id(self.backlog): self.backlog}.values():
                 each.forget(wl.key)
-                for key in wl.pods:
+                for key in pods:
                     each.of_pod.pop(key, None)
-            for pod in wl.pods.values():
+            for late in [p for k, p in wl.pods.items() if k not in pods]:
+                quota_backlog.add(self, late)  # came during the write: it waits on its own
+            for pod in pods.values():
                 self.pending.pop(pod.key, None)
                 self._decoded.pop(pod.key, None)
                 self.written.pop(pod.key, None)
