@@ -17,7 +17,9 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
   whose nodeLabels contradict the pod's nodeSelector / required node affinity or whose taints
   it does not tolerate, flavorFungibility deciding when to try the next.
 - **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
-  workload that fits go before an earlier one that does not, StrictFIFO does not. Across the
+  workload that fits go before an earlier one that does not, StrictFIFO does not. A round
+  looks at each queue's heads only (Kueue's queue manager, heads.py/backlog.py): a head that
+  does not fit is parked until quota is released in its cohort tree. Across the
   queues of a cohort, the workload whose queue would have the lowest weighted dominant
   resource share after admitting it goes first (Kueue's fair sharing, DRF).
 - **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, or Kueue's flavor
@@ -122,8 +124,9 @@ class Admission:
         self.backlog = Backlog()
         """The waiting workloads, per ClusterQueue, kept per pod change (heads.py)."""
         self.quota_version = 0
-        self.round_no = 0
         """Bumped whenever usage or quota changes (a memo of unfit shapes is that old)."""
+        self.round_no = 0
+        """Rounds run (a reason found by a later round is fresher)."""
         self.written: dict[str, str] = {}
         """Pending pod key -> the reason last written to its `why` (not written again)."""
         self.since: dict[str, float] = {}
