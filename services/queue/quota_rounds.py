@@ -1,7 +1,9 @@
 """When quota admission runs a round: after store events (at most every quota_round_interval;
 events that come faster wait for one deferred round), and, with waitForPodsReady, on a tick
-when a timeout or a backoff comes due in a quiet cluster. One thing at a time: the store
-events of a batch and a round never interleave (`lock`)."""
+when a timeout or a backoff comes due in a quiet cluster. A round writes every waiting pod's
+reason at most every quota_reasons_interval: one that did not leaves a round for later
+(`reasons_due`), so the last reasons written are the current ones once the cluster is quiet.
+One thing at a time: the store events of a batch and a round never interleave (`lock`)."""
 
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ class QuotaRounds:
         self._last_round = 0.0
         self._last_tick = time.time()
         self._deferred: asyncio.Task[None] | None = None
+        self._reasons: asyncio.Task[None] | None = None
+        """The round that writes the reasons when they are due (`_reasons_later`)."""
 
     async def after_events(self) -> None:
         """Under `lock`, after a batch: a round now, or one deferred to the interval's end."""
@@ -65,16 +69,38 @@ class QuotaRounds:
         return 1
 
     async def stop(self) -> None:
-        if self._deferred is not None:
-            self._deferred.cancel()
-            await asyncio.gather(self._deferred, return_exceptions=True)
-            self._deferred = None
+        for task in (self._deferred, self._reasons):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._deferred = self._reasons = None
 
     async def _round(self) -> None:
         self._last_round = time.monotonic()
         verdict = await self.admission.admit()
         await self._settle(verdict)
         self.rounds += 1
+        self._reasons_later()
+
+    def _reasons_later(self) -> None:
+        """A round when the reasons are due, if the last round did not write them."""
+        due = self.admission.reasons_due()
+        if due is not None and self._reasons is None:
+            wait = max(0.0, due - time.monotonic())
+            self._reasons = asyncio.create_task(self._reasons_round(wait), name="queue-reasons")
+
+    async def _reasons_round(self, wait: float) -> None:
+        try:
+            await asyncio.sleep(wait)
+            async with self.lock:
+                if self.admission.stale:
+                    try:
+                        await self._round()
+                    except (RedisError, OSError) as exc:  # the next round writes them
+                        log.warning("queue: quota reasons round failed: %s", exc)
+        finally:
+            self._reasons = None
+        self._reasons_later()
 
     async def _later(self, wait: float) -> None:
         """The round that events deferred; Redis trouble is retried, with backoff, until a

@@ -383,7 +383,8 @@ class QueueService:
         await self._apply_or_reject(
             [(p, "upsert", ("update", p)) for p in verdict.admitted], self._reject_pod
         )
-        await verdict.write_whys(self.redis, self.store.keys, self.store.tenant_of)
+        written = None if self.admission is None else self.admission.written
+        await verdict.write_whys(self.redis, self.store.keys, self.store.tenant_of, written)
         self.metrics["quota_admitted"] += len(verdict.admitted)
         self.metrics["quota_rounds"] += 1
 

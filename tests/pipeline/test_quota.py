@@ -46,12 +46,17 @@ async def test_quota_admission_end_to_end(
         await asyncio.sleep(1.0)  # and no more than that
         assert sorted(await placed()) == ["a0", "a1", "a2"]
 
-        rows = {r.name: r for r in await run.client.pod_rows()}
-        assert rows["a3"].status == "Quota"
-        assert rows["a3"].message == (
+        expected = (
             "Waiting for quota in ClusterQueue team-a (position 1 of 2; 1 of 2 in cohort c): "
             "insufficient unused quota for cpu in flavor default, 1 more needed"
         )
+        for _ in range(50):  # reasons are written at most once a second (a round after)
+            rows = {r.name: r for r in await run.client.pod_rows()}
+            if rows["a3"].message == expected:
+                break
+            await asyncio.sleep(0.1)
+        assert rows["a3"].status == "Quota"
+        assert rows["a3"].message == expected
         assert "position 2 of 2" in rows["a4"].message
         assert "Quota" in format_pods(list(rows.values()), "table")
 

@@ -506,6 +506,38 @@ async def test_quota_rounds_take_events_together_and_none_is_lost(
         assert [p.key for p in (await service.store.pending("team-a")).pods] == ["team-a/second"]
 
 
+async def test_quota_reasons_are_written_on_their_period_and_end_current(
+    make_service, service_config: QueueConfig, cluster: ClusterStore
+) -> None:
+    """A round within quota_reasons_interval of the last reasons writes none (they cost
+    O(backlog)); a later round writes them, so a quiet cluster ends with current reasons."""
+    from dataclasses import replace
+
+    from shared.models import load_manifest_text
+    from tests.queue.test_admission import pod as quota_pod
+    from tests.queue.test_admission import queues
+
+    await cluster.apply(load_manifest_text(queues(("team-a", "", 1, None, 1))).queue_objects)
+    config = replace(service_config, quota_round_interval=0.0, quota_reasons_interval=1.5)
+    async with make_service(config) as service:
+        await cluster.apply([quota_pod("first", "team-a", created=1)])
+        await wait_for(lambda: service.metrics["quota_admitted"] == 1)
+        rounds = service.metrics["quota_rounds"]
+        await cluster.apply([quota_pod("second", "team-a", created=2)])
+        await wait_for(lambda: service.metrics["quota_rounds"] > rounds)
+        waits = await service.store.quota_waits()
+        assert waits == {"team-a/second": "waiting for quota"}  # the gate's, for now
+        expected = (
+            "Waiting for quota in ClusterQueue team-a (position 1 of 1): "
+            "insufficient unused quota for cpu in flavor default, 1 more needed"
+        )
+        for _ in range(60):
+            if (await service.store.quota_waits()).get("team-a/second") == expected:
+                break
+            await asyncio.sleep(0.1)
+        assert (await service.store.quota_waits())["team-a/second"] == expected
+
+
 async def test_wait_for_pods_ready_times_out_and_readmits_in_a_quiet_cluster(
     make_service, service_config: QueueConfig, cluster: ClusterStore
 ) -> None:

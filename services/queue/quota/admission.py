@@ -17,7 +17,9 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
   whose nodeLabels contradict the pod's nodeSelector / required node affinity or whose taints
   it does not tolerate, flavorFungibility deciding when to try the next.
 - **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
-  workload that fits go before an earlier one that does not, StrictFIFO does not. Across the
+  workload that fits go before an earlier one that does not, StrictFIFO does not. A round
+  looks at each queue's heads only (Kueue's queue manager, heads.py/backlog.py): a head that
+  does not fit is parked until quota is released in its cohort tree. Across the
   queues of a cohort, the workload whose queue would have the lowest weighted dominant
   resource share after admitting it goes first (Kueue's fair sharing, DRF).
 - **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, or Kueue's flavor
@@ -43,18 +45,19 @@ from redis.exceptions import RedisError
 from services.queue.config import KUEUE_MODE_BERTH, QueueConfig, WaitForPodsReady
 from services.queue.keys import QueueKeys
 from services.queue.pod_status import cluster_queue_of
+from services.queue.quota import backlog as quota_backlog
 from services.queue.quota import fair as quota_fair
 from services.queue.quota import ready as quota_ready
 from services.queue.quota.admission_fair import LocalQueueUsage
 from services.queue.quota.assign import Placement, assign_pods
 from services.queue.quota.cohorts import Cohort, cohorts_of
 from services.queue.quota.effects import place_on_flavors, requeue
-from services.queue.quota.estimate import estimates
 from services.queue.quota.eta import Releases
 from services.queue.quota.evict import drain, preempt
 from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE, Assignment
+from services.queue.quota.heads import Backlog
 from services.queue.quota.ready import Readiness
-from services.queue.quota.report import report
+from services.queue.quota.report import report, report_gauges
 from services.queue.quota.scripts import QUOTA_LUA
 from services.queue.quota.status import read_reserved
 from services.queue.quota.workload import (
@@ -68,7 +71,6 @@ from shared.messages import decode_pod
 from shared.metrics import default_metrics
 from shared.models import (
     DEFAULT_SCHEDULER_NAME,
-    POD_GROUP_LABEL,
     Namespace,
     Pod,
     PodGroup,
@@ -88,12 +90,14 @@ from shared.models.kueue import (
 from shared.models.quantity import parse_quantity
 from shared.models.selectors import selector_matches
 from shared.store import ClusterStore
-from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 
 _Best = tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]]
 """A queue's candidate in a round: share, order, workload, each pod's flavors."""
+
+Decoded = tuple[dict[str, int], float, Placement, str]
+"""A pod's request, creation time, placement and signature."""
 
 
 class Admission:
@@ -109,7 +113,24 @@ class Admission:
         lq_usage: LocalQueueUsage | None = None,
         wait_for_pods_ready: WaitForPodsReady | None = None,
         kueue_mode: str = KUEUE_MODE_BERTH,
+        reasons_every: float = 0.0,
     ) -> None:
+        self.reasons_every = reasons_every
+        """Every waiting pod's reason (and the O(backlog) gauges) at most this often, in
+        seconds; rounds in between decide and report admissions only (0: every round)."""
+        self._reasons_at = float("-inf")
+        self.stale = False
+        """A round ran since the reasons were last written (a later round writes them)."""
+        self.backlog = Backlog()
+        """The waiting workloads, per ClusterQueue, kept per pod change (heads.py)."""
+        self.quota_version = 0
+        """Bumped whenever usage or quota changes (a memo of unfit shapes is that old)."""
+        self.round_no = 0
+        """Rounds run (a reason found by a later round is fresher)."""
+        self.written: dict[str, str] = {}
+        """Pending pod key -> the reason last written to its `why` (not written again)."""
+        self.since: dict[str, float] = {}
+        """Pending pod key -> when this replica first saw it wait (monotonic)."""
         self.kueue_mode = kueue_mode
         """"berth": berth admits its pods; "kueue": Kueue does, berth admits none."""
         self.readiness = Readiness(wait_for_pods_ready or WaitForPodsReady())
@@ -144,8 +165,8 @@ class Admission:
         """Quota-managed pending pods not admitted, by pod key."""
         self.dirty = False
         """Something changed since the last round (a pod waits, quota was freed or changed)."""
-        self._decoded: dict[tuple[str, int], tuple[dict[str, int], float, Placement, str]] = {}
-        """(pod key, resourceVersion) -> its request, creation time, placement, signature."""
+        self._decoded: dict[str, tuple[int, Decoded]] = {}
+        """Pod key -> (resourceVersion, its request, creation time, placement, signature)."""
         self._queue_of: dict[tuple[str, str], tuple[str | None, str]] = {}
         """(namespace, LocalQueue name) -> queue_of's answer, until the next load()."""
         self.evicting: dict[str, set[str]] = {}
@@ -161,7 +182,6 @@ class Admission:
         """Evictions per (ClusterQueue, LocalQueue, reason) not yet counted by `report`."""
         self.preemptions: Counter[tuple[str, str]] = Counter()
         """Pods preempted per (preempting ClusterQueue, reason) not yet counted."""
-        """(pod key, resourceVersion) -> its request and creation time (decoded once)."""
 
     @classmethod
     def for_queue(cls, redis: Redis, store: ClusterStore, config: QueueConfig) -> Admission:
@@ -177,6 +197,7 @@ class Admission:
             else None,
             wait_for_pods_ready=config.wait_for_pods_ready,
             kueue_mode=config.kueue_mode,
+            reasons_every=config.quota_reasons_interval,
         )
 
     # ------------------------------------------------------------------ state
@@ -230,6 +251,9 @@ class Admission:
                 record = PodRecord.from_pod(pod)
                 if self.managed(record) and not record.node_name and not self.is_admitted(record):
                     self.pending[record.key] = record
+                    self.since.setdefault(record.key, time.monotonic())
+        self.quota_version += 1
+        quota_backlog.rebuild(self)
 
     def managed(self, pod: PodRecord) -> bool:
         """Whether berth admits this pod: a pod of berth's profiles in a LocalQueue, unless
@@ -268,14 +292,19 @@ class Admission:
         if self.is_admitted(pod):
             return pod
         self.pending[pod.key] = pod
+        self.written.pop(pod.key, None)  # the queue writes the gate's reason with the record
+        self.since.setdefault(pod.key, time.monotonic())
+        quota_backlog.add(self, pod)
         self.dirty = True
         return self.waiting(pod, "waiting for quota")
 
     def _forget(self, key: str) -> None:
         if self.pending.pop(key, None) is not None:
             self.dirty = True
-            for cached in [k for k in self._decoded if k[0] == key]:
-                del self._decoded[cached]
+            self._decoded.pop(key, None)
+            self.since.pop(key, None)
+            self.written.pop(key, None)
+            quota_backlog.remove(self, key)
 
     @staticmethod
     def waiting(pod: PodRecord, reason: str) -> PodRecord:
@@ -300,6 +329,8 @@ class Admission:
                 _, flavor, resource = fld.split("|", 2)
                 usage = cohort.usage.setdefault(queue, {})
                 usage[(flavor, resource)] = usage.get((flavor, resource), 0) - amount
+        self.quota_version += 1
+        quota_backlog.unpark_tree(self, queue)  # room in the tree: its parked look again
 
     async def _charge_bound(self, pod: PodRecord) -> None:
         if self.requeued.get(pod.key) == pod.uid:  # evicted, then bound by a stale proposal
@@ -316,12 +347,16 @@ class Admission:
 
     # ------------------------------------------------------------------ rounds
     async def admit(self) -> Verdict:
-        """Admit what fits, cohort by cohort in DRF order; reasons for the rest. A bug in a
-        round is logged and the round given up (the next change runs another): admission
-        must never stop the queue from taking the informer's events."""
+        """Admit what fits, cohort by cohort in DRF order, looking at the heads of each
+        ClusterQueue only (heads.py); every waiting pod's reason when they are due. A bug
+        in a round is logged and the round given up (the next change runs another):
+        admission must never stop the queue from taking the informer's events."""
         self.dirty = False
+        self.round_no += 1
         verdict = Verdict()
         started = time.perf_counter()
+        now = time.monotonic()
+        full = now - self._reasons_at >= self.reasons_every
         try:
             await self._admit_all(verdict)
         except (RedisError, OSError):
@@ -330,91 +365,76 @@ class Admission:
         except Exception:
             log.exception("quota admission round failed")
             self.metrics.cq_round_errors.inc()
+        if full:
+            quota_backlog.reasons(self, verdict)
+            self._reasons_at, self.stale = now, False
+        else:
+            self.stale = True
         report(self, verdict, self.metrics, seconds=time.perf_counter() - started)
+        if full:
+            report_gauges(self, self.metrics)
         return verdict
+
+    def reasons_due(self) -> float | None:
+        """When the reasons written last are to be written again (monotonic), or None."""
+        return self._reasons_at + self.reasons_every if self.stale else None
 
     async def _admit_all(self, verdict: Verdict) -> None:
         await drain(self)
         await quota_ready.check(self)
         quota_fair.refresh(self)
-        workloads: dict[str, list[Workload]] = defaultdict(list)
-        for wl in self._workloads(verdict).values():
-            workloads[self.cohort_of[wl.queue]].append(wl)
-        for cohort_key, candidates in workloads.items():
-            await self._round(self.cohorts[cohort_key], candidates, verdict)
+        if self.readiness.policy.timeout_s > 0:
+            quota_backlog.wake_held(self)
+        backlog = self.backlog
+        for cohort in list(self.cohorts.values()):
+            heads = [backlog.queues[q] for q in cohort.queues if q in backlog.queues]
+            if any(h.live for h in heads):
+                await self._round(backlog, cohort, verdict)
 
-    def _workloads(self, verdict: Verdict) -> dict[str, Workload]:
-        out: dict[str, Workload] = {}
-        for pod in self.pending.values():
-            queue, problem = self.queue_of(pod)
-            if queue is None:
-                verdict.waiting[pod.key] = (pod, problem)
-                continue
-            group = pod.labels.get(POD_GROUP_LABEL, "")
-            key = f"podgroup:{pod.namespace}/{group}" if group else pod.key
-            try:
-                request, created, placement, signature = self._decode(pod, queue)
-            except (MessageError, ValueError) as e:  # one unreadable pod waits, with why
-                verdict.waiting[pod.key] = (pod, f"cannot read the pod: {e}")
-                continue
-            wl = out.get(key)
-            if wl is None:
-                lq = f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}"
-                wl = out[key] = Workload(key, queue, pod.priority, created, local_queue=lq)
-                if group:
-                    wl.min_member = self.groups.get(f"{pod.namespace}/{group}", 1)
-                    wl.admitted_members = sum(
-                        1
-                        for rec in self.admitted.values()
-                        if rec.get("group") == f"{pod.namespace}/{group}"
-                    )
-            wl.pods[pod.key] = pod
-            wl.requests[pod.key] = request
-            wl.placements[pod.key] = placement
-            wl.signatures[pod.key] = signature
-            wl.created = min(wl.created, created)
-        return out
-
-    async def _round(self, cohort: Cohort, candidates: list[Workload], verdict: Verdict) -> None:
-        by_queue: dict[str, list[Workload]] = defaultdict(list)
-        for wl in sorted(candidates, key=lambda w: w.order):
-            by_queue[wl.queue].append(wl)
-        for queue, waiting in by_queue.items():
-            quota_fair.order(self, queue, waiting)
-        reasons: dict[str, str] = {}
-        reclaim_tried: dict[str, str] = {}
-        reclaim_reason: dict[str, str] = {}
-        skip: dict[str, bool] = {}
-        """Workloads found not admissible this round (quota only shrinks within a round):
-        not looked at again; True when it holds its queue's turn."""
+    async def _round(self, backlog: Backlog, cohort: Cohort, verdict: Verdict) -> None:
+        """One cohort tree: while some ClusterQueue's head fits, admit the one whose queue
+        would have the lowest share (DRF); heads that do not fit are parked (BestEffortFIFO)
+        or block their queue (StrictFIFO, or pods are leaving for it)."""
+        queues = [q for q in cohort.queues if q in backlog.queues and q in self.queues]
+        for queue in queues:
+            if quota_fair.fair(self, queue):
+                backlog.queues[queue].reorder(
+                    backlog.workloads, quota_backlog.sort_key(self, queue)
+                )
+        reasons = backlog.reasons
+        reclaim_tried: set[str] = set()
+        blocked: set[str] = set()
+        """Queues whose turn is held this round (StrictFIFO head, pods leaving for it)."""
         unfit: dict[tuple[str, str, int], Assignment] = {}
         """(queue, shape, quota version) -> the assignment of a workload that did not fit: a
         backlog of like workloads costs one assignment per shape, not one per workload."""
-        version = 0
-        """Bumped whenever quota may have changed within the round (an admission, an eviction)."""
         while True:
             best: _Best | None = None
-            for queue, waiting in by_queue.items():
+            for queue in queues:
                 spec = self.queues[queue].spec
-                if spec.stop_policy != STOP_NONE:  # Kueue: an inactive queue admits nothing
-                    for wl in waiting:
-                        reasons[wl.key] = f"ClusterQueue {queue} is inactive ({spec.stop_policy})"
-                    continue
+                if queue in blocked or spec.stop_policy != STOP_NONE:
+                    continue  # Kueue: an inactive queue admits nothing
                 strict = spec.queueing_strategy == "StrictFIFO"
+                heads = backlog.queues[queue]
                 now = time.time()
-                for wl in waiting:
-                    if wl.key in skip:
-                        if skip[wl.key]:
-                            break
-                        continue
-                    skip[wl.key] = False
+                while (key := heads.head()) is not None:
+                    wl = backlog.workloads[key]
                     if why := self.readiness.waiting_reason(wl, now):
-                        reasons[wl.key] = why
+                        reasons[key] = (self.round_no, why)
+                        heads.park(key)
+                        backlog.held[key] = queue
                         continue
+                    group = key.removeprefix("podgroup:") if key.startswith("podgroup:") else ""
+                    if group:
+                        wl.admitted_members = sum(
+                            1 for rec in self.admitted.values() if rec.get("group") == group
+                        )
                     missing = wl.min_member - wl.admitted_members - len(wl.pods)
-                    if missing > 0:
-                        reasons[wl.key] = f"gang waiting for {missing} more pod(s)"
+                    if missing > 0:  # looked at again when one of its pods comes
+                        reasons[key] = (self.round_no, f"gang waiting for {missing} more pod(s)")
+                        heads.park(key)
                         continue
+                    version = self.quota_version
                     shape = wl.shape()
                     memo = None if shape is None else (queue, shape, version)
                     known = None if memo is None else unfit.get(memo)
@@ -433,60 +453,64 @@ class Admission:
                         if memo is not None and assignment.mode != FIT:
                             unfit[memo] = assignment
                     if assignment.mode != FIT:
-                        reasons[wl.key] = assignment.message() or "waiting for quota"
-                        # Preempt for the first workload of a queue that does not fit, once
-                        # a round (scanning the admitted pods for every waiting one would
-                        # make a round quadratic in the backlog), when its flavors allow.
+                        text = assignment.message() or "waiting for quota"
+                        if shape is not None:
+                            backlog.group_reasons[(queue, shape)] = (self.round_no, text)
+                        # Preempt for the first head of a queue that does not fit, once a
+                        # round, when its flavors allow.
                         reclaiming = False
                         if queue not in reclaim_tried and assignment.mode == PREEMPT_MODE:
-                            reclaim_tried[queue] = wl.key
+                            reclaim_tried.add(queue)
                             why, reclaiming = await preempt(self, cohort, wl, assignment)
-                            version += 1
                             if reclaiming:
-                                reasons[wl.key] = reclaim_reason[wl.key] = why
+                                text = why
                             elif why:  # blocked: the shortfall, and why nothing was evicted
-                                reasons[wl.key] += f"; {why}"
-                        elif wl.key in reclaim_reason:
-                            reasons[wl.key] = reclaim_reason[wl.key]
+                                text += f"; {why}"
+                        reasons[key] = (self.round_no, text)
                         # A workload that pods are leaving for holds its queue's turn.
                         if strict or reclaiming:
-                            skip[wl.key] = True
+                            blocked.add(queue)
                             break
+                        if self.quota_version == version and key in backlog.workloads:
+                            # until quota changes in its tree (with its shape's group when
+                            # the queue's order is static)
+                            grouped = shape is not None and not quota_fair.fair(self, queue)
+                            heads.park(key, wl.order, shape if grouped else None)
                         continue
-                    del skip[wl.key]  # it fits: looked at again after the next admission
                     share = cohort.share(queue, assignment.usage)
                     if best is None or (share, wl.order) < (best[0], best[1]):
                         best = (share, wl.order, wl, flavors)
-                    break  # this queue's candidate: its first workload that fits
+                    break  # this queue's candidate: its head, which fits
             if best is None:
                 break
             _, _, wl, flavors = best
-            version += 1
+            pods = dict(wl.pods)  # gate() may add a gang's pod during the awaits below
             await self._write(
-                [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in wl.pods.items()],
+                [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in pods.items()],
                 group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
                 created=wl.created,
             )
             self.evicting.pop(wl.key, None)
-            for pod in wl.pods.values():
+            # also from a backlog a load() rebuilt during the write (gate runs between awaits)
+            for each in {id(backlog): backlog, id(self.backlog): self.backlog}.values():
+                each.forget(wl.key)
+                for key in pods:
+                    each.of_pod.pop(key, None)
+            for late in [p for k, p in wl.pods.items() if k not in pods]:
+                quota_backlog.add(self, late)  # came during the write: it waits on its own
+            for pod in pods.values():
                 self.pending.pop(pod.key, None)
+                self._decoded.pop(pod.key, None)
+                self.written.pop(pod.key, None)
                 if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
                     verdict.admitted.append(replace(pod, quota_wait=""))
-            by_queue[wl.queue].remove(wl)
-            quota_fair.admitted(self, wl, by_queue[wl.queue])
-        everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
-        overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
-        shared = cohort.queues[everyone[0].queue].cohort if everyone else ""
-        for queue, waiting in by_queue.items():
-            eta = estimates(self, cohort, queue, waiting)
-            for position, wl in enumerate(waiting, start=1):
-                reason = reasons.get(wl.key, "waiting for quota") + eta.get(wl.key, "")
-                where = f"position {position} of {len(waiting)}"
-                if shared:  # and across the cohort, in priority then creation order
-                    where += f"; {overall[wl.key]} of {len(everyone)} in cohort {shared}"
-                message = f"Waiting for quota in ClusterQueue {queue} ({where}): {reason}"
-                for pod in wl.pods.values():
-                    verdict.waiting[pod.key] = (pod, message)
+            quota_fair.admitted(self, wl)
+            heads = backlog.heads(wl.queue)
+            order = quota_backlog.sort_key(self, wl.queue)
+            if quota_fair.fair(self, wl.queue):
+                heads.reorder(backlog.workloads, order)
+            elif (shape := wl.shape()) is not None:  # the next of its shape may fit too
+                heads.wake(shape, backlog.workloads, order)
 
     async def _write(
         self,
@@ -517,6 +541,7 @@ class Admission:
                 deltas[fld] += amount
             cohort = self.cohorts[self.cohort_of[queue]]
             cohort.charge(queue, request, flavors)
+        self.quota_version += 1
         args.append(len(deltas))
         for fld, amount in deltas.items():
             args += [fld, amount]
@@ -545,9 +570,9 @@ class Admission:
             return None, f"namespace {namespace} is not selected by ClusterQueue {queue}"
         return queue, ""
 
-    def _decode(self, pod: PodRecord, queue: str) -> tuple[dict[str, int], float, Placement, str]:
-        cache_key = (pod.key, pod.resource_version)
-        cached = self._decoded.get(cache_key)
+    def _decode(self, pod: PodRecord, queue: str) -> Decoded:
+        found = self._decoded.get(pod.key)
+        cached = found[1] if found is not None and found[0] == pod.resource_version else None
         if cached is None:
             body = decode_pod(pod.body, "queued pod")
             request, placement = self._request_of(pod, queue, body), Placement.of(body)
@@ -557,7 +582,7 @@ class Admission:
                 placement,
                 pod_signature(request, placement),
             )
-            self._decoded[cache_key] = cached
+            self._decoded[pod.key] = (pod.resource_version, cached)
         return cached
 
     def _request_of(self, pod: PodRecord, queue: str, body: Pod | None = None) -> dict[str, int]:

@@ -1,7 +1,8 @@
 """Admission fair sharing in quota admission (services.queue.quota.admission_fair): the
 LocalQueues' usage
-brought up to date from the admitted records before each round, each fair-sharing
-ClusterQueue's waiting workloads ordered by it, and the entry penalty of each admission."""
+brought up to date from the admitted records before each round (each fair-sharing
+ClusterQueue's waiting workloads are ordered by it: backlog.sort_key), and the entry penalty
+of each admission."""
 
 from __future__ import annotations
 
@@ -35,19 +36,9 @@ def fair(self: Admission, queue: str) -> bool:
     return self.lq_usage is not None and scope is not None and scope.admission_mode == USAGE_BASED
 
 
-def order(self: Admission, queue: str, waiting: list[Workload]) -> None:
-    """Least-used LocalQueue first (then priority and creation), in place."""
-    if self.lq_usage is None or not fair(self, queue):
-        return
-    usage = self.lq_usage
-    waiting.sort(
-        key=lambda w: (usage.key(w.local_queue, self.lq_weights.get(w.local_queue, 1.0)), w.order)
-    )
-
-
-def admitted(self: Admission, wl: Workload, waiting: list[Workload]) -> None:
-    """`wl` was admitted: its LocalQueue pays the entry penalty; the rest is ordered again."""
+def admitted(self: Admission, wl: Workload) -> None:
+    """`wl` was admitted: its LocalQueue pays the entry penalty (the queue's heap is then
+    ordered again, services.queue.quota.backlog.sort_key)."""
     if self.lq_usage is None or not fair(self, wl.queue):
         return
     self.lq_usage.penalize(wl.local_queue, wl.request())
-    order(self, wl.queue, waiting)

@@ -1,14 +1,15 @@
 """What quota admission reports: Kueue's metric families per ClusterQueue (upstream names,
-kubernetes-sigs/kueue pkg/metrics), after every round."""
+kubernetes-sigs/kueue pkg/metrics): counters after every round, gauges (O(backlog)) when
+the round wrote every waiting pod's reason."""
 
 from __future__ import annotations
 
 import time
-import weakref
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
-from services.queue.quota.report_local import report_local_queues
+from services.queue.quota.backlog import pending_counts
+from services.queue.quota.report_local import report_local_counters, report_local_gauges
 from shared.metrics import BerthMetrics
 from shared.models.kueue import STOP_NONE
 
@@ -17,10 +18,6 @@ if TYPE_CHECKING:
     from services.queue.quota.workload import Verdict
 
 CQ_STATUSES = ("pending", "active", "terminating")
-
-_WAITING_SINCE: weakref.WeakKeyDictionary[Admission, dict[str, float]] = weakref.WeakKeyDictionary()
-"""Per admission: pod key -> when this replica first saw it waiting for quota (the start of
-kueue_admission_wait_time_seconds; a requeued pod starts again)."""
 
 
 def report(
@@ -31,21 +28,10 @@ def report(
     seconds: float | None = None,
     now: float | None = None,
 ) -> None:
-    """Kueue's metric families for every ClusterQueue, after a round that took `seconds`."""
+    """The counters and histograms of a round that took `seconds` (O(what it admitted and
+    evicted)); `report_gauges` sets the gauges."""
     now = time.monotonic() if now is None else now
-    since = _WAITING_SINCE.setdefault(admission, {})
-    waiting: dict[str, int] = defaultdict(int)
-    for key, pod in admission.pending.items():
-        queue, _ = admission.queue_of(pod)
-        waiting[queue or ""] += 1
-        since.setdefault(key, now)
-    inadmissible: dict[str, int] = defaultdict(int)
-    for pod, _message in verdict.waiting.values():
-        queue, _ = admission.queue_of(pod)
-        inadmissible[queue or ""] += 1
-    active: dict[str, int] = defaultdict(int)
-    for record in admission.admitted.values():
-        active[record["cq"]] += 1
+    since = admission.since
     waited: dict[str, float] = {}
     """Admitted pod key -> how long it waited (the LocalQueue families observe it too)."""
     for pod in verdict.admitted:
@@ -55,18 +41,32 @@ def report(
         metrics.cq_quota_reserved.labels(cluster_queue=queue).inc()
         metrics.cq_admission_wait.labels(cluster_queue=queue).observe(waited[pod.key])
         metrics.cq_quota_reserved_wait.labels(cluster_queue=queue).observe(waited[pod.key])
-    for key in [k for k in since if k not in admission.pending]:
-        del since[key]  # deleted, or admitted by another replica
-    if seconds is not None and (verdict.admitted or verdict.waiting):
+    if seconds is not None and (verdict.admitted or verdict.waiting or admission.pending):
         result = "success" if verdict.admitted else "inadmissible"
         metrics.admission_attempts.labels(result=result).inc()
         metrics.admission_attempt_duration.labels(result=result).observe(seconds)
+    for (queue, _local, reason), count in admission.evictions.items():
+        metrics.cq_evicted.labels(cluster_queue=queue, reason=reason).inc(count)
+    for (preempting, reason), count in admission.preemptions.items():
+        metrics.cq_preempted.labels(preempting_cluster_queue=preempting, reason=reason).inc(count)
+    report_local_counters(admission, verdict, metrics, waited)
+    admission.evictions.clear()
+    admission.preemptions.clear()
+
+
+def report_gauges(admission: Admission, metrics: BerthMetrics) -> None:
+    """Kueue's gauges for every ClusterQueue and LocalQueue, O(backlog): with the reasons
+    (at most once per reasons_every). Pending pods are active (among the heads) or
+    inadmissible (parked), as Kueue counts its heap and its inadmissible workloads."""
+    counts = pending_counts(admission)
+    active: dict[str, int] = defaultdict(int)
+    for record in admission.admitted.values():
+        active[record["cq"]] += 1
     for cohort in admission.cohorts.values():
         for name, quota in cohort.queues.items():
-            tried = min(inadmissible[name], waiting[name])
             pending = metrics.cq_pending
-            pending.labels(cluster_queue=name, status="inadmissible").set(tried)
-            pending.labels(cluster_queue=name, status="active").set(waiting[name] - tried)
+            pending.labels(cluster_queue=name, status="inadmissible").set(counts.inadmissible[name])
+            pending.labels(cluster_queue=name, status="active").set(counts.active[name])
             metrics.cq_admitted_active.labels(cluster_queue=name).set(active[name])
             metrics.cq_reserving_active.labels(cluster_queue=name).set(active[name])
             metrics.cq_share.labels(cluster_queue=name).set(cohort.share(name))
@@ -94,10 +94,4 @@ def report(
                     metrics.cq_borrowing_limit.labels(**labels).set(limits.borrowing / scale)
                 if limits.lending is not None:
                     metrics.cq_lending_limit.labels(**labels).set(limits.lending / scale)
-    for (queue, _local, reason), count in admission.evictions.items():
-        metrics.cq_evicted.labels(cluster_queue=queue, reason=reason).inc(count)
-    for (preempting, reason), count in admission.preemptions.items():
-        metrics.cq_preempted.labels(preempting_cluster_queue=preempting, reason=reason).inc(count)
-    report_local_queues(admission, verdict, metrics, waited)
-    admission.evictions.clear()
-    admission.preemptions.clear()
+    report_local_gauges(admission, counts, metrics)

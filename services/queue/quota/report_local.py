@@ -1,5 +1,6 @@
 """Kueue's LocalQueue metric families (kueue_local_queue_*, labels `name` and `namespace`),
-recorded after every admission round beside the ClusterQueue ones (report.py).
+recorded beside the ClusterQueue ones (report.py): counters after every round, gauges when
+the round wrote every waiting pod's reason.
 
 Per LocalQueue that exists: its pending pods (active / inadmissible, as the ClusterQueue's),
 its admitted pods (reserving and admitted active: berth reserves and admits at once), the
@@ -21,6 +22,7 @@ from shared.models.kueue import QUEUE_NAME_LABEL, STOP_NONE
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
+    from services.queue.quota.backlog import PendingCounts
     from services.queue.quota.workload import Verdict
 
 LQ_STATUSES = ("True", "False", "Unknown")
@@ -39,20 +41,11 @@ def _labels(local_queue: str) -> dict[str, str]:
     return {"name": name, "namespace": namespace}
 
 
-def report_local_queues(
+def report_local_counters(
     admission: Admission, verdict: Verdict, metrics: BerthMetrics, waited: Mapping[str, float]
 ) -> None:
-    """The kueue_local_queue_* families after a round; `waited`: admitted pod key -> seconds."""
-    pending: Counter[str] = Counter()
-    for pod in admission.pending.values():
-        pending[local_queue_of(pod.namespace, pod.labels)] += 1
-    inadmissible: Counter[str] = Counter()
-    for key, (pod, _message) in verdict.waiting.items():
-        if key in admission.pending:
-            inadmissible[local_queue_of(pod.namespace, pod.labels)] += 1
-    active: Counter[str] = Counter(
-        record["lq"] for record in admission.admitted.values() if record.get("lq")
-    )
+    """The kueue_local_queue_* counters and histograms of a round; `waited`: admitted pod
+    key -> seconds."""
     for pod in verdict.admitted:
         labels = _labels(local_queue_of(pod.namespace, pod.labels))
         metrics.lq_admitted.labels(**labels).inc()
@@ -63,11 +56,18 @@ def report_local_queues(
     for (_queue, local, reason), count in admission.evictions.items():
         if local:
             metrics.lq_evicted.labels(**_labels(local), reason=reason).inc(count)
+
+
+def report_local_gauges(admission: Admission, counts: PendingCounts, metrics: BerthMetrics) -> None:
+    """The kueue_local_queue_* gauges (O(backlog)), from the pending pods' `counts`."""
+    active: Counter[str] = Counter(
+        record["lq"] for record in admission.admitted.values() if record.get("lq")
+    )
     for local, cluster_queue in admission.local.items():
         labels = _labels(local)
-        tried = min(inadmissible[local], pending[local])
-        metrics.lq_pending.labels(**labels, status="inadmissible").set(tried)
-        metrics.lq_pending.labels(**labels, status="active").set(pending[local] - tried)
+        inadmissible = counts.lq_inadmissible[local]
+        metrics.lq_pending.labels(**labels, status="inadmissible").set(inadmissible)
+        metrics.lq_pending.labels(**labels, status="active").set(counts.lq_active[local])
         metrics.lq_reserving_active.labels(**labels).set(active[local])
         metrics.lq_admitted_active.labels(**labels).set(active[local])
         cq = admission.queues.get(cluster_queue)

@@ -57,13 +57,22 @@ class Workload:
     signatures: dict[str, str] = field(default_factory=dict)
     """Pod key -> its requests and placement as `shape` compares them (admission fills it
     from its decode cache; computed here when missing)."""
+    total: dict[str, int] | None = field(default=None, repr=False, compare=False)
+    """`request()` computed once (None again whenever its pods change: `changed`)."""
 
     def request(self) -> dict[str, int]:
-        total: dict[str, int] = defaultdict(int)
-        for req in self.requests.values():
-            for resource, amount in req.items():
-                total[resource] += amount
-        return dict(total)
+        """What its pods request together (do not modify: it is kept)."""
+        if self.total is None:
+            total: dict[str, int] = defaultdict(int)
+            for req in self.requests.values():
+                for resource, amount in req.items():
+                    total[resource] += amount
+            self.total = dict(total)
+        return self.total
+
+    def changed(self) -> None:
+        """Its pods changed (what it requests with them)."""
+        self.total = None
 
     def shape(self) -> str | None:
         """What its assignment depends on besides quota, when its pods are one pod set (the
@@ -90,13 +99,27 @@ class Verdict:
     admitted: list[PodRecord] = field(default_factory=list)
     waiting: dict[str, tuple[PodRecord, str]] = field(default_factory=dict)
 
-    async def write_whys(self, redis: Redis, keys: QueueKeys, tenant_of: TenantOf) -> None:
-        """The waiting pods' reasons, where the queue keeps every pod's (its `why` hash)."""
+    async def write_whys(
+        self,
+        redis: Redis,
+        keys: QueueKeys,
+        tenant_of: TenantOf,
+        written: dict[str, str] | None = None,
+    ) -> None:
+        """The waiting pods' reasons, where the queue keeps every pod's (its `why` hash);
+        with `written` (pod key -> the message last written, kept by admission), only those
+        that changed."""
         whys: dict[str, dict[str, bytes]] = defaultdict(dict)
+        changed: dict[str, str] = {}
         for pod, message in self.waiting.values():
+            if written is not None and written.get(pod.key) == message:
+                continue
             whys[tenant_of(pod)][pod.key] = quota_why(message)
+            changed[pod.key] = message
         if whys:
             async with redis.pipeline(transaction=False) as pipe:
                 for tenant, blobs in whys.items():
                     pipe.hset(keys.key(tenant, "why"), mapping=dict(blobs))  # type: ignore[arg-type]
                 await pipe.execute()
+        if written is not None:
+            written.update(changed)

@@ -1,0 +1,268 @@
+"""Quota admission looks at heads only and parks what does not fit (services/queue/quota/heads.py,
+backlog.py): it must stay exact. Randomized streams of events (pods arriving, admitted pods
+finishing, waiting pods deleted, quotas changed) on a real Redis; after every round, no waiting
+workload of a BestEffortFIFO queue fits, and a StrictFIFO queue's head does not fit. Also: a
+round after one release looks at a few heads, not the backlog; reasons are written on their
+period."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from services.queue.quota.admission import Admission
+from services.queue.quota.admission_fair import LocalQueueUsage
+from services.queue.quota.assign import assign_pods
+from services.queue.quota.backlog import sort_key
+from services.queue.quota.flavor_assign import FIT
+from services.queue.quota.ready import Readiness
+from services.queue.records import PodRecord
+from shared.models import load_manifest_text
+from tests.builders import make_pod_group
+from tests.queue.test_admission import pod, setup, submit, usage_in_redis
+
+
+def _queues(quotas: dict[str, tuple[str, int, int | None, str]]) -> str:
+    """name -> (cohort, nominal cpu, borrowingLimit, queueingStrategy)."""
+    docs = ["apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default}"]
+    for name, (cohort, nominal, borrowing, strategy) in quotas.items():
+        limit = "" if borrowing is None else f", borrowingLimit: {borrowing}"
+        if name.startswith("f"):  # admission fair sharing, and a second LocalQueue
+            strategy += "\n  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}"
+            docs.append(
+                f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+                f"metadata: {{name: lq, namespace: {name}-b}}\nspec: {{clusterQueue: {name}}}"
+            )
+        docs.append(
+            f"""apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  cohort: "{cohort}"
+  queueingStrategy: {strategy}
+  namespaceSelector: {{}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: {nominal}{limit}}}]}}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: lq, namespace: {name}}}
+spec: {{clusterQueue: {name}}}"""
+        )
+    return "\n---\n".join(docs)
+
+
+def _check_nothing_that_fits_waits(admission: Admission) -> int:
+    """The invariant; returns how many workloads wait."""
+    backlog = admission.backlog
+    waiting = 0
+    for name, cq in admission.queues.items():
+        heads = backlog.queues.get(name)
+        if heads is None:
+            continue
+        cohort = admission.cohorts[admission.cohort_of[name]]
+        keys = sorted(
+            (k for k in heads if k in backlog.workloads),
+            key=lambda k: sort_key(admission, name)(backlog.workloads[k]),
+        )
+        waiting += len(keys)
+        if cq.spec.queueing_strategy == "StrictFIFO":
+            keys = keys[:1]  # only the head may not be skipped
+        for key in keys:
+            wl = backlog.workloads[key]
+            group = key.removeprefix("podgroup:")
+            members = sum(1 for r in admission.admitted.values() if r.get("group") == group)
+            if key.startswith("podgroup:") and wl.min_member - members - len(wl.pods) > 0:
+                continue  # a gang still waiting for its pods
+            assignment, _ = assign_pods(
+                cohort, cq, admission.flavors, wl.requests, wl.placements, fair_sharing=False
+            )
+            assert assignment.mode != FIT, f"{key} fits {name} but waits"
+    # every pending pod is in exactly one workload or has a reason for having none
+    for key in admission.pending:
+        assert (key in backlog.of_pod) != (key in backlog.unqueued), key
+    return waiting
+
+
+QUOTAS: dict[str, tuple[str, int, int | None, str]] = {
+    "a1": ("one", 4, 4, "BestEffortFIFO"),
+    "a2": ("one", 3, None, "BestEffortFIFO"),
+    "a3": ("one", 2, 0, "StrictFIFO"),
+    "b1": ("two", 5, 2, "BestEffortFIFO"),
+    "b2": ("two", 2, None, "StrictFIFO"),
+    "c1": ("", 3, None, "BestEffortFIFO"),
+    "f1": ("two", 3, 2, "BestEffortFIFO"),
+}
+NAMESPACES = [*QUOTAS, "f1-b"]
+"""Where pods are made: each queue's namespace, and f1's second LocalQueue's."""
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_no_workload_that_fits_is_left_waiting(
+    redis_client: aioredis.Redis, redis_prefix: str, seed: int
+) -> None:
+    rng = random.Random(seed)
+    quotas = dict(QUOTAS)
+    admission = await setup(redis_client, redis_prefix, _queues(quotas))
+    admission.reasons_every = rng.choice([0.0, 3600.0])
+    admission.lq_usage = LocalQueueUsage(half_life_s=60.0, sampling_s=5.0)
+    live: dict[str, PodRecord] = {}
+    """Every pod not deleted, by key."""
+    gangs: dict[str, tuple[str, int]] = {}
+    """Gangs still to complete: name -> (namespace, pods still to come)."""
+    admitted_total = waited_max = gangs_admitted = 0
+    for step in range(60):
+        for _ in range(rng.randrange(1, 6)):
+            event = rng.random()
+            if event < 0.12 or gangs:  # a gang starts (its PodGroup), or one of its pods
+                if not gangs or rng.random() < 0.2:
+                    name, ns, size = f"gang{step}", rng.choice(list(quotas)), rng.choice([2, 3])
+                    group = make_pod_group(name, size, namespace=ns)
+                    await admission.store.apply([group])
+                    await admission.load()
+                    gangs[name] = (ns, size)
+                name = rng.choice(sorted(gangs))
+                ns, left = gangs[name]
+                made = pod(f"{name}-{left}", ns, "1", created=float(step), group=name)
+                live.update({r.key: r for r in (await submit(admission, made)).values()})
+                gangs[name] = (ns, left - 1)
+                if left == 1:
+                    del gangs[name]
+            elif event < 0.55 or not live:
+                i = len(live) + step * 100 + rng.randrange(100)
+                made = pod(
+                    f"p{step}-{i}",
+                    rng.choice(NAMESPACES),
+                    rng.choice(["1", "1", "2", "3", "5"]),
+                    created=float(step),
+                    priority=rng.choice([0, 0, 5, 10]),
+                )
+                live.update({r.key: r for r in (await submit(admission, made)).values()})
+            elif event < 0.85:  # an admitted pod finishes (its deletion releases its quota)
+                done = [k for k in live if k in admission.admitted]
+                if done:
+                    await admission.gate(live.pop(rng.choice(done)), "delete")
+            elif event < 0.95:  # a waiting pod is deleted
+                gone = [k for k in live if k in admission.pending]
+                if gone:
+                    await admission.gate(live.pop(rng.choice(gone)), "delete")
+            else:  # a quota changes: the objects are applied and loaded again
+                name = rng.choice(list(quotas))
+                cohort, nominal, borrowing, strategy = quotas[name]
+                quotas[name] = (
+                    cohort,
+                    max(1, nominal + rng.choice([-2, -1, 1, 2])),
+                    borrowing,
+                    strategy,
+                )
+                await admission.store.apply(
+                    load_manifest_text(_queues({name: quotas[name]})).queue_objects
+                )
+                await admission.load()
+        verdict = await admission.admit()
+        admitted_total += len(verdict.admitted)
+        gangs_admitted += sum(1 for p in verdict.admitted if "gang" in p.name)
+        waited_max = max(waited_max, _check_nothing_that_fits_waits(admission))
+    assert any(r.get("group") for r in admission.admitted.values()) or gangs_admitted
+    assert admitted_total > 30
+    assert waited_max > 10
+
+
+async def test_a_round_after_one_release_looks_at_a_few_heads(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    admission = await setup(redis_client, redis_prefix, _queues(QUOTAS))
+    admission.reasons_every = 3600.0
+    pods = [
+        pod(f"p{i}", name, size, created=float(i))
+        for i in range(300)
+        for name, size in [(("a1", "a2", "b1")[i % 3], ("1", "2", "3")[i % 3 // 1])]
+    ]
+    records = await submit(admission, *pods)
+    first = await admission.admit()
+    assert first.admitted
+    assert len(admission.pending) > 250
+    looked = 0
+    waiting_reason = Readiness.waiting_reason
+
+    def counted(self: Readiness, wl: Any, now: float) -> str:
+        nonlocal looked
+        looked += 1  # once per head a round looks at
+        return waiting_reason(self, wl, now)
+
+    monkeypatch.setattr(Readiness, "waiting_reason", counted)
+    done = first.admitted[0]
+    await admission.gate(records[done.name], "delete")
+    verdict = await admission.admit()
+    assert [p.name for p in verdict.admitted]  # the freed core went to the next one
+    # the first of each shape parked in the cohort's queues, and the next after an
+    # admission: a few heads, not the backlog
+    assert looked <= 8, looked
+    assert not verdict.waiting  # reasons are not due: the round wrote none
+    admission.reasons_every = 0.0
+    full = await admission.admit()
+    assert len(full.waiting) == len(admission.pending)
+    _check_nothing_that_fits_waits(admission)
+
+
+async def test_a_reload_during_an_admission_does_not_bring_the_admitted_back(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """gate() (and so load(), which rebuilds the backlog from the pending pods) runs between
+    a round's awaits: a workload admitted across a reload must not wait again (it would be
+    admitted and charged twice)."""
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    await submit(admission, pod("p0", "c1", "1", created=0.0), pod("p1", "c1", "1", created=1.0))
+    commit = admission._commit
+    reloaded = 0
+
+    async def reload_then_commit(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reloaded
+        if not reloaded:
+            reloaded += 1
+            await admission.load()  # an informer batch with a quota object, mid-write
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_commit", reload_then_commit)
+    first = await admission.admit()
+    assert reloaded == 1
+    assert sorted(p.name for p in first.admitted) == ["p0", "p1"]
+    assert not admission.backlog.workloads
+    assert not (await admission.admit()).admitted
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
+
+
+async def test_a_gang_pod_that_comes_during_its_gangs_admission_waits_on_its_own(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """Workloads are kept between rounds now: a pod gate() adds to a gang while the gang's
+    admission is being written is not ungated with it uncharged; it is a workload of its own
+    (admitted, and charged, when it fits)."""
+    admission = await setup(
+        redis_client,
+        redis_prefix,
+        _queues({"c1": QUOTAS["c1"]}),
+        make_pod_group("g", 2, namespace="c1"),
+    )
+    await submit(admission, *(pod(f"g{i}", "c1", "1", created=i, group="g") for i in range(2)))
+    commit = admission._commit
+    late = pod("g2", "c1", "1", created=2.0, group="g")
+
+    async def gate_then_commit(*args: Any, **kwargs: Any) -> Any:
+        if "c1/g2" not in admission.pending:
+            await submit(admission, late)  # the informer's batch, mid-write
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_commit", gate_then_commit)
+    first = await admission.admit()
+    # g2 came as a workload of its own (its gang's admitted members count): admitted after
+    # g0 and g1 by the same round, and charged
+    assert sorted(p.name for p in first.admitted) == ["g0", "g1", "g2"]
+    assert sorted(admission.admitted) == ["c1/g0", "c1/g1", "c1/g2"]
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 3000}
+    assert not admission.backlog.workloads
+    assert not admission.backlog.of_pod
