@@ -466,3 +466,34 @@ async def test_pods_of_a_deleted_node_are_collected(agent: AgentService) -> None
     assert await store.get_pod("default", "bare") is None
     assert [e.reason for e in await state.events("default/bare")] == ["DeletionByPodGC"]
     assert (await store.usage("n1")).pods == 0
+
+
+async def test_a_stage_fires_when_due_not_at_the_next_tick(
+    redis_client: Redis, config: AgentConfig
+) -> None:
+    """KWOK's delays are the pods' run times (Kueue's harness measures by them): a stage
+    fires when it falls due, however long the tick, and a sooner stage planned while the
+    stage loop sleeps wakes it."""
+    slow = AgentService(redis_client, replace(config, tick_seconds=3.0))
+    store = slow.store
+    await store.apply([make_node("n1").capacity(cpu="4", pods=10).obj()])
+    await store.apply([make_pod("first").req(cpu="1").node("n1").annotation(C, "150ms").obj()])
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        await slow.start()
+
+        async def finished(key: str) -> bool:
+            return key in await slow.state.finished()
+
+        await until(lambda: finished("default/first"))
+        first = loop.time() - started
+        # Planned while the stage loop sleeps toward the tick (nothing else is due).
+        await store.apply([make_pod("second").req(cpu="1").node("n1").annotation(C, "100ms").obj()])
+        applied = loop.time()
+        await until(lambda: finished("default/second"))
+        second = loop.time() - applied
+    finally:
+        await slow.stop()
+    assert 0.15 <= first < 1.0, first
+    assert 0.1 <= second < 1.0, second
