@@ -72,7 +72,7 @@ class AgentConfig:
         Seconds,
         setting(
             ENV_TICK,
-            "how often due stages, evictions and node conditions are looked at",
+            "how often evictions and node conditions are looked at (pod stages fire when due)",
             parse=_seconds,
             kind="seconds",
         ),
