@@ -181,10 +181,10 @@ async def test_add_and_update_of_one_pod_in_one_batch_apply_in_order(store: Queu
 # ---------------------------------------------------------------------- Delete
 
 
-@pytest.mark.parametrize(
-    "where",
-    ["active", "backoff", "unschedulable", "gated", "inflight"],
-)
+PLACES = ("active", "backoff", "unschedulable", "gated", "inflight")
+
+
+@pytest.mark.parametrize("where", PLACES)
 async def test_delete_from_any_queue(store: QueueStore, where: str) -> None:
     rec = record("p", gates=["g"] if where == "gated" else ())
     if where in ("backoff", "unschedulable"):
@@ -198,6 +198,42 @@ async def test_delete_from_any_queue(store: QueueStore, where: str) -> None:
     assert await store.location(T, KEY) is None
     assert (await store.counts([T]))[T].pending == 0
     assert await store.delete([rec]) == 0
+
+
+async def test_one_batch_deletes_from_every_queue_and_leaves_no_trace(store: QueueStore) -> None:
+    """The queue removes bound pods a stream batch at a time (delete.lua works per hash for
+    the whole batch): one pod in each place, one named twice, one of another incarnation."""
+    # In this order: each park and pop takes the one pod active then.
+    order = ("backoff", "unschedulable", "inflight", "active", "gated")
+    recs = {where: record(where, gates=["g"] if where == "gated" else ()) for where in order}
+    for where, rec in recs.items():
+        if where in ("backoff", "unschedulable"):
+            await park(store, rec, move_request=where == "backoff")
+        else:
+            await store.add([rec])
+            if where == "inflight":
+                [request] = await store.pop(T, 1)
+                assert request.pod_key == rec.key
+    await store.add([record("kept", uid="new")])
+    for where, rec in recs.items():
+        assert await store.location(T, rec.key) == where
+    batch = [*recs.values(), recs["active"], record("kept", uid="old")]
+    assert await store.delete(batch) == len(PLACES)
+    for rec in recs.values():
+        assert await store.location(T, rec.key) is None
+    for name in ("st", "att", "cyc", "rq", "why", "pod", "aff", "ext"):
+        held = await store.redis.type(store.keys.key(T, name))
+        members: list[bytes] = []
+        if held == b"hash":
+            members = await store.redis.hkeys(store.keys.key(T, name))
+        elif held == b"set":
+            members = list(await store.redis.smembers(store.keys.key(T, name)))
+        elif held == b"zset":
+            members = await store.redis.zrange(store.keys.key(T, name), 0, -1)
+        left = {m.decode().split("#")[0] for m in members}
+        assert left <= {"default/kept"}, (name, left)
+    assert await store.location(T, "default/kept") == "active"
+    assert (await store.counts([T]))[T].pending == 1
 
 
 async def test_delete_of_an_older_incarnation_keeps_the_new_pod(store: QueueStore) -> None:
