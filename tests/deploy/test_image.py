@@ -6,6 +6,7 @@ point is run from that virtualenv, outside the source tree."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -82,7 +83,12 @@ def test_the_dockerfile_keeps_the_images_rules() -> None:
 
 
 def _fill_wheelhouse(env: dict[str, str]) -> None:
-    if any(WHEELHOUSE.glob("hatchling-*.whl")) and any(WHEELHOUSE.glob("lightkube-*.whl")):
+    """Fill the cache, again whenever pyproject.toml's dependencies change (a stamp of them
+    is kept beside the wheels: a dependency added since the last fill must be fetched)."""
+    stamp = WHEELHOUSE / "pyproject.sha256"
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    filled = stamp.exists() and stamp.read_text() == wanted
+    if filled and any(WHEELHOUSE.glob("hatchling-*.whl")):
         return
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
     subprocess.run(
@@ -101,6 +107,7 @@ def _fill_wheelhouse(env: dict[str, str]) -> None:
     )
     for built in WHEELHOUSE.glob("berth-*.whl"):
         built.unlink()  # the source tree's wheel is built afresh by every run
+    stamp.write_text(wanted)
 
 
 @pytest.mark.timeout(1800)
