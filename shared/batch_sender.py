@@ -10,8 +10,9 @@ proposal for a node on one partition, every outcome of a pod on one) is what it 
 
 Each `submit` returns a future that completes when the record holding the message is
 acknowledged (or fails with the producer's error): callers that commit offsets after their
-sends still do. Records are sent by `flush()`; with `auto_flush` a flush is also scheduled on
-the next turn of the event loop, so the messages that concurrent tasks submit in one turn
+sends still do. Records are sent by `flush()`, one flush at a time, in submission order (a
+batch that reached `max_items` waits for it too); with `auto_flush` a flush is also scheduled
+on the next turn of the event loop, so the messages that concurrent tasks submit in one turn
 travel together (the binder's outcomes), without waiting for more.
 """
 
@@ -62,6 +63,10 @@ class BatchSender:
         self._auto_flush = auto_flush
         self._max_items = max_items
         self._pending: dict[int, _Pending] = {}
+        self._full: list[tuple[int, _Pending]] = []
+        """Batches that reached max_items, sent first by the next flush."""
+        self._sending = asyncio.Lock()
+        """One flush at a time: records leave in the order their messages were submitted."""
         self._partitions: list[int] = []
         self._memo: dict[bytes, int] = {}
         """key -> partition, for keys that come back (node names)."""
@@ -104,8 +109,8 @@ class BatchSender:
         pending.items.append(with_headers(body, headers))
         pending.futures.append(future)
         if len(pending.items) >= self._max_items:
-            self._start(self._send_one(partition, self._pending.pop(partition)))
-        elif self._auto_flush and not self._flush_scheduled:
+            self._full.append((partition, self._pending.pop(partition)))
+        if self._auto_flush and not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._scheduled_flush)
         return future
@@ -113,15 +118,15 @@ class BatchSender:
     async def flush(self) -> None:
         """Send a record for every partition with messages waiting (returns once they are
         handed to the producer; each message's future says when its record landed)."""
-        self._flush_scheduled = False
-        pending, self._pending = self._pending, {}
-        if not pending:
-            return
-        # One timestamp for the records of one flush: the binder orders proposals by
-        # (record timestamp, the worker's sequence), which then follows the sequence.
-        now = int(time.time() * 1000)
-        for partition, batch in pending.items():
-            await self._send(partition, batch, now)
+        async with self._sending:
+            self._flush_scheduled = False
+            batches = [*self._full, *self._pending.items()]
+            self._full, self._pending = [], {}
+            # One timestamp for the records of one flush: the binder orders proposals by
+            # (record timestamp, the worker's sequence), which then follows the sequence.
+            now = int(time.time() * 1000)
+            for partition, batch in batches:
+                await self._send(partition, batch, now)
 
     async def close(self) -> None:
         """Flush, and wait for the records sent in the background."""
@@ -137,9 +142,6 @@ class BatchSender:
         task: asyncio.Task[None] = asyncio.ensure_future(work)
         self._flushing.add(task)
         task.add_done_callback(self._flushing.discard)
-
-    async def _send_one(self, partition: int, batch: _Pending) -> None:
-        await self._send(partition, batch, int(time.time() * 1000))
 
     async def _send(self, partition: int, batch: _Pending, timestamp_ms: int) -> None:
         value = pack_batch(self._batch_type, batch.items)

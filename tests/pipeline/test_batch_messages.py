@@ -200,3 +200,32 @@ async def test_a_failed_send_fails_every_message_of_the_record(
     results = await asyncio.gather(*futures, return_exceptions=True)
     assert all(isinstance(r, Exception) for r in results)
     assert sender.records == 0
+
+
+async def test_full_batches_wait_for_the_flush_and_keep_their_order(
+    kafka_bootstrap: str, topics: Topics
+) -> None:
+    """A batch that reaches max_items is not sent on its own (it could overtake an earlier
+    one): the flush sends every batch, in the order their messages were submitted."""
+    topic = topics.proposals
+    await ensure_topics(kafka_bootstrap, [topic], partitions=1)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        sender = BatchSender(producer, topic, Proposal.BATCH, max_items=2)
+        await sender.prepare()
+        proposals = [Proposal("t", f"ns/p{i}", f"u{i}", 1, "n1") for i in range(5)]
+        futures = [sender.submit(b"n1", p.to_body()) for p in proposals]
+        await asyncio.sleep(0.05)
+        assert sender.records == 0
+        assert not any(f.done() for f in futures)
+        await sender.flush()
+        await asyncio.wait_for(asyncio.gather(*futures), 10)
+    finally:
+        await producer.stop()
+    records = await _records(kafka_bootstrap, topic, 3)
+    assert [[p.pod_key for p in Proposal.decode_all(r.value)] for r in records] == [
+        ["ns/p0", "ns/p1"],
+        ["ns/p2", "ns/p3"],
+        ["ns/p4"],
+    ]
