@@ -3,6 +3,8 @@ Redis."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.queue.clock import ManualClock
@@ -223,14 +225,14 @@ async def test_one_batch_deletes_from_every_queue_and_leaves_no_trace(store: Que
         assert await store.location(T, rec.key) is None
     for name in ("st", "att", "cyc", "rq", "why", "pod", "aff", "ext"):
         held = await store.redis.type(store.keys.key(T, name))
-        members: list[bytes] = []
+        members: list[Any] = []
         if held == b"hash":
-            members = await store.redis.hkeys(store.keys.key(T, name))
+            members = list(await store.redis.hkeys(store.keys.key(T, name)))
         elif held == b"set":
             members = list(await store.redis.smembers(store.keys.key(T, name)))
         elif held == b"zset":
-            members = await store.redis.zrange(store.keys.key(T, name), 0, -1)
-        left = {m.decode().split("#")[0] for m in members}
+            members = list(await store.redis.zrange(store.keys.key(T, name), 0, -1))
+        left = {(m.decode() if isinstance(m, bytes) else str(m)).split("#")[0] for m in members}
         assert left <= {"default/kept"}, (name, left)
     assert await store.location(T, "default/kept") == "active"
     assert (await store.counts([T]))[T].pending == 1
