@@ -81,7 +81,8 @@ class OffsetTracker:
 
     def started(self, tp: TopicPartition, offset: int, items: int = 1) -> None:
         state = self._partitions.setdefault(tp, _PartitionOffsets())
-        state.pending[offset] = state.pending.get(offset, 0) + items
+        if items > 0:  # a record with none (dead-lettered whole) is finished as it starts
+            state.pending[offset] = state.pending.get(offset, 0) + items
         state.next_offset = max(state.next_offset, offset + 1)
 
     def finished(self, tp: TopicPartition, offset: int) -> None:

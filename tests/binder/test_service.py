@@ -270,6 +270,8 @@ def test_offset_tracker_waits_for_every_proposal_of_a_batch_record():
     assert tracker.committable() == {tp: 3}
     tracker.finished(tp, 3)
     assert tracker.committable() == {tp: 5}
+    tracker.started(tp, 5, items=0)  # dead-lettered whole: nothing to wait for
+    assert tracker.committable() == {tp: 6}
 
 
 def partition_of(key: str, partitions: int = DEFAULT_PARTITIONS) -> int:
