@@ -175,7 +175,12 @@ async def test_lists_are_paged_from_the_watch_cache_without_finished_pods(
         assert {q["limit"] for q in lists} == {"2"}
         selector = "status.phase!=Succeeded,status.phase!=Failed"
         assert {q["fieldSelector"] for q in lists} == {selector}
-        watches = [q for m, path, q in emu.requests if path == "/api/v1/pods" and "watch" in q]
+        watches: list[Any] = []
+        for _ in range(200):  # the watch starts right after the last page is applied
+            watches = [q for m, path, q in emu.requests if path == "/api/v1/pods" and "watch" in q]
+            if watches:
+                break
+            await asyncio.sleep(0.05)
         assert watches[0]["fieldSelector"] == selector
         # A running pod that finishes leaves the watch's selection: a DELETED event.
         emu.upsert(pod("runs", node_name="n1", phase="Running"))
