@@ -41,8 +41,8 @@ from shared.wire import (
     array_header,
     attempt_field,
     batch_items,
-    checked,
     choice_field,
+    decode_items,
     expect_message,
     need_field,
     number_field,
@@ -327,14 +327,7 @@ class Outcome:
         """Every outcome of a record; MessageError if the record or (unless `lenient`:
         then they are skipped) one of them is invalid. For readers that dead-letter nothing
         (tools, the dashboard, tests)."""
-        out: list[Outcome] = []
-        for item in cls.items_of(data):
-            try:
-                out.append(cls.from_body(checked(item)))
-            except MessageError:
-                if not lenient:
-                    raise
-        return out
+        return decode_items(cls.items_of(data), cls.from_body, lenient=lenient)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,8 +24,8 @@ from shared.wire import (
     MessageError,
     attempt_field,
     batch_items,
-    checked,
     choice_field,
+    decode_items,
     need_field,
     opt_field,
     pod_key_field,
@@ -200,11 +200,4 @@ class Proposal:
         """Every proposal of a record; MessageError if the record or (unless `lenient`:
         then they are skipped) one of them is invalid. For readers that dead-letter nothing
         (tools, tests)."""
-        out: list[Proposal] = []
-        for item in cls.items_of(data):
-            try:
-                out.append(cls.from_body(checked(item)))
-            except MessageError:
-                if not lenient:
-                    raise
-        return out
+        return decode_items(cls.items_of(data), cls.from_body, lenient=lenient)

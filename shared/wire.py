@@ -4,9 +4,9 @@ their MessageError. The message schemas are in shared.messages and shared.propos
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import msgpack
 
@@ -265,3 +265,21 @@ def checked(item: BatchItem) -> Mapping[str, Any]:
     if item.error:
         raise MessageError(item.error)
     return item.body
+
+
+T = TypeVar("T")
+
+
+def decode_items(
+    items: Sequence[BatchItem], from_body: Callable[[Mapping[str, Any]], T], *, lenient: bool
+) -> list[T]:
+    """Every item decoded by `from_body`; MessageError at the first invalid one, unless
+    `lenient` (then invalid ones are skipped). For readers that dead-letter nothing."""
+    out: list[T] = []
+    for item in items:
+        try:
+            out.append(from_body(checked(item)))
+        except MessageError:
+            if not lenient:
+                raise
+    return out
