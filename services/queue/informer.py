@@ -235,9 +235,13 @@ class StoreInformer:
             if change.kind == "Pod":
                 event = self._pod_change(change)
                 if event is not None:
-                    out.append(event)
                     if _joins_a_gang(event):
+                        # Before the pod itself: the move it requests is for the siblings
+                        # parked before it came. After it, a dispatch between the two steps
+                        # would pop the new pod first and count its own arrival as a move
+                        # request during its attempt (an unschedulable outcome -> backoff).
                         out.append(POD_GROUP_MEMBER_ADD)
+                    out.append(event)
             elif change.kind == "Node":
                 out.append(self._node_change(change))
             if change.kind in QUOTA_KINDS and (not out or out[-1] is not QUOTA_OBJECTS_CHANGED):

@@ -91,10 +91,10 @@ async def wait_for_async(
         await asyncio.sleep(0.02)
 
 
-async def wait_for(condition: Callable[[], bool], within: float = 20.0) -> None:
+async def wait_for(condition: Callable[[], bool], within: float = 20.0, why: object = None) -> None:
     deadline = time.monotonic() + within
     while not condition():
-        assert time.monotonic() < deadline, "timed out"
+        assert time.monotonic() < deadline, f"timed out ({why})"
         await asyncio.sleep(0.02)
 
 
@@ -467,7 +467,7 @@ async def test_a_gang_member_rejected_for_too_few_siblings_wakes_when_one_joins(
         [first] = reader.requests()
         failure = outcome(first, plugins=("Coscheduling",), message="too few siblings")
         await produce(kafka_bootstrap, topics.outcomes, [(b"m0", failure.encode())])
-        await wait_for(lambda: service.metrics["outcome_unschedulable"] == 1)
+        await wait_for(lambda: service.metrics["outcome_unschedulable"] == 1, why=service.metrics)
         clock.advance(5)  # past its backoff: only an event can move it now
         await cluster.apply([make_pod("loner")])
         await reader.wait_until(lambda: len(reader.requests()) == 2)
@@ -562,3 +562,33 @@ async def test_wait_for_pods_ready_times_out_and_readmits_in_a_quiet_cluster(
         # the eviction itself is a store change the informer reports; nothing else happened
         assert service.admission.readiness.requeued == {"team-a/slow": 1}
         assert service.metrics["store_events"] - events <= 2
+
+
+async def test_a_gang_members_own_arrival_is_announced_before_it(
+    redis_client, redis_prefix: str, cluster: ClusterStore
+) -> None:
+    """PodGroupMemberAdd comes before the member's own add: a dispatch between the two steps
+    could otherwise pop the member first and count its own arrival as a move request made
+    during its attempt (its unschedulable outcome would back off instead of parking)."""
+    from services.queue.hints import POD_GROUP_MEMBER_ADD
+    from services.queue.informer import PodChange, StoreInformer
+
+    gang = {POD_GROUP_LABEL: "g"}
+    await cluster.apply([make_pod_group("g", 2), make_pod("m0", labels=gang), make_pod("solo")])
+
+    async def ignore(*_: object) -> None:
+        return None
+
+    informer = StoreInformer(
+        redis_client, cluster, key_prefix=redis_prefix, replica_id="r", handle=ignore, relist=ignore
+    )
+    stop = asyncio.Event()
+    async for batch in cluster.follow_batches(0, stop=stop, raw_kinds=frozenset({"Pod"})):
+        events = informer.events(batch)
+        stop.set()
+    named = [
+        e.pod.key if isinstance(e, PodChange) else e.label
+        for e in events
+        if e is POD_GROUP_MEMBER_ADD or isinstance(e, PodChange)
+    ]
+    assert named == ["PodGroupMemberAdd", "default/m0", "default/solo"]
