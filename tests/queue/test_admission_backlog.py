@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from services.queue.quota import admission as admission_module
+from services.queue.quota import rounds
 from services.queue.quota.assign import Placement, assign_pods
 from services.queue.quota.workload import Workload
 from shared.models.taints import Toleration
@@ -62,7 +62,7 @@ async def _round(
         calls += 1
         return assign_pods(*args, **kwargs)
 
-    monkeypatch.setattr(admission_module, "assign_pods", counted)
+    monkeypatch.setattr(rounds, "assign_pods", counted)
     if not memo:
         monkeypatch.setattr(Workload, "shape", lambda self: None)
     rng = random.Random(seed)

@@ -18,8 +18,8 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
   it does not tolerate, flavorFungibility deciding when to try the next.
 - **Order.** Within a ClusterQueue, priority then creation time; BestEffortFIFO lets a later
   workload that fits go before an earlier one that does not, StrictFIFO does not. A round
-  looks at each queue's heads only (Kueue's queue manager, heads.py/backlog.py): a head that
-  does not fit is parked until quota is released in its cohort tree. Across the
+  (rounds.py) looks at each queue's heads only (Kueue's queue manager, heads.py/backlog.py):
+  a head that does not fit is parked until quota is released in its cohort tree. Across the
   queues of a cohort, the workload whose queue would have the lowest weighted dominant
   resource share after admitting it goes first (Kueue's fair sharing, DRF).
 - **Reasons.** LocalQueue or ClusterQueue missing, namespace not selected, or Kueue's flavor
@@ -49,20 +49,19 @@ from services.queue.quota import backlog as quota_backlog
 from services.queue.quota import fair as quota_fair
 from services.queue.quota import ready as quota_ready
 from services.queue.quota.admission_fair import LocalQueueUsage
-from services.queue.quota.assign import Placement, assign_pods
+from services.queue.quota.assign import Placement
 from services.queue.quota.cohorts import Cohort, cohorts_of
-from services.queue.quota.effects import place_on_flavors, requeue
+from services.queue.quota.effects import requeue
 from services.queue.quota.eta import Releases
-from services.queue.quota.evict import drain, preempt
-from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE, Assignment
+from services.queue.quota.evict import drain
 from services.queue.quota.heads import Backlog
 from services.queue.quota.ready import Readiness
 from services.queue.quota.report import report, report_gauges
+from services.queue.quota.rounds import cohort_round
 from services.queue.quota.scripts import QUOTA_LUA
 from services.queue.quota.status import read_reserved
 from services.queue.quota.workload import (
     Verdict,
-    Workload,
     pod_signature,
     usage_field,
 )
@@ -78,7 +77,6 @@ from shared.models import (
 )
 from shared.models.kueue import (
     QUEUE_NAME_LABEL,
-    STOP_NONE,
     ClusterQueue,
     LocalQueue,
     ResourceFlavor,
@@ -92,9 +90,6 @@ from shared.models.selectors import selector_matches
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
-
-_Best = tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]]
-"""A queue's candidate in a round: share, order, workload, each pod's flavors."""
 
 Decoded = tuple[dict[str, int], float, Placement, str]
 """A pod's request, creation time, placement and signature."""
@@ -165,7 +160,7 @@ class Admission:
         """Quota-managed pending pods not admitted, by pod key."""
         self.dirty = False
         """Something changed since the last round (a pod waits, quota was freed or changed)."""
-        self._decoded: dict[str, tuple[int, Decoded]] = {}
+        self.decoded: dict[str, tuple[int, Decoded]] = {}
         """Pod key -> (resourceVersion, its request, creation time, placement, signature)."""
         self._queue_of: dict[tuple[str, str], tuple[str | None, str]] = {}
         """(namespace, LocalQueue name) -> queue_of's answer, until the next load()."""
@@ -239,7 +234,7 @@ class Admission:
             cohort_key = self.cohort_of.get(queue)
             if cohort_key is not None:
                 self.cohorts[cohort_key].usage[queue] = usage
-        self._decoded.clear()
+        self.decoded.clear()
         self._queue_of.clear()
         first = not self.loaded
         self.loaded = True
@@ -301,7 +296,7 @@ class Admission:
     def _forget(self, key: str) -> None:
         if self.pending.pop(key, None) is not None:
             self.dirty = True
-            self._decoded.pop(key, None)
+            self.decoded.pop(key, None)
             self.since.pop(key, None)
             self.written.pop(key, None)
             quota_backlog.remove(self, key)
@@ -343,7 +338,7 @@ class Admission:
         cohort = self.cohorts[self.cohort_of[queue]]
         flavors_of = cohort.queues[queue].flavors_of
         flavors = {r: flavors_of[r][0] for r in request if r in flavors_of}
-        await self._write([(pod, queue, request, flavors)])
+        await self.write([(pod, queue, request, flavors)])
 
     # ------------------------------------------------------------------ rounds
     async def admit(self) -> Verdict:
@@ -389,130 +384,9 @@ class Admission:
         for cohort in list(self.cohorts.values()):
             heads = [backlog.queues[q] for q in cohort.queues if q in backlog.queues]
             if any(h.live for h in heads):
-                await self._round(backlog, cohort, verdict)
+                await cohort_round(self, backlog, cohort, verdict)
 
-    async def _round(self, backlog: Backlog, cohort: Cohort, verdict: Verdict) -> None:
-        """One cohort tree: while some ClusterQueue's head fits, admit the one whose queue
-        would have the lowest share (DRF); heads that do not fit are parked (BestEffortFIFO)
-        or block their queue (StrictFIFO, or pods are leaving for it)."""
-        queues = [q for q in cohort.queues if q in backlog.queues and q in self.queues]
-        for queue in queues:
-            if quota_fair.fair(self, queue):
-                backlog.queues[queue].reorder(
-                    backlog.workloads, quota_backlog.sort_key(self, queue)
-                )
-        reasons = backlog.reasons
-        reclaim_tried: set[str] = set()
-        blocked: set[str] = set()
-        """Queues whose turn is held this round (StrictFIFO head, pods leaving for it)."""
-        unfit: dict[tuple[str, str, int], Assignment] = {}
-        """(queue, shape, quota version) -> the assignment of a workload that did not fit: a
-        backlog of like workloads costs one assignment per shape, not one per workload."""
-        while True:
-            best: _Best | None = None
-            for queue in queues:
-                spec = self.queues[queue].spec
-                if queue in blocked or spec.stop_policy != STOP_NONE:
-                    continue  # Kueue: an inactive queue admits nothing
-                strict = spec.queueing_strategy == "StrictFIFO"
-                heads = backlog.queues[queue]
-                now = time.time()
-                while (key := heads.head()) is not None:
-                    wl = backlog.workloads[key]
-                    if why := self.readiness.waiting_reason(wl, now):
-                        reasons[key] = (self.round_no, why)
-                        heads.park(key)
-                        backlog.held[key] = queue
-                        continue
-                    group = key.removeprefix("podgroup:") if key.startswith("podgroup:") else ""
-                    if group:
-                        wl.admitted_members = sum(
-                            1 for rec in self.admitted.values() if rec.get("group") == group
-                        )
-                    missing = wl.min_member - wl.admitted_members - len(wl.pods)
-                    if missing > 0:  # looked at again when one of its pods comes
-                        reasons[key] = (self.round_no, f"gang waiting for {missing} more pod(s)")
-                        heads.park(key)
-                        continue
-                    version = self.quota_version
-                    shape = wl.shape()
-                    memo = None if shape is None else (queue, shape, version)
-                    known = None if memo is None else unfit.get(memo)
-                    flavors: dict[str, dict[str, str]] = {}
-                    if known is not None:
-                        assignment = known
-                    else:
-                        assignment, flavors = assign_pods(
-                            cohort,
-                            self.queues[queue],
-                            self.flavors,
-                            wl.requests,
-                            wl.placements,
-                            fair_sharing=bool(self.fair_sharing),
-                        )
-                        if memo is not None and assignment.mode != FIT:
-                            unfit[memo] = assignment
-                    if assignment.mode != FIT:
-                        text = assignment.message() or "waiting for quota"
-                        if shape is not None:
-                            backlog.group_reasons[(queue, shape)] = (self.round_no, text)
-                        # Preempt for the first head of a queue that does not fit, once a
-                        # round, when its flavors allow.
-                        reclaiming = False
-                        if queue not in reclaim_tried and assignment.mode == PREEMPT_MODE:
-                            reclaim_tried.add(queue)
-                            why, reclaiming = await preempt(self, cohort, wl, assignment)
-                            if reclaiming:
-                                text = why
-                            elif why:  # blocked: the shortfall, and why nothing was evicted
-                                text += f"; {why}"
-                        reasons[key] = (self.round_no, text)
-                        # A workload that pods are leaving for holds its queue's turn.
-                        if strict or reclaiming:
-                            blocked.add(queue)
-                            break
-                        if self.quota_version == version and key in backlog.workloads:
-                            # until quota changes in its tree (with its shape's group when
-                            # the queue's order is static)
-                            grouped = shape is not None and not quota_fair.fair(self, queue)
-                            heads.park(key, wl.order, shape if grouped else None)
-                        continue
-                    share = cohort.share(queue, assignment.usage)
-                    if best is None or (share, wl.order) < (best[0], best[1]):
-                        best = (share, wl.order, wl, flavors)
-                    break  # this queue's candidate: its head, which fits
-            if best is None:
-                break
-            _, _, wl, flavors = best
-            pods = dict(wl.pods)  # gate() may add a gang's pod during the awaits below
-            await self._write(
-                [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in pods.items()],
-                group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
-                created=wl.created,
-            )
-            self.evicting.pop(wl.key, None)
-            # also from a backlog a load() rebuilt during the write (gate runs between awaits)
-            for each in {id(backlog): backlog, id(self.backlog): self.backlog}.values():
-                each.forget(wl.key)
-                for key in pods:
-                    each.of_pod.pop(key, None)
-            for late in [p for k, p in wl.pods.items() if k not in pods]:
-                quota_backlog.add(self, late)  # came during the write: it waits on its own
-            for pod in pods.values():
-                self.pending.pop(pod.key, None)
-                self._decoded.pop(pod.key, None)
-                self.written.pop(pod.key, None)
-                if not await place_on_flavors(self.store, self.flavors, pod, flavors[pod.key]):
-                    verdict.admitted.append(replace(pod, quota_wait=""))
-            quota_fair.admitted(self, wl)
-            heads = backlog.heads(wl.queue)
-            order = quota_backlog.sort_key(self, wl.queue)
-            if quota_fair.fair(self, wl.queue):
-                heads.reorder(backlog.workloads, order)
-            elif (shape := wl.shape()) is not None:  # the next of its shape may fit too
-                heads.wake(shape, backlog.workloads, order)
-
-    async def _write(
+    async def write(
         self,
         pods: Sequence[tuple[PodRecord, str, dict[str, int], dict[str, str]]],
         group: str = "",
@@ -571,7 +445,7 @@ class Admission:
         return queue, ""
 
     def _decode(self, pod: PodRecord, queue: str) -> Decoded:
-        found = self._decoded.get(pod.key)
+        found = self.decoded.get(pod.key)
         cached = found[1] if found is not None and found[0] == pod.resource_version else None
         if cached is None:
             body = decode_pod(pod.body, "queued pod")
@@ -582,7 +456,7 @@ class Admission:
                 placement,
                 pod_signature(request, placement),
             )
-            self._decoded[pod.key] = (pod.resource_version, cached)
+            self.decoded[pod.key] = (pod.resource_version, cached)
         return cached
 
     def _request_of(self, pod: PodRecord, queue: str, body: Pod | None = None) -> dict[str, int]:
