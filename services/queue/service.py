@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord
@@ -36,6 +34,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from services.queue.affinity_wake import NamespaceLabels
 from services.queue.clock import Clock, SystemClock
 from services.queue.config import QueueConfig
+from services.queue.dispatch import Dispatcher, HeadersHook
 from services.queue.hints import NODE_ADD, ActionType, ClusterEvent
 from services.queue.housekeeping import Housekeeping, count_incoming
 from services.queue.informer import PodChange, QueueEvent, StoreInformer
@@ -48,17 +47,14 @@ from services.queue.records import PodRecord
 from services.queue.routing import Step, group_steps, route_pod_change
 from services.queue.spans import trace_outcomes
 from services.queue.store import QueueStore
-from services.queue.tenants import WeightedRoundRobin
-from services.queue.wire import EncodedBatch
 from shared.kafka import (
-    Headers,
     ensure_topics,
     make_consumer,
     make_producer,
     message_signer,
     message_verifier,
 )
-from shared.messages import DeadLetter, ScheduleBatch
+from shared.messages import DeadLetter
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.redisconn import connect
 from shared.retry import Retry
@@ -72,25 +68,12 @@ INCOMING_QUEUES = ("active", "backoff", "unschedulable", "gated")
 """Outcome effects that put a pod in one of upstream's queues (ScheduleAttemptFailure)."""
 
 SERVICE_NAME = "queue"
-HeadersHook = Callable[[ScheduleBatch, Mapping[str, float]], Headers]
-"""A batch's trace headers, given when its pods were last put back (QueueReads.requeued_at)."""
 
 STREAM_TOPIC = "store-stream"
 """The `topic` of a dead letter for a stored pod the queue could not take."""
 # Errors worth retrying from the last commit; anything else (a script error included) is
 # the record's fault, and retrying would loop on it forever.
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, KafkaError, OSError)
-# Publishes not yet acknowledged before the dispatcher waits for some of them (a window, not
-# stop-and-wait: publishing goes on while the broker acknowledges earlier ones).
-_MAX_OUTSTANDING = 64
-
-
-@dataclass(slots=True)
-class _Round:
-    """One dispatch round: its messages in weighted round-robin order."""
-
-    messages: list[EncodedBatch]
-    pods: int
 
 
 _Source = TypeVar("_Source")
@@ -127,7 +110,6 @@ class QueueService:
             self.redis, self.config, self.clock, namespace_labels=namespace_labels
         )
         self.replica_id = replica_id or uuid.uuid4().hex[:8]
-        self.headers_hook = headers_hook
         self.metrics: Counter[str] = Counter()
         self.prom: BerthMetrics = default_metrics()
         """kube-scheduler's and berth's Prometheus families (self.metrics: counts for tests)."""
@@ -138,9 +120,14 @@ class QueueService:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._work = asyncio.Event()
-        self._outstanding: set[asyncio.Future[Any]] = set()
-        self._room = asyncio.Event()
-        self._wrr = WeightedRoundRobin(self.config.weight)
+        self.dispatcher = Dispatcher(
+            self.store,
+            self.config,
+            self.metrics,
+            stopping=self._stopping,
+            work=self._work,
+            headers_hook=headers_hook,
+        )
         self._effects: dict[int, str] = {}
         """id(outcome) -> what the queue did with it, for its span (tracing only)."""
         self.informer: StoreInformer | None = None
@@ -200,6 +187,7 @@ class QueueService:
             **self._producer_options,
         )
         await self._producer.start()
+        self.dispatcher.producer = self._producer
         self._consumer = make_consumer(
             self.bootstrap,
             [topics.outcomes],
@@ -220,7 +208,7 @@ class QueueService:
                 else []
             ),
             *(
-                asyncio.create_task(self._dispatch_loop(), name=f"queue-dispatch-{i}")
+                asyncio.create_task(self.dispatcher.loop(), name=f"queue-dispatch-{i}")
                 for i in range(max(1, self.config.dispatch_concurrency))
             ),
             *(
@@ -243,15 +231,13 @@ class QueueService:
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks = []
-        if self._outstanding:
-            await asyncio.gather(*self._outstanding, return_exceptions=True)
-            self._outstanding.clear()
+        await self.dispatcher.drain()
         if self._consumer is not None:
             await self._consumer.stop()
             self._consumer = None
         if self._producer is not None:
             await self._producer.stop()
-            self._producer = None
+            self._producer = self.dispatcher.producer = None
         if self._owns_redis:
             await self.redis.aclose()
 
@@ -466,108 +452,3 @@ class QueueService:
         assert self._producer is not None
         await self._producer.send_and_wait(self.config.topics.dlq, letter.encode(), key=letter.key)
         self.metrics["dead_letters"] += 1
-
-    # ------------------------------------------------------------------ dispatching
-
-    async def _dispatch_loop(self) -> None:
-        # The next round is popped while this one is published, so Redis pops while Python
-        # and the broker publish (in pop order: one loop publishes its rounds in sequence).
-        prefetched: asyncio.Task[_Round] | None = None
-        # Pods popped by a round that failed stay leased: they come back when it expires.
-        retry = Retry("queue: dispatching", log)
-        try:
-            while not self._stopping.is_set():
-                try:
-                    popping, prefetched = prefetched, None
-                    current = await (popping or self._pop_round())
-                    if current.pods and not self._stopping.is_set():
-                        prefetched = asyncio.create_task(self._pop_round())
-                    await self._publish_round(current)
-                    sent = current.pods
-                    retry.succeeded()
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 (Retry logs it)
-                    # A round popped ahead (if any) is published after the pause.
-                    self.metrics["dispatch_errors"] += 1
-                    await retry.pause(exc, self._stopping)
-                    continue
-                if sent == 0:
-                    self._work.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._work.wait(), self.config.dispatch_idle_interval
-                        )
-            if prefetched is not None:
-                # Stopping: the pods it leased are published, not left to their leases.
-                await self._publish_round(await prefetched)
-                prefetched = None
-        finally:
-            if prefetched is not None:
-                prefetched.cancel()
-        await self._drain_publishes()
-
-    async def dispatch_round(self) -> int:
-        """Pop a WRR round across tenants and publish it; returns the pods dispatched."""
-        current = await self._pop_round()
-        await self._publish_round(current)
-        return current.pods
-
-    async def _pop_round(self) -> _Round:
-        tenants = await self.store.tenants()
-        if not tenants:
-            return _Round([], 0)
-        wanted = [(t, self.config.dispatch_batch * self.config.weight(t)) for t in tenants]
-        popped = await self.store.pop_batches(wanted, self.config.message_batch)
-        batches = {
-            tenant: messages
-            for (tenant, _), messages in zip(wanted, popped, strict=True)
-            if messages
-        }
-        pods = sum(m.count for messages in popped for m in messages)
-        return _Round([m for _, m in self._wrr.interleave(batches)], pods)
-
-    async def _publish_round(self, current: _Round) -> None:
-        for message in current.messages:
-            await self._publish(message)
-        self.metrics["dispatched"] += current.pods
-
-    async def _publish(self, message: EncodedBatch) -> None:
-        assert self._producer is not None
-        headers = None
-        if self.headers_hook is not None:
-            # The hook wants objects: only then is the payload decoded.
-            batch = ScheduleBatch.decode(message.payload)
-            retried = [r.pod_key for r in batch.requests if r.attempt > 1]
-            requeued = (
-                await self.store.requeued_at(message.tenant, retried)
-                if retried and tracing_enabled()
-                else {}
-            )
-            headers = self.headers_hook(batch, requeued)
-        future = await self._producer.send(
-            self.config.topics.schedule, message.payload, key=message.key, headers=headers
-        )
-        self._outstanding.add(future)
-        future.add_done_callback(functools.partial(self._published, message.count))
-        self.metrics["schedule_messages"] += 1
-        while len(self._outstanding) > _MAX_OUTSTANDING:
-            self._room.clear()
-            await self._room.wait()
-
-    def _published(self, count: int, future: asyncio.Future[Any]) -> None:
-        self._outstanding.discard(future)
-        if len(self._outstanding) <= _MAX_OUTSTANDING:
-            self._room.set()
-        if future.cancelled() or future.exception() is not None:
-            # The pods stay leased: they come back when the lease expires.
-            log.error(
-                "queue: publish failed: %s", None if future.cancelled() else future.exception()
-            )
-            self.metrics["publish_errors"] += 1
-        else:
-            self.metrics["published"] += count
-
-    async def _drain_publishes(self) -> None:
-        if self._outstanding:
-            await asyncio.gather(*list(self._outstanding), return_exceptions=True)
