@@ -2,13 +2,16 @@
 
 Every scheduler berth runs sees the cluster through one of these: the dry run (LocalCluster,
 fed from manifests, binding in place), each scheduler worker and each binder (fed from a store
-snapshot and then the change stream, by scheduling/cache/sync.py). It holds:
+snapshot and then the change stream, by scheduling/cache/sync.py). This module applies the
+snapshot and the stream's changes, and holds:
 
-- nodes and the pods counted on them as NodeColumns (what every plugin reads), plus the other
-  objects (namespaces, controllers, pod groups, PodDisruptionBudgets) and every pod by key;
-- **assumptions**: a pod this scheduler placed counts on its node from Reserve on (upstream
-  cache.AssumePod), until its binding arrives, it is forgotten (the attempt failed, a newer
-  one started) or it expires; each remembers the queue's attempt number and when it was made;
+- nodes and the pods counted on them as NodeColumns (what every plugin reads; what counts and
+  why is scheduling/cache/counts.py), plus the other objects (namespaces, controllers, pod
+  groups, PodDisruptionBudgets) and every pod by key;
+- **assumptions** (counts.py): a pod this scheduler placed counts on its node from Reserve on
+  (upstream cache.AssumePod), until its binding arrives, it is forgotten (the attempt failed, a
+  newer one started) or it expires; each remembers the queue's attempt number and when it was
+  made;
 - **nominations** (upstream PodNominator): pending pods with a nominated node, read by
   RunFilterPluginsWithNominatedPods and preemption; a pod counted on a node (assumed or
   reserved) is not also counted as nominated;
@@ -26,11 +29,10 @@ It is the frameworks' cluster handle (scheduling.framework.interfaces.ClusterHan
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from scheduling.cache.counts import NodeCounts
 from scheduling.cache.objects import ViewClusterObjects
 from scheduling.framework.cluster_objects import ClusterObjects
 from scheduling.framework.columns import NodeColumns
@@ -42,7 +44,7 @@ from shared.models import (
     PodGroup,
 )
 from shared.models.evolve import evolve
-from shared.store import RESERVATION, Change, NodeUsage, Snapshot, object_key
+from shared.store import RESERVATION, Change, Snapshot, object_key
 
 if TYPE_CHECKING:
     from scheduling.framework.extender import HTTPExtender
@@ -65,53 +67,24 @@ class _NoBinder:
         raise CannotBindError(f"this scheduler does not bind ({pod.key} -> {node_name})")
 
 
-@dataclass(slots=True)
-class Assumption:
-    """A pod this scheduler placed, counted on its node until its binding arrives."""
-
-    attempt: int
-    """The queue's attempt number (0 in the dry run)."""
-    node: str
-    since: float
-
-
-class ClusterCache:
+class ClusterCache(NodeCounts):
     """See the module docstring."""
 
     def __init__(
         self, holder: str | None = None, *, extenders: Iterable[HTTPExtender] = ()
     ) -> None:
-        self.holder = holder
-        """The binder this cache belongs to (its reservations are assumed, not streamed in);
-        None: reservations are not counted."""
+        super().__init__(holder)
         self.extenders: list[HTTPExtender] = list(extenders)
         """The scheduler's extenders (KubeSchedulerConfiguration.extenders), built once."""
         self.binder: Binder = _NoBinder()
         """Where DefaultBinder binds (LocalCluster binds in place; a worker does not bind)."""
-        self.columns = NodeColumns()
         self.resource_version = 0
         self.objects: dict[str, dict[str, Any]] = {}
         """kind -> object key -> object, for every kind but Node and Pod."""
-        self.pods: dict[str, Pod] = {}
-        """Every pod (bound or not) by "namespace/name", as the store last streamed it. Do
-        not mutate: the same objects are counted in `columns`."""
         self.cluster_objects: ClusterObjects = ViewClusterObjects(self.objects)
-        self._counted: dict[str, Pod] = {}
-        """uid -> the pod counted in `columns` (bound, assumed, or reserved by a holder)."""
-        self.assumed: dict[str, Assumption] = {}
-        """uid -> the assumption of a pod this scheduler placed (counted, not bound yet)."""
         self._nominated: dict[str, Pod] = {}
         """uid -> pending pod with a nominated node (status.nominatedNodeName set)."""
         self._by_node: dict[str, list[Pod]] | None = None
-        self._reserved: dict[str, int] = {}
-        """uid -> resourceVersion of the reservation entry, for pods counted because another
-        binder reserved them (0: held at the snapshot)."""
-        self._live: dict[str, tuple[str, str, int]] = {}
-        """uid -> (pod key, node, resourceVersion) of every reservation of another holder the
-        stream reported and did not end yet, counted or not: a pod counted as an assumption
-        when its reservation arrived is counted as reserved once the assumption is dropped."""
-        self._orphans: dict[str, dict[str, Pod]] = {}
-        """node -> uid -> bound pods whose node the view does not have (yet)."""
         self._advanced = asyncio.Event()
         self.ended_attempts: dict[str, int] = {}
         """uid -> the latest attempt the store streamed as ended without a binding (the
@@ -332,136 +305,8 @@ class ClusterCache:
         self._uncount(uid)
         self._count(pod)
 
-    def _count(self, pod: Pod) -> None:
-        node = pod.spec.node_name
-        if node not in self.columns.index:
-            self._orphans.setdefault(node, {})[pod.metadata.uid] = pod
-            return
-        self.columns.add_pod(pod)
-        self._counted[pod.metadata.uid] = pod
-
-    def _reserve(self, key: str, uid: str, node: str, holder: str, rv: int) -> None:
-        """Count a pod another binder reserved on `node` (nothing for this binder's own
-        reservations, or in a view that does not count reservations)."""
-        if self.holder is None or holder == self.holder:
-            return
-        self._live[uid] = (key, node, rv)
-        if uid in self._counted:
-            return
-        pod = self.pods.get(key)
-        if pod is not None and pod.metadata.uid == uid:
-            self._count_reserved(pod, node, rv)
-
-    def _count_reserved(self, pod: Pod, node: str, rv: int) -> None:
-        if node not in self.columns.index:
-            return  # a node the view does not have (yet): nothing to check against there
-        reserved = on_node(pod, node)
-        self.columns.add_pod(reserved)
-        self._counted[pod.metadata.uid] = reserved
-        self._reserved[pod.metadata.uid] = rv
-
-    def _uncount(self, uid: str) -> None:
-        pod = self._counted.pop(uid, None)
-        self.assumed.pop(uid, None)
-        self._reserved.pop(uid, None)
-        if pod is not None:
-            self.columns.remove_pod(pod)
-
-    def _shortfall(self, row: int, usage: NodeUsage) -> str:
-        """What the view counts short of `usage` on the node of `row` ("" when nothing)."""
-        columns = self.columns
-        short = []
-        have_pods = int(columns.requested[row, columns.resource_index["pods"]])
-        if usage.pods > have_pods:
-            short.append(f"pods {usage.pods} > {have_pods}")
-        for name, amount in sorted(usage.requested.items()):
-            col = columns.resource_index.get(name)
-            have = 0 if col is None else int(columns.requested[row, col])
-            if amount > have:
-                short.append(f"{name} {amount} > {have}")
-        for port, count in sorted(usage.host_ports.items()):
-            ips = columns.used_ports.get((port.protocol, port.port), {}).get(row)
-            have = 0 if ips is None else ips[port.host_ip]
-            if count > have:
-                short.append(f"host port {port.field()} {count} > {have}")
-        return ", ".join(short)
-
-    def _forget_orphan(self, uid: str) -> None:
-        for pods in self._orphans.values():
-            pods.pop(uid, None)
-
-    def _add_nodes(self, nodes: list[Node]) -> None:
-        self.columns.add_nodes(nodes)
-        for node in nodes:
-            for pod in self._orphans.pop(node.metadata.name, {}).values():
-                self._count(pod)
-
-    def _remove_node(self, name: str) -> None:
-        row = self.columns.index.get(name)
-        if row is None:
-            return
-        for pod in list(self.columns.pods_by_node[row]):
-            uid = pod.metadata.uid
-            self._counted.pop(uid, None)
-            if uid in self.assumed or uid in self._reserved:
-                self.assumed.pop(uid, None)
-                self._reserved.pop(uid, None)
-            else:
-                self._orphans.setdefault(name, {})[uid] = pod
-        self.columns.remove_node(name)
-
-    # ---------------------------------------------------------------- assuming
-    def assume(self, pod: Pod, node: str, attempt: int = 0, now: float = 0.0) -> Pod:
-        """Count `pod` on `node` until its binding arrives or it is forgotten (upstream
-        cache.AssumePod); returns the assumed copy (spec.nodeName set). A node the cache does
-        not have, or a pod already counted, changes nothing."""
-        assumed = pod if pod.spec.node_name == node else on_node(pod, node)
-        uid = pod.metadata.uid
-        if node not in self.columns.index or uid in self._counted:
-            return assumed
-        self.columns.add_pod(assumed)
-        self._counted[uid] = assumed
-        self.assumed[uid] = Assumption(attempt, node, now)
-        self._by_node = None
-        return assumed
-
-    def for_attempt(self, attempt: int = 0, now: float = 0.0) -> AttemptCache:
-        """The cycle's PodCache (assume/forget) for one attempt of the queue's."""
-        return AttemptCache(self, attempt, now)
-
-    def take_over(self, uid: str) -> int | None:
-        """Stop counting a pod reserved by another binder (or assumed here), which this
-        binder adopts and checks itself: a pod must not meet itself in its own check.
-        Returns the resourceVersion of the reservation when the view had counted it."""
-        taken_at = self._reserved.get(uid)
-        if taken_at is not None or uid in self.assumed:
-            self._uncount(uid)
-        return taken_at
-
-    def forget(self, uid: str, attempt: int | None = None) -> bool:
-        """Drop an assumed pod (Unreserve; only the assumption of `attempt` when given); a
-        pod whose binding arrived stays. If a holder's reservation of it is live (a worker's
-        proposal, reserved, waiting at Permit), the reservation counts from now on."""
-        held = self.assumed.get(uid)
-        if held is None or (attempt is not None and held.attempt != attempt):
-            return False
-        self._uncount(uid)
-        self._by_node = None
-        live = self._live.get(uid)
-        if live is not None:
-            key, node, rv = live
-            pod = self.pods.get(key)
-            if pod is not None and pod.metadata.uid == uid:
-                self._count_reserved(pod, node, rv)
-        return True
-
-    def expire(self, now: float, ttl: float) -> int:
-        """Forget assumptions older than `ttl` (their binder died; the queue dispatches the
-        pod again); how many."""
-        stale = [uid for uid, held in self.assumed.items() if now - held.since > ttl]
-        for uid in stale:
-            self.forget(uid)
-        return len(stale)
+    def _counts_changed(self) -> None:
+        self._by_node = None  # a pod counted on a node is not also counted as nominated
 
     # -------------------------------------------------------------- nominator
     def nominate(self, pod: Pod, node: str) -> None:
@@ -476,34 +321,10 @@ class ClusterCache:
             self._nominated.pop(uid, None)
         self._by_node = None
 
-    @contextlib.contextmanager
-    def as_of(self, rv: int) -> Iterator[None]:
-        """Within the block, the reservations of other binders taken after `rv` are not
-        counted (a check as of its own reservation counts the ones before it only). No
-        await inside: the columns are restored on exit."""
-        later = [self._counted[uid] for uid, at in self._reserved.items() if at > rv]
-        for pod in later:
-            self.columns.remove_pod(pod)
-        try:
-            yield
-        finally:
-            for pod in later:
-                self.columns.add_pod(pod)
-
     def previous(self, kind: str, key: str) -> Pod | None:
         """The view's copy of a pod (ClusterStore.follow's `previous`: a binding or a
         nomination streamed later reuses it instead of decoding the same bytes again)."""
         return self.pods.get(key) if kind == "Pod" else None
-
-    def is_assumed(self, uid: str) -> bool:
-        return uid in self.assumed
-
-    def is_counted(self, uid: str) -> bool:
-        """Whether the pod is counted on a node (bound, assumed, or reserved by a holder)."""
-        return uid in self._counted
-
-    def bound_pods(self) -> list[Pod]:
-        return list(self.columns.pods())
 
     # ---------------------------------------------------------------- catching up
     def _set_version(self, rv: int) -> None:
@@ -528,27 +349,5 @@ class ClusterCache:
         return True
 
 
-def on_node(pod: Pod, node: str) -> Pod:
-    """A shallow copy of the pod with spec.nodeName set (the stored pod is not touched)."""
-    return evolve(pod, spec=evolve(pod.spec, node_name=node))
-
-
 def _key(kind: str, obj: Any) -> str:
     return object_key(kind, obj.metadata.namespace, obj.metadata.name)
-
-
-class AttemptCache:
-    """The scheduling cycle's PodCache over a ClusterCache, for one attempt."""
-
-    __slots__ = ("attempt", "cache", "now")
-
-    def __init__(self, cache: ClusterCache, attempt: int, now: float) -> None:
-        self.cache = cache
-        self.attempt = attempt
-        self.now = now
-
-    def assume(self, pod: Pod, node_name: str) -> Pod:
-        return self.cache.assume(pod, node_name, self.attempt, self.now)
-
-    def forget(self, pod: Pod) -> None:
-        self.cache.forget(pod.metadata.uid, self.attempt)

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from scheduling.cache.cache import on_node as with_node_name
+from scheduling.cache.counts import on_node as with_node_name
 from scheduling.framework.columns import NodeColumns, PortKey, UsedPorts, pod_host_ports
 from scheduling.plugins.defaultpreemption import Scratch
 from scheduling.plugins.nodeports.node_ports import conflicting_rows
