@@ -4,7 +4,8 @@ optimistically against their own view of the cluster and publish proposals to th
     python -m services.scheduler --redis-url ... --kafka-bootstrap ... [--config F]
 
 Modules: `config` (WorkerConfig, flags), `cycle` (one request -> a proposal or an outcome),
-`service` (Kafka and the change stream), `main` (the process). The cluster view the cycle runs
+`service` (Kafka and the change stream), `results` (what each decision sends), `heartbeat`
+(what a worker reports), `main` (the process). The cluster view the cycle runs
 against is the scheduling library's (`scheduling/cache`).
 """
 

@@ -22,7 +22,9 @@
   counts less there, at that very version, counts wrong and reloads its snapshot.
 - A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...},
   read by shared.objects.read_heartbeats) tells `berth run` and `berth get` how far each
-  worker's view is.
+  worker's view is (services/scheduler/heartbeat.py).
+- What each decision becomes (its span's result, metrics, the records sent) is
+  services/scheduler/results.py.
 - Observability: a `scheduling_cycle` span per request (parent from the record's headers, its
   context passed on in the proposal's), scheduler_schedule_attempts for the worker's own
   unschedulable/error results, berth_consumer_lag; `run(stop, health)` drives readiness.
@@ -33,16 +35,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.errors import CommitFailedError, KafkaError
-from opentelemetry.trace import Span
 from redis.asyncio import Redis
 
 from scheduling.cache.cache import WORKER_HOLDER, ClusterCache
@@ -52,12 +50,12 @@ from scheduling.framework.runtime import Framework, build_frameworks
 from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.config import WorkerConfig
 from services.scheduler.cycle import Decision, decide, failed_decision
-from services.scheduler.instrument import instrument, report_reuse
-from shared.batch_sender import BatchSender
+from services.scheduler.heartbeat import WorkerStats, heartbeat_key, report_view, write_heartbeat
+from services.scheduler.instrument import instrument
+from services.scheduler.results import Results, record_result
 from shared.health import HealthServer
 from shared.kafka import (
     FETCH_MAX_WAIT_MS,
-    Headers,
     ensure_topics,
     make_consumer,
     make_producer,
@@ -65,20 +63,16 @@ from shared.kafka import (
     message_verifier,
     refusal,
 )
-from shared.logs import DecisionLog
 from shared.message_auth import Verifier
-from shared.messages import DeadLetter, Outcome, ScheduleBatch, ScheduleRequest
+from shared.messages import ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
-from shared.models.evolve import evolve
 from shared.proposals import Proposal
 from shared.retry import OUTAGE_ERRORS, Retry, until_answered
-from shared.store import ClusterStore, StoreKeys
+from shared.store import ClusterStore
 from shared.tasks import finish
 from shared.tracing import (
-    add_victim_events,
     inject_headers,
     scheduling_cycle_span,
-    set_result,
 )
 from shared.wire import MessageError
 
@@ -95,60 +89,6 @@ YIELD_EVERY = 32
 
 class WorkerFailedError(RuntimeError):
     """One of the worker's loops died; the process exits so that it is restarted."""
-
-
-def _record(span: Span, decision: Decision) -> None:
-    """The attempt's result as the worker sees it, on its scheduling-cycle span."""
-    proposal, outcome = decision.proposal, decision.outcome
-    if proposal is not None:
-        result = "proposed" if proposal.kind == "bind" else "preempting"
-        set_result(
-            span,
-            result,
-            node_name=proposal.node_name,
-            message=proposal.message,
-            plugins=proposal.unschedulable_plugins,
-        )
-        if proposal.victims:
-            victims = [(v.pod_key, v.uid) for v in proposal.victims]
-            add_victim_events(span, victims, proposal.node_name)
-    elif outcome is not None:
-        set_result(
-            span,
-            outcome.result,
-            node_name=outcome.node_name,
-            message=outcome.message,
-            plugins=outcome.unschedulable_plugins,
-        )
-
-
-def heartbeat_key(prefix: str, cluster: str) -> str:
-    """The hash of the workers' heartbeats (one field per worker): the store's `workers` key."""
-    return StoreKeys(prefix, cluster).workers
-
-
-@dataclass(slots=True)
-class WorkerStats:
-    pods: int = 0
-    proposals: int = 0
-    preemptions: int = 0
-    outcomes: int = 0
-    dead_letters: int = 0
-    cycle_seconds: float = 0.0
-    barrier_waits: int = 0
-    corrections: int = 0
-    """Snapshot reloads because a conflict showed the view counting short of the store."""
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "pods": self.pods,
-            "proposals": self.proposals,
-            "preemptions": self.preemptions,
-            "outcomes": self.outcomes,
-            "dlq": self.dead_letters,
-            "cycle_s": round(self.cycle_seconds, 3),
-            "corrections": self.corrections,
-        }
 
 
 class SchedulerWorker:
@@ -180,20 +120,16 @@ class SchedulerWorker:
         self.metrics = metrics if metrics is not None else default_metrics()
         self._sampler = instrument(self.frameworks, self.metrics)
         self._reuse_seen: dict[tuple[str, str], int] = {}
-        self._decisions = DecisionLog(log)
         self._heartbeat_key = heartbeat_key(self.config.key_prefix, self.config.cluster)
         self._producer: AIOKafkaProducer | None = None
-        self._proposals: BatchSender | None = None
-        self._outcomes: BatchSender | None = None
-        """Proposals and outcomes, one record per partition for the pods of one schedule
-        batch (shared.batch_sender): flushed after the batch, and before a preemptor waits."""
+        self.results = Results(self.config, self.stats, self.metrics)
+        """Where each decision goes (its span, metrics, proposal or outcome sent)."""
         self._consumer: AIOKafkaConsumer | None = None
         self._verifier: Verifier | None = None
         """Checks the schedule requests' authenticators (None: no message keys)."""
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = asyncio.Event()
         self._advanced = asyncio.Event()
-        self._sequence = 0
         self.sync = CacheSync(
             self.store,
             self.view,
@@ -223,10 +159,7 @@ class SchedulerWorker:
         )
         self._verifier = message_verifier(security, topics)
         await self._producer.start()
-        self._proposals = BatchSender(self._producer, topics.proposals, Proposal.BATCH)
-        self._outcomes = BatchSender(self._producer, topics.outcomes, Outcome.BATCH)
-        await self._proposals.prepare()
-        await self._outcomes.prepare()
+        await self.results.start(self._producer)
         options = {"fetch_max_wait_ms": FETCH_MAX_WAIT_MS, **self.config.consumer_options}
         self._consumer = make_consumer(
             self.bootstrap, [topics.schedule], self.config.group_id, security=security, **options
@@ -366,13 +299,13 @@ class SchedulerWorker:
         (and dead letters) landed."""
         refused = refusal(self._verifier, record)
         if refused:
-            return [await self._dead_letter(record, refused)]
+            return [await self.results.dead_letter(record, refused)]
         if record.value is None:
-            return [await self._dead_letter(record, "empty message")]
+            return [await self.results.dead_letter(record, "empty message")]
         try:
             batch = ScheduleBatch.decode(record.value)
         except MessageError as exc:
-            return [await self._dead_letter(record, str(exc))]
+            return [await self.results.dead_letter(record, str(exc))]
         deliveries: list[asyncio.Future[Any]] = []
         started = time.perf_counter()
         for index, request in enumerate(batch.requests):
@@ -389,42 +322,19 @@ class SchedulerWorker:
                         "scheduling %s (attempt %d) failed", request.pod_key, request.attempt
                     )
                     decision = failed_decision(request, exc)
-                decision = self._measured(decision, request, cycle_started, began)
-                _record(span, decision)
+                decision = self.results.measured(decision, request, cycle_started, began)
+                record_result(span, decision)
                 headers = inject_headers()  # the binder's (or queue's) parent
-            deliveries.append(self._publish(decision, headers))
+            deliveries.append(self.results.submit(decision, headers))
             proposal = decision.proposal
             if proposal is not None and proposal.kind == "preempt":
-                await self._flush()
+                await self.results.flush()
                 await asyncio.gather(*deliveries)
                 await self._await_victims(proposal)
-        await self._flush()
+        await self.results.flush()
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)
         return deliveries
-
-    def _measured(
-        self, decision: Decision, request: ScheduleRequest, cycle_started: float, began: float
-    ) -> Decision:
-        """Record the worker's part of kube-scheduler's metrics; stamp a proposal with the
-        times the binder needs for the attempt's duration and the pod's SLI latency."""
-        elapsed = time.perf_counter() - began
-        proposal, outcome = decision.proposal, decision.outcome
-        if proposal is not None:
-            self.metrics.algorithm_duration.observe(elapsed)
-            if proposal.kind == "preempt":
-                self.metrics.record_preemption(len(proposal.victims))
-            stamped = evolve(
-                proposal,
-                cycle_started=cycle_started,
-                queued_at=request.initial_attempt_timestamp,
-            )
-            return Decision(proposal=stamped)
-        if outcome is not None and outcome.result in ("unschedulable", "error"):
-            if outcome.result == "unschedulable":
-                self.metrics.algorithm_duration.observe(elapsed)
-            self.metrics.record_attempt(outcome.result, elapsed)
-        return decision
 
     async def _decide(self, request: ScheduleRequest) -> Decision:
         """One scheduling cycle. With extenders, in a thread (their calls block on HTTP for up
@@ -466,49 +376,6 @@ class SchedulerWorker:
                 return False
         return True
 
-    def _publish(self, decision: Decision, headers: Headers) -> asyncio.Future[None]:
-        """Queue the decision's proposal or outcome (sent at the next `_flush`)."""
-        assert self._proposals is not None
-        assert self._outcomes is not None
-        if decision.proposal is not None:
-            # Numbered in decision order: the binder merges its partitions by it.
-            self._sequence += 1
-            proposal = decision.proposal
-            if proposal.kind == "preempt":
-                self.stats.preemptions += 1
-            self.stats.proposals += 1
-            body = proposal.to_body()
-            body["seq"] = self._sequence  # Proposal.sequence, set on the wire
-            return self._proposals.submit(proposal.node_name.encode(), body, headers)
-        outcome = decision.outcome
-        assert outcome is not None
-        self.stats.outcomes += 1
-        return self._outcomes.submit(outcome.uid.encode(), outcome.to_body(), headers)
-
-    async def _flush(self) -> None:
-        assert self._proposals is not None
-        assert self._outcomes is not None
-        await self._proposals.flush()
-        await self._outcomes.flush()
-
-    async def _dead_letter(self, record: Any, error: str) -> asyncio.Future[Any]:
-        assert self._producer is not None
-        self.stats.dead_letters += 1
-        self.metrics.dead_letters.labels(topic=str(record.topic)).inc()
-        self._decisions.info(
-            "dead_letter",
-            "dead letter from %s@%s: %s",
-            record.topic,
-            record.offset,
-            error,
-            topic=str(record.topic),
-        )
-        letter = DeadLetter.of_record(self.config.service_name, record, error)
-        delivery: asyncio.Future[Any] = await self._producer.send(
-            self.config.topics.dlq, value=letter.encode(), key=record.key
-        )
-        return delivery
-
     # --------------------------------------------------------------- the view
     async def _pause(self, seconds: float) -> None:
         """Sleep `seconds`, or less when the worker stops."""
@@ -534,30 +401,20 @@ class SchedulerWorker:
             with contextlib.suppress(Exception):
                 await self._heartbeat()
 
-    async def _report_view(self) -> None:
-        """scheduler_scheduler_cache_size, berth_view_follow_lag (from the view) and
-        berth_signature_reuse_total."""
-        view = self.view
-        cache = self.metrics.cache_size
-        cache.labels(type="nodes").set(len(view.nodes))
-        cache.labels(type="pods").set(len(view.pods))
-        cache.labels(type="assumed_pods").set(len(view.assumed))
-        behind = max(0, await self.store.resource_version() - view.resource_version)
-        self.metrics.follow_lag.labels(view=self.config.service_name).set(behind)
-        report_reuse(self.frameworks, self.metrics, self._reuse_seen)
-
     async def _heartbeat(self) -> None:
-        await self._report_view()
-        beat = {
-            "rv": self.view.resource_version,
-            "ts": self.clock(),
-            "pid": os.getpid(),
-            "assumed": len(self.view.assumed),
-            "nodes": len(self.view.nodes),
-            **self.stats.to_wire(),
-        }
-        await self.redis.hset(
+        await report_view(
+            self.view,
+            self.store,
+            self.metrics,
+            self.frameworks,
+            self._reuse_seen,
+            self.config.service_name,
+        )
+        await write_heartbeat(
+            self.redis,
             self._heartbeat_key,
             self.config.worker_id,
-            msgpack.packb(beat, use_bin_type=True),
+            self.view,
+            self.stats,
+            self.clock(),
         )

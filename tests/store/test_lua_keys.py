@@ -14,7 +14,7 @@ from importlib import resources
 
 import pytest
 
-from services.scheduler.service import heartbeat_key
+from services.scheduler.heartbeat import heartbeat_key
 from shared.models import HostPort
 from shared.store import NodeUsage, PodCharge, StoreKeys
 from shared.store import keys as keys_module
