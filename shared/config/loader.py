@@ -38,8 +38,8 @@ class _Document:
 
     api_version: str = ""
     kind: str = ""
-    parallelism: int = field(default=16, metadata={"int32": True})
-    percentage_of_nodes_to_score: int | None = field(default=None, metadata={"int32": True})
+    parallelism: int = field(default=16, metadata=dec.INT32_FORMAT)
+    percentage_of_nodes_to_score: int | None = field(default=None, metadata=dec.INT32_FORMAT)
     pod_initial_backoff_seconds: int = 1
     pod_max_backoff_seconds: int = 10
     profiles: list[Any] | None = None
@@ -56,7 +56,7 @@ class _Document:
 @dataclass(slots=True, kw_only=True)
 class _ProfileDocument:
     scheduler_name: str | None = None
-    percentage_of_nodes_to_score: int | None = field(default=None, metadata={"int32": True})
+    percentage_of_nodes_to_score: int | None = field(default=None, metadata=dec.INT32_FORMAT)
     plugins: Plugins | None = None
     plugin_config: list[_PluginConfigDocument] = field(default_factory=list)
 

@@ -59,9 +59,9 @@ class ResourceSpec:
 
 @dataclass(slots=True, kw_only=True)
 class UtilizationShapePoint:
-    utilization: int = field(default=0, metadata={"int32": True})
+    utilization: int = field(default=0, metadata=dec.INT32_FORMAT)
     """0..100 (percent of allocatable requested)."""
-    score: int = field(default=0, metadata={"int32": True})
+    score: int = field(default=0, metadata=dec.INT32_FORMAT)
     """0..10."""
 
 
@@ -272,7 +272,7 @@ def _is_int64(text: str) -> bool:
 # ---------------------------------------------------------------- InterPodAffinity
 @dataclass(slots=True, kw_only=True)
 class InterPodAffinityArgs:
-    hard_pod_affinity_weight: int = field(default=1, metadata={"int32": True})
+    hard_pod_affinity_weight: int = field(default=1, metadata=dec.INT32_FORMAT)
     """Score weight of existing pods' required affinity to the incoming pod; 0..100."""
     ignore_preferred_terms_of_existing_pods: bool = False
     """Ignore existing pods' preferred terms unless the incoming pod has inter-pod affinity."""
@@ -355,9 +355,9 @@ def _default_constraint_errors(
 # ---------------------------------------------------------------- DefaultPreemption
 @dataclass(slots=True, kw_only=True)
 class DefaultPreemptionArgs:
-    min_candidate_nodes_percentage: int = field(default=10, metadata={"int32": True})
+    min_candidate_nodes_percentage: int = field(default=10, metadata=dec.INT32_FORMAT)
     """Dry-run preemption on at least this percentage of nodes (0..100)."""
-    min_candidate_nodes_absolute: int = field(default=100, metadata={"int32": True})
+    min_candidate_nodes_absolute: int = field(default=100, metadata=dec.INT32_FORMAT)
     """... and at least this many nodes (>= 0); both 0 is invalid."""
 
     def set_defaults(self) -> None:

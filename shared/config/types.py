@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
+from shared.config import decode as dec
 from shared.config.plugin_args import ARGS_BY_PLUGIN, PluginArgs
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -40,7 +41,7 @@ class PluginRef:
     """One entry of an enabled or disabled list (upstream `Plugin`)."""
 
     name: str = ""
-    weight: int | None = field(default=None, metadata={"int32": True})
+    weight: int | None = field(default=None, metadata=dec.INT32_FORMAT)
     """Only Score uses it; None (unset) and 0 both mean 1 there."""
 
 
@@ -140,7 +141,7 @@ class Extender:
     tls_config: ExtenderTLSConfig | None = None
     http_timeout_seconds: float = field(
         default=DEFAULT_EXTENDER_TIMEOUT_SECONDS,
-        metadata={"json": "httpTimeout", "duration": True},
+        metadata={"json": "httpTimeout", **dec.DURATION_FORMAT},
     )
     """Document value is a Go duration ("30s"); 0 becomes the 5 s default."""
     node_cache_capable: bool = False
@@ -157,9 +158,9 @@ class LeaderElection:
     (kube-scheduler's own Lease is "kube-scheduler": berth must not share it)."""
 
     leader_elect: bool = True
-    lease_duration: float = field(default=15.0, metadata={"duration": True})
-    renew_deadline: float = field(default=10.0, metadata={"duration": True})
-    retry_period: float = field(default=2.0, metadata={"duration": True})
+    lease_duration: float = field(default=15.0, metadata=dec.DURATION_FORMAT)
+    renew_deadline: float = field(default=10.0, metadata=dec.DURATION_FORMAT)
+    retry_period: float = field(default=2.0, metadata=dec.DURATION_FORMAT)
     resource_lock: str = "leases"
     resource_name: str = ""
     resource_namespace: str = ""
@@ -175,7 +176,7 @@ class ClientConnection:
     accept_content_types: str = ""
     content_type: str = ""
     qps: float = 50.0
-    burst: int = field(default=100, metadata={"int32": True})
+    burst: int = field(default=100, metadata=dec.INT32_FORMAT)
 
 
 @dataclass(slots=True, kw_only=True)

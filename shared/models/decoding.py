@@ -11,6 +11,10 @@ its data with no per-field introspection. Three modes:
 MANIFEST and RAW reject unknown fields (except those in ``schema.IGNORED``); all reject wrong
 types. A failure
 raises FieldError carrying the JSON path, built on the way up so success costs nothing.
+
+Documents that are not Kubernetes objects bring their own leaf rules as a ``Dialect`` and share
+the rest (the compiled per-class closures, lists, optionals, unknown fields, paths): the
+KubeSchedulerConfiguration decoder (shared/config/decode.py) is one.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import enum
 import gc
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -58,6 +63,18 @@ class Mode(enum.Enum):
     MANIFEST = "manifest"
     API = "api"
     RAW = "raw"
+
+
+@dataclass(frozen=True, eq=False)
+class Dialect:
+    """The rules of a kind of document other than Kubernetes objects (compared by identity:
+    one compiled decoder per class and dialect)."""
+
+    leaf: Callable[[Any, str], Decoder]
+    """The decoder of a field's type that is not a dataclass, a list or an optional, given its
+    `format` metadata ("" when none)."""
+    wrong_type: Callable[[str, object], FieldError]
+    """The error for a value that is not an "object" or not an "array"."""
 
 
 class FieldError(Exception):
@@ -259,10 +276,10 @@ def _dec_resources_raw(value: Any) -> dict[str, int]:
     return dict(value)
 
 
-def _list_of(item: Decoder) -> Decoder:
+def _list_of(item: Decoder, wrong: Callable[[str, object], FieldError] = _expected) -> Decoder:
     def decode(value: Any) -> list[Any]:
         if type(value) is not list:
-            raise _expected("array", value)
+            raise wrong("array", value)
         out = []
         for i, element in enumerate(value):
             try:
@@ -281,7 +298,27 @@ def _optional(inner: Decoder) -> Decoder:
     return decode
 
 
-def _decoder_for(hint: Any, mode: Mode, fmt: str = "") -> Decoder:
+def _dialect_decoder(hint: Any, dialect: Dialect, fmt: str) -> Decoder:
+    """The core's containers (optionals, lists, dataclasses), the dialect's leaves; the field's
+    format applies through an optional, not to a list's items."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union):
+        present = tuple(a for a in args if a is not type(None))
+        if len(present) != 1:
+            return dialect.leaf(hint, fmt)
+        inner = _decoder_for(present[0], dialect, fmt)
+        return _optional(inner) if len(present) < len(args) else inner
+    if origin is list:
+        return _list_of(_decoder_for(args[0], dialect), dialect.wrong_type)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return object_decoder(typing.cast(Any, hint), dialect)
+    return dialect.leaf(hint, fmt)
+
+
+def _decoder_for(hint: Any, mode: Mode | Dialect, fmt: str = "") -> Decoder:
+    if isinstance(mode, Dialect):
+        return _dialect_decoder(hint, mode, fmt)
     if fmt == "int-string":
         return _dec_int_string if mode is not Mode.RAW else _dec_int
     origin = typing.get_origin(hint)
@@ -318,17 +355,20 @@ def _decoder_for(hint: Any, mode: Mode, fmt: str = "") -> Decoder:
 
 
 @cache
-def object_decoder(cls: Any, mode: Mode) -> Decoder:
-    """Decoder for one dataclass: JSON object -> instance (null fields keep their default)."""
+def object_decoder(cls: Any, mode: Mode | Dialect) -> Decoder:
+    """Decoder for one dataclass: JSON object -> instance (null fields keep their default). A
+    dialect's objects may be any Mapping; Kubernetes objects are dicts."""
     table: dict[str, tuple[str, Decoder]] = {}
     for spec in fields_of(cls):
         table[spec.json] = (spec.attr, _decoder_for(spec.hint, mode, spec.fmt))
     ignored = ignored_fields(cls)
     lenient = mode is Mode.API
+    dialect = isinstance(mode, Dialect)
+    wrong = mode.wrong_type if isinstance(mode, Dialect) else _expected
 
     def decode(value: Any) -> Any:
-        if type(value) is not dict:
-            raise _expected("object", value)
+        if type(value) is not dict and not (dialect and isinstance(value, Mapping)):
+            raise wrong("object", value)
         kwargs: dict[str, Any] = {}
         for key, raw in value.items():
             entry = table.get(key)
