@@ -24,23 +24,31 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TypeVar
 
-from aiokafka.errors import KafkaError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-OUTAGE_ERRORS: tuple[type[BaseException], ...] = (
-    RedisConnectionError,  # includes BusyLoadingError: a restarted Redis reading its AOF
-    RedisTimeoutError,
-    KafkaError,
-    OSError,  # includes ConnectionError and TimeoutError
-)
-"""Errors that mean a server is away (down, restarting, unreachable), not a bug."""
+
+@cache
+def outage_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean a server is away (down, restarting, unreachable), not a bug, for
+    `except outage_errors() as exc:` (evaluated only when an exception is raised). Kafka's
+    client is imported on the first call: a process that talks to Redis only (`berth get`)
+    never loads it."""
+    from aiokafka.errors import KafkaError
+
+    return (
+        RedisConnectionError,  # includes BusyLoadingError: a restarted Redis reading its AOF
+        RedisTimeoutError,
+        KafkaError,
+        OSError,  # includes ConnectionError and TimeoutError
+    )
 
 
 def is_outage(exc: BaseException) -> bool:
-    return isinstance(exc, OUTAGE_ERRORS)
+    return isinstance(exc, outage_errors())
 
 
 def is_redis_outage(exc: BaseException) -> bool:
@@ -141,7 +149,7 @@ async def until_answered(
     while stop is None or not stop.is_set():
         try:
             result = await attempt()
-        except OUTAGE_ERRORS as exc:
+        except outage_errors() as exc:
             await retry.pause(exc, stop)
             continue
         retry.succeeded()
@@ -182,7 +190,7 @@ class OutageGate:
             await self._open.wait()
             try:
                 return await attempt()
-            except OUTAGE_ERRORS as exc:
+            except outage_errors() as exc:
                 self.trip(exc)
 
     async def _probe_until_answered(self, exc: BaseException) -> None:
@@ -190,7 +198,7 @@ class OutageGate:
             await self._retry.pause(exc)
             try:
                 await self._probe()
-            except OUTAGE_ERRORS as again:
+            except outage_errors() as again:
                 exc = again
                 continue
             self._retry.succeeded()

@@ -67,7 +67,7 @@ from shared.message_auth import Verifier
 from shared.messages import ScheduleBatch, ScheduleRequest
 from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
 from shared.proposals import Proposal
-from shared.retry import OUTAGE_ERRORS, Retry, until_answered
+from shared.retry import Retry, outage_errors, until_answered
 from shared.store import ClusterStore
 from shared.tasks import finish
 from shared.tracing import (
@@ -257,7 +257,7 @@ class SchedulerWorker:
                 if deliveries:
                     await asyncio.gather(*deliveries)
                 retry.succeeded()
-            except OUTAGE_ERRORS as exc:
+            except outage_errors() as exc:
                 # The broker (or Redis, for a preemptor's victims) went away mid-batch:
                 # the pods whose proposals or outcomes did not land come back when the
                 # queue's leases on them expire.
