@@ -4,10 +4,11 @@ Cluster facts (pods, nodes, PodGroups) come from the store's change stream throu
 informer (services/queue/informer.py: one tailing replica, a cursor, idempotent steps);
 `berth.outcomes` (one consumer group for all replicas; offsets committed after processing)
 brings the results of scheduling attempts. Both are applied to the `QueueStore`, pods of
-Kueue ClusterQueues through quota admission (services/queue/quota/admission.py). It dispatches:
-pops leased pods per tenant by weighted round-robin and publishes them to
-`berth.schedule` in batches. Periodic flushes (backoff, unschedulable leftover, expired
-leases) are idempotent scripts, so every replica runs them and none needs to lead.
+Kueue ClusterQueues through quota admission (services/queue/quota/admission.py). Its
+dispatcher (services/queue/dispatch.py) pops leased pods per tenant by weighted round-robin
+and publishes them to `berth.schedule` in batches. Periodic flushes (backoff, unschedulable
+leftover, expired leases) are idempotent scripts, so every replica runs them and none needs
+to lead.
 
 Bad input never stops the service: an undecodable or invalid message, or a stored pod the
 queue cannot take (an invalid tenant name, say), goes to `berth.dlq` with the error, and

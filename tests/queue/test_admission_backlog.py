@@ -1,5 +1,5 @@
 """A backlog of like workloads costs one flavor assignment per shape and round, not one per
-workload (services/queue/quota/admission.py `unfit`), and decides exactly as assigning each
+workload (services/queue/quota/rounds.py `unfit`), and decides exactly as assigning each
 one does: same pods admitted, same reasons, on randomized backlogs on a real Redis."""
 
 from __future__ import annotations
