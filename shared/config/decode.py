@@ -194,16 +194,9 @@ _DURATION_UNITS = {
 _DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 
-def parse_duration(text: str, path: str) -> float:
-    """time.ParseDuration: "0", or an optionally signed sequence like "1h2m3.5s"; seconds."""
-    seconds = duration_seconds(text)
-    if seconds is None:
-        fail(f'{path}: invalid duration "{text}"')
-    return seconds
-
-
 def duration_seconds(text: str) -> float | None:
-    """time.ParseDuration in seconds, or None when `text` is not a Go duration."""
+    """time.ParseDuration: "0", or an optionally signed sequence like "1h2m3.5s", in seconds;
+    None when `text` is not a Go duration."""
     sign = -1.0 if text.startswith("-") else 1.0
     body = text[1:] if text[:1] in ("+", "-") else text
     if body == "0":
