@@ -103,3 +103,40 @@ def test_one_compiled_decoder_per_class() -> None:
 def test_json_name_is_the_decoders_key(cls: type[Any]) -> None:
     specs = fields_of(cast(Any, cls))
     assert [dec.json_name(f) for f in dataclasses.fields(cls)] == [s.json for s in specs]
+
+
+def _config_dataclasses() -> list[type[Any]]:
+    import shared.config.args_decoding
+    import shared.config.loader
+    import shared.config.plugin_args
+    import shared.config.types
+
+    modules = (
+        shared.config.args_decoding,
+        shared.config.loader,
+        shared.config.plugin_args,
+        shared.config.types,
+    )
+    return [
+        value
+        for module in modules
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and dataclasses.is_dataclass(value)
+        and value.__module__ == module.__name__
+    ]
+
+
+def test_config_fields_declare_only_what_the_decoder_reads() -> None:
+    """A field's metadata says "json" and "format" (int32, duration) only: a key the decoder
+    does not read (the old {"int32": True}) would silently drop its check."""
+    classes = _config_dataclasses()
+    assert len(classes) > 20
+    stray = {
+        f"{cls.__name__}.{f.name}: {sorted(set(f.metadata) - {'json', 'format'})}"
+        for cls in classes
+        for f in dataclasses.fields(cls)
+        if set(f.metadata) - {"json", "format"}
+        or f.metadata.get("format", "int32") not in ("int32", "duration")
+    }
+    assert stray == set()
