@@ -37,6 +37,8 @@ class WorkloadRecord:
     evictions: int = 0
     periods: list[tuple[float, float]] = field(default_factory=list)
     """Admitted from, to (to an eviction or its finish): when it held its quota."""
+    started_ms: float | None = None
+    """When its node started the run that finished (the agent saw it bound)."""
 
 
 def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
@@ -53,7 +55,8 @@ def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
             cls["cpuUsed"] += r.cpu_milli * (end - start)
             cls["last"] = max(cls["last"], end)
         w = wl.setdefault(
-            r.class_name, {"count": 0, "admit": 0.0, "finish": 0.0, "totalEvictions": 0}
+            r.class_name,
+            {"count": 0, "admit": 0.0, "finish": 0.0, "totalEvictions": 0, "start": 0.0, "n": 0},
         )
         w["count"] += 1
         if r.admitted_ms is not None:
@@ -61,6 +64,9 @@ def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
         if r.finished_ms is not None:
             w["finish"] += r.finished_ms - r.created_ms
         w["totalEvictions"] += r.evictions
+        if r.started_ms is not None and r.finished_ms is not None and r.periods:
+            w["start"] += r.started_ms - r.periods[-1][0]
+            w["n"] += 1
     classes = {}
     for name, entry in sorted(cq.items()):
         monitored = entry["last"]
@@ -80,6 +86,9 @@ def summarize(plan: Plan, records: Iterable[WorkloadRecord]) -> dict[str, Any]:
             "averageTimeToAdmissionMs": int(w["admit"] // w["count"]),
             "averageTimeToFinishMs": int(w["finish"] // w["count"]),
             "totalEvictions": w["totalEvictions"],
+            # berth's, not Kueue's: from its last admission to its node starting it (the
+            # pipeline's share of the quota it held beyond its runtime).
+            "averageAdmissionToStartMs": int(w["start"] // w["n"]) if w["n"] else None,
         }
         for name, w in sorted(wl.items())
     }

@@ -75,6 +75,8 @@ class AgentService:
         self.stages: list[tuple[float, str, str, str]] = []
         """Heap of (due, pod key, uid, action)."""
         self._planned: dict[str, float] = {}
+        self._started: dict[str, float] = {}
+        """pod key -> when its current binding was seen (its start, for the finish record)."""
         """pod key -> the due time of the stage planned for its current binding."""
         self.evictions = TaintEvictionQueue()
         self.pressure: dict[str, NodePressure] = {}
@@ -140,6 +142,7 @@ class AgentService:
                         if change.kind == "Pod" and change.op == "delete":
                             self.evictions.forget(change.key)
                             self._planned.pop(change.key, None)
+                            self._started.pop(change.key, None)
                         position = change.resource_version
                     retry.succeeded()
             except StreamGapError:
@@ -160,6 +163,7 @@ class AgentService:
         if stage is not None:
             due = now + stage.after
             self._planned[pod.key] = due
+            self._started[pod.key] = now
             heapq.heappush(self.stages, (due, pod.key, pod.metadata.uid, stage.action))
             if due < self._stage_wake_at:
                 self._stage_sooner.set()
@@ -372,12 +376,15 @@ class AgentService:
                 later.append((again, key, uid, action))
                 continue
             if action == COMPLETE:
-                done = await actions.complete(self.store, self.state, pod, now=now)
+                done = await actions.complete(
+                    self.store, self.state, pod, now=now, started=self._started.get(key)
+                )
                 self.counts["completed"] += int(done)
             else:
                 done = await actions.delete(self.store, self.state, pod, now=now)
                 self.counts["deleted"] += int(done)
             self._planned.pop(key, None)
+            self._started.pop(key, None)
             if done:
                 self.view.drop_pod(key)
         for item in later:

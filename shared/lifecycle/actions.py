@@ -95,14 +95,20 @@ async def evict(
 
 
 async def complete(
-    store: ClusterStore, state: LifecycleState, pod: Pod, *, now: float | None = None
+    store: ClusterStore,
+    state: LifecycleState,
+    pod: Pod,
+    *,
+    now: float | None = None,
+    started: float | None = None,
 ) -> bool:
-    """The pod ends Succeeded: recorded (Event, `finished`), then deleted from the store,
-    giving back its node usage and quota. False when it was no longer there."""
+    """The pod ends Succeeded: recorded (Event, `finished`, with when it `started` if told),
+    then deleted from the store, giving back its node usage and quota. False when it was no
+    longer there."""
     at = time.time() if now is None else now
     namespace, name, node = pod.metadata.namespace, pod.metadata.name, pod.spec.node_name
     # Recorded first: whoever sees the pod gone finds why (a completion, not an eviction).
-    await state.finish(pod.key, SUCCEEDED, node, pod.metadata.uid, at)
+    await state.finish(pod.key, SUCCEEDED, node, pod.metadata.uid, at, started)
     if await store.delete("Pod", namespace, name, uid=pod.metadata.uid) is None:
         await state.unfinish(pod.key, pod.metadata.uid)
         return False

@@ -106,8 +106,20 @@ class LifecycleState:
         raw = await self.redis.lrange(self.keys.events(pod_key), 0, -1)
         return [PodEvent.parse(item) for item in raw]
 
-    async def finish(self, pod_key: str, phase: str, node: str, uid: str, now: float) -> None:
-        body = json.dumps({"phase": phase, "node": node, "uid": uid, "time": now})
+    async def finish(
+        self,
+        pod_key: str,
+        phase: str,
+        node: str,
+        uid: str,
+        now: float,
+        started: float | None = None,
+    ) -> None:
+        """`started`: when its node started it (the agent saw it bound; a pod's startTime)."""
+        record: dict[str, Any] = {"phase": phase, "node": node, "uid": uid, "time": now}
+        if started is not None:
+            record["started"] = started
+        body = json.dumps(record)
         await self.redis.hset(self.keys.finished, pod_key, body)
 
     async def unfinish(self, pod_key: str, uid: str) -> None:

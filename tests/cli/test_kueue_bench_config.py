@@ -116,7 +116,7 @@ def test_summary_is_kueues() -> None:
     records = [
         WorkloadRecord("a", q0, "w", 1000, 10, 20, 120, 0, [(20, 120)]),
         WorkloadRecord("b", q0, "w", 1000, 20, 70, 250, 1, [(30, 50), (150, 250)]),
-        WorkloadRecord("c", q1, "w", 1000, 10, 10, 110, 0, [(10, 110)]),
+        WorkloadRecord("c", q1, "w", 1000, 10, 10, 110, 0, [(10, 110)], started_ms=40),
     ]
     summary = summarize(plan, records)
     cls = summary["clusterQueueClasses"]["cq"]
@@ -130,6 +130,7 @@ def test_summary_is_kueues() -> None:
         "averageTimeToAdmissionMs": (10 + 50 + 0) // 3,
         "averageTimeToFinishMs": (110 + 230 + 100) // 3,
         "totalEvictions": 1,
+        "averageAdmissionToStartMs": 40 - 10,  # only c's start is known
     }
 
 
@@ -163,3 +164,32 @@ def test_rangespec_of_kueue_parses() -> None:
     assert spec.max_wall_ms == 425_000
     assert spec.cq_min_usage == {"cq": 55.0}
     assert spec.wl_max_avg_admission_ms == {"large": 11_000, "medium": 90_000, "small": 260_000}
+
+
+def test_a_workload_admitted_and_finished_between_two_reads_still_finishes() -> None:
+    """The harness reads the admitted records every poll; a workload admitted and finished
+    between two reads is found by its completion (`unseen`), counted admitted its runtime
+    before it finished and `inferred`, so the run ends instead of waiting for the timeout.
+    One in the admitted records just read is not unseen: its own record says when."""
+    import msgpack
+
+    from cli.bench.kueue import Tracker
+
+    plan = baseline()
+    tracker = Tracker(plan, scale=2.0, started=100.0)
+    small = [w for w in plan.workloads if w.class_name == "small"][:3]
+    for w in small:
+        tracker.created(w, 100.0)
+    keys = [f"{w.queue}/{w.name}" for w in small]
+    just_read: dict[bytes | str, bytes | str] = {keys[1].encode(): msgpack.packb({"at": 100.5})}
+    assert tracker.unseen(just_read) == [keys[0], keys[2]]
+    tracker.observe(just_read, 100.5)
+    tracker.finish_unseen(keys[0], 101.0)  # runtime 200 ms at scale 2: 0.1 s of wall time
+    record = tracker.records[keys[0]]
+    assert record.admitted_ms == pytest.approx((100.9 - 100.0) * 1000 * 2.0)
+    assert record.finished_ms == pytest.approx(1000 * 2.0)
+    [(start, end)] = record.periods
+    assert start == pytest.approx(1800.0)
+    assert end == pytest.approx(2000.0)
+    assert (tracker.finished, tracker.inferred) == (1, 1)
+    assert tracker.unseen({}) == [keys[2]]  # keys[1] is running, keys[0] finished

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import Any, cast
@@ -100,6 +101,7 @@ async def test_a_pod_bound_again_runs_its_full_time_again(agent: AgentService) -
     waiting = replace(pod, spec=replace(pod.spec, node_name=""))
     await store.apply([waiting])
     await asyncio.sleep(0.2)
+    rebound_wall = time.time()
     await store.apply([replace(pod, spec=replace(pod.spec, node_name="n1"))])  # bound again
     rebound = asyncio.get_running_loop().time()
     await asyncio.sleep(0.5)  # past the first binding's due time, short of the second's
@@ -111,6 +113,10 @@ async def test_a_pod_bound_again_runs_its_full_time_again(agent: AgentService) -
 
     await until(finished)
     assert asyncio.get_running_loop().time() - rebound >= 0.75
+    # Its finish record says when the run that finished started: the second binding.
+    record = (await agent.state.finished())["default/job"]
+    assert rebound_wall <= record["started"] <= rebound_wall + 0.3
+    assert record["time"] - record["started"] >= 0.8
 
 
 async def test_a_failed_node_evicts_by_the_taint_rules(
