@@ -200,11 +200,11 @@ class StoreInformer:
             if events:
                 await self._handle(events)
             await self._record(batch[-1].resource_version)
-            if len(batch) < self._count and self._linger > 0 and not _brings_work(events):
-                # A short batch of facts about placed pods (bindings, deletions): let the
-                # stream gather more before the next read, so the queue's steps (one script
-                # call per run of alike events) carry many pods. A batch that brings work (a
-                # pending pod, a node) is followed at once: its pods wait for nothing.
+            if len(batch) < self._count and self._linger > 0 and not brings_work(events):
+                # A short batch of bindings: let the stream gather more before the next
+                # read, so the queue's steps (one script call per run of alike events) carry
+                # many pods. A batch that brings work (a pending pod, a node, a placed pod
+                # gone) is followed at once: the pods it may let in wait for nothing.
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(term_over.wait(), self._linger)
 
@@ -328,11 +328,15 @@ def _joins_a_gang(event: PodChange) -> bool:
     return event.op == "add" and not pod.node_name and POD_GROUP_LABEL in pod.labels
 
 
-def _brings_work(events: Sequence[QueueEvent]) -> bool:
+def brings_work(events: Sequence[QueueEvent]) -> bool:
     """Whether the queue may have something new to dispatch after these events: a pending pod
-    added or changed, or a cluster event that may wake parked pods."""
+    added or changed, a cluster event that may wake parked pods, or a placed pod gone (it
+    gives back its node's room, AssignedPodDelete, and its quota: the next admission round
+    waits for it). Bindings and the deletion of pending pods bring none."""
     for event in events:
         if isinstance(event, ClusterEvent | QuotaObjectsChanged):
+            return True
+        if event.op == "delete" and event.pod.node_name:
             return True
         if event.op != "delete" and not event.pod.node_name:
             return True

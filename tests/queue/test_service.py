@@ -592,3 +592,23 @@ async def test_a_gang_members_own_arrival_is_announced_before_it(
         if e is POD_GROUP_MEMBER_ADD or isinstance(e, PodChange)
     ]
     assert named == ["PodGroupMemberAdd", "default/m0", "default/solo"]
+
+
+@pytest.mark.parametrize(
+    ("op", "node", "brings"),
+    [
+        ("add", "", True),  # a pending pod: work now
+        ("update", "", True),
+        ("update", "n1", False),  # a binding: the informer may linger for more
+        ("delete", "", False),  # a pending pod gone: nothing to let in
+        ("delete", "n1", True),  # a placed pod gone: its room and quota let others in
+    ],
+)
+def test_the_informer_lingers_only_after_batches_that_bring_no_work(
+    op: str, node: str, brings: bool
+) -> None:
+    from services.queue.informer import PodChange, brings_work
+    from services.queue.records import PodRecord
+
+    record = replace(PodRecord.from_pod(make_pod("p")), node_name=node)
+    assert brings_work([PodChange(op, record)]) is brings  # type: ignore[arg-type]
