@@ -75,9 +75,9 @@ class AgentService:
         self.stages: list[tuple[float, str, str, str]] = []
         """Heap of (due, pod key, uid, action)."""
         self._planned: dict[str, float] = {}
+        """pod key -> the due time of the stage planned for its current binding."""
         self._started: dict[str, float] = {}
         """pod key -> when its current binding was seen (its start, for the finish record)."""
-        """pod key -> the due time of the stage planned for its current binding."""
         self.evictions = TaintEvictionQueue()
         self.pressure: dict[str, NodePressure] = {}
         self.disrupted = False
