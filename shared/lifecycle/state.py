@@ -6,7 +6,8 @@
 - `lifecycle:agents`       agent replica -> epoch seconds (membership, see services/agent);
 - `lifecycle:events:<ns>/<name>`  the pod's Events, newest first (kept by pod name, so the
   Events of an evicted pod stay readable on its replacement), capped at EVENTS_PER_POD;
-- `lifecycle:finished`     "ns/name" -> JSON of a pod that ended (phase, node, time): berth's
+- `lifecycle:finished`     "ns/name" -> JSON of a pod that ended (phase, node, uid, time, and
+  when it started if the agent saw it bound): berth's
   store keeps only pods that take resources (as the adapter drops terminal pods).
 """
 
