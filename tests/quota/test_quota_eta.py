@@ -6,41 +6,89 @@ from __future__ import annotations
 import pytest
 import redis.asyncio as aioredis
 
-from services.queue.quota.eta import Releases, estimate
+from services.queue.quota.eta import Flow, estimate
 from tests.queue.test_admission import pod, queues, setup, submit
 
 
 @pytest.mark.parametrize(
-    ("needed", "available", "rate", "seconds"),
+    ("needed", "available", "rate", "seconds", "overtaking"),
     [
         pytest.param(
-            {"cpu": 3000}, {"cpu": 1000}, {"cpu": 500.0}, 4.0, id="2 cores short at 0.5/s"
+            {"cpu": 3000},
+            {"cpu": 1000},
+            {"cpu": 1000.0},
+            4.0,
+            {"cpu": 500.0},
+            id="half of what is freed goes to higher priorities: twice as long",
         ),
-        pytest.param({"cpu": 1000}, {"cpu": 1000}, {}, 0.0, id="fits now"),
-        pytest.param({"cpu": 3000}, {"cpu": 1000}, {}, None, id="nothing released: unknown"),
+        pytest.param(
+            {"cpu": 3000},
+            {"cpu": 1000},
+            {"cpu": 1000.0},
+            None,
+            {"cpu": 1000.0},
+            id="higher priorities take all that is freed: unknown",
+        ),
+        pytest.param(
+            {"cpu": 1000}, {"cpu": 1000}, {}, 0.0, {"cpu": 9000.0}, id="fits now whatever comes"
+        ),
+        pytest.param(
+            {"cpu": 3000},
+            {"cpu": 1000},
+            {"cpu": 500.0},
+            4.0,
+            {"memory": 9.0},
+            id="arrivals of another resource",
+        ),
+        pytest.param(
+            {"cpu": 3000}, {"cpu": 1000}, {"cpu": 500.0}, 4.0, None, id="2 cores short at 0.5/s"
+        ),
+        pytest.param({"cpu": 1000}, {"cpu": 1000}, {}, 0.0, None, id="fits now"),
+        pytest.param({"cpu": 3000}, {"cpu": 1000}, {}, None, None, id="nothing released: unknown"),
         pytest.param(
             {"cpu": 3000, "memory": 4},
             {"cpu": 0, "memory": 0},
             {"cpu": 1000.0, "memory": 1.0},
             4.0,
+            None,
             id="the slowest resource decides",
         ),
     ],
 )
 def test_estimate(
-    needed: dict[str, int], available: dict[str, int], rate: dict[str, float], seconds: float | None
+    needed: dict[str, int],
+    available: dict[str, int],
+    rate: dict[str, float],
+    seconds: float | None,
+    overtaking: dict[str, float] | None,
 ) -> None:
-    assert estimate(needed, available, rate) == seconds
+    assert estimate(needed, available, rate, overtaking) == seconds
 
 
 def test_release_rate_over_the_window() -> None:
-    releases = Releases(window_s=10.0)
+    releases = Flow(window_s=10.0)
     releases.watch(100.0)
     releases.record("q", 101.0, {"cpu": 1000})
     releases.record("q", 104.0, {"cpu": 3000})
     assert releases.rate("q", 105.0) == {"cpu": 800.0}  # 4 cores over the 5 s watched
     assert releases.rate("q", 112.0) == {"cpu": 300.0}  # the first left the 10 s window
     assert releases.rate("other", 112.0) == {}
+
+
+def test_arrivals_above_a_priority_count_from_their_creation() -> None:
+    """Arrivals are recorded with their creation time, which may be earlier than the ones
+    recorded before (a relist, an evicted workload back): they leave the window by time."""
+    arrivals = Flow(window_s=10.0)
+    arrivals.record("q", 104.0, {"cpu": 2000}, priority=200)
+    arrivals.record("q", 101.0, {"cpu": 1000}, priority=100)  # created earlier
+    arrivals.record("q", 104.0, {"cpu": 4000}, priority=50)
+    # Watched since the earliest creation: 4 s at 105.
+    assert arrivals.rate("q", 105.0) == {"cpu": 7000 / 4}
+    assert arrivals.rate("q", 105.0, above=100) == {"cpu": 2000 / 4}  # 100 itself is not above
+    assert arrivals.rate("q", 105.0, above=50) == {"cpu": 3000 / 4}
+    assert arrivals.rate("q", 105.0, above=200) == {}
+    # At 112 the one created at 101 left the window, though recorded after one that stays.
+    assert arrivals.rate("q", 112.0, above=50) == {"cpu": 2000 / 10}
 
 
 async def test_waiting_reasons_carry_an_estimate_once_quota_was_given_back(
@@ -59,3 +107,29 @@ async def test_waiting_reasons_carry_an_estimate_once_quota_was_given_back(
     assert reasons["team-a/p3"].endswith("; admission estimated in ~10s")
     assert reasons["team-a/p4"].endswith("; admission estimated in ~20s")
     assert reasons["team-a/p5"].endswith("; admission estimated in ~30s")
+
+
+async def test_higher_priority_arrivals_lengthen_a_waiting_workloads_estimate(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """Quota came back at 0.2 core/s; work of a higher priority arrived at 0.1 core/s over the
+    same time and is ordered ahead of the low-priority workloads: their backlog shrinks at
+    only 0.1 core/s, so their estimates are twice what the release rate alone gives."""
+    import time
+
+    admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 2, None, 1)))
+    now = time.time()
+    low = [pod(f"low{i}", "team-a", created=now - 10, priority=1) for i in range(6)]
+    records = await submit(admission, *low)
+    await admission.admit()  # low0 and low1 hold the 2 cores
+    for name in ("low0", "low1"):  # 2 cores back over the 10 s watched: 0.2 core/s
+        await admission.gate(records[name], "delete")
+    admission.releases.since = now - 10
+    await submit(admission, pod("high", "team-a", created=now - 10, priority=5))
+    verdict = await admission.admit()  # high and low2 take the 2 cores
+    reasons = {k: m for k, (_, m) in verdict.waiting.items()}
+    assert sorted(reasons) == ["team-a/low3", "team-a/low4", "team-a/low5"]
+    # 1 core of priority 5 in 10 s: 0.2 - 0.1 = 0.1 core/s left for the low ones.
+    assert reasons["team-a/low3"].endswith("; admission estimated in ~10s")  # 1 core short
+    assert reasons["team-a/low4"].endswith("; admission estimated in ~20s")
+    assert reasons["team-a/low5"].endswith("; admission estimated in ~30s")

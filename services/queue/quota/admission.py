@@ -52,7 +52,7 @@ from services.queue.quota.admission_fair import LocalQueueUsage
 from services.queue.quota.assign import Placement
 from services.queue.quota.cohorts import Cohort, cohorts_of
 from services.queue.quota.effects import requeue
-from services.queue.quota.eta import Releases
+from services.queue.quota.eta import Flow
 from services.queue.quota.evict import drain
 from services.queue.quota.heads import Backlog
 from services.queue.quota.ready import Readiness
@@ -167,7 +167,11 @@ class Admission:
         self.evicting: dict[str, set[str]] = {}
         """Workload key -> the pods evicted for it and not yet released (evict once)."""
         self.evicted = 0
-        self.releases = Releases()
+        self.releases = Flow()
+        """Quota given back, per ClusterQueue (the estimates' throughput)."""
+        self.arrivals = Flow()
+        """Quota asked for by new workloads, per ClusterQueue and priority (the estimates'
+        overtaking work)."""
         """What each ClusterQueue gave back lately (its throughput, for the estimates)."""
         self.requeued: dict[str, str] = {}
         """Pods admission put back to waiting (key -> uid), until admitted again."""

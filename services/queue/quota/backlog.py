@@ -5,6 +5,7 @@ with its position and estimate (O(backlog): at most once per `reasons_every` sec
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -53,6 +54,8 @@ def add(self: Admission, pod: PodRecord) -> None:
     except (MessageError, ValueError) as e:  # one unreadable pod waits, with why
         backlog.unqueued[pod.key] = f"cannot read the pod: {e}"
         return
+    if known is None:  # new demand (not a change of a pod already waiting), from its creation
+        self.arrivals.record(queue, created or time.time(), request, pod.priority)
     group = pod.labels.get(POD_GROUP_LABEL, "")
     key = f"podgroup:{pod.namespace}/{group}" if group else pod.key
     wl = backlog.workloads.get(key)

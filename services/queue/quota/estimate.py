@@ -1,7 +1,8 @@
 """Estimated admission times in quota admission's reasons (services.queue.quota.eta): each waiting
 workload's reason ends with "admission estimated in ~Ns", from its position in its queue,
-the quota ahead of it and the queue's observed release rate; `berth get pods`, `berth
-describe` and the dashboard show the reason as it is."""
+the quota ahead of it, the queue's observed release rate and the rate at which work of a
+higher priority arrives; `berth get pods`, `berth describe` and the dashboard show the
+reason as it is."""
 
 from __future__ import annotations
 
@@ -31,10 +32,15 @@ def estimates(
     }
     out: dict[str, str] = {}
     needed: dict[str, int] = {}
+    overtaking: dict[int, dict[str, float]] = {}
+    """priority -> what arrivals of a higher priority ask for per second."""
     for wl in waiting:
         for resource, amount in wl.request().items():
             needed[resource] = needed.get(resource, 0) + amount
-        seconds = estimate(needed, available, rate)
+        above = overtaking.get(wl.priority)
+        if above is None:
+            above = overtaking[wl.priority] = self.arrivals.rate(queue, now, above=wl.priority)
+        seconds = estimate(needed, available, rate, above)
         if seconds is not None and seconds > 0:
             out[wl.key] = f"; admission estimated in ~{seconds:.0f}s"
     return out

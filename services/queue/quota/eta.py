@@ -1,11 +1,15 @@
 """Estimated admission time of a waiting workload, pure: how long until the quota held in its
 ClusterQueue frees enough for it and for the workloads ahead of it, at the rate the queue
-has been giving quota back lately (its observed throughput: berth does not know runtimes).
+has been giving quota back lately (its observed throughput: berth does not know runtimes),
+less the rate at which work of a higher priority has been arriving (it will be ordered
+ahead, and takes the quota freed meanwhile first).
 
 For each resource the workload requests: short = (requests of the workloads ahead of it and
-its own) - (what the queue may take now); the estimate is the largest short / released per
-second over the last `window` seconds. None when the queue has released none of a resource
-it is short of (nothing to extrapolate from).
+its own) - (what the queue may take now); the estimate is the largest short / (released per
+second - requested per second by arrivals of a higher priority), both over the last `window`
+seconds. None when that net rate is not positive for a resource it is short of: nothing
+released to extrapolate from, or higher-priority work arriving as fast as quota is freed (it
+waits until those arrivals stop, which no rate foretells).
 """
 
 from __future__ import annotations
@@ -18,51 +22,62 @@ WINDOW_S = 60.0
 
 
 @dataclass
-class Releases:
-    """What each ClusterQueue gave back lately, per resource."""
+class Flow:
+    """What each ClusterQueue gave back (releases) or was asked for (arrivals) lately, per
+    resource, each amount with the priority of its workload."""
 
     window_s: float = WINDOW_S
-    events: dict[str, deque[tuple[float, Mapping[str, int]]]] = field(default_factory=dict)
+    events: dict[str, deque[tuple[float, int, Mapping[str, int]]]] = field(default_factory=dict)
     since: float | None = None
-    """When releases were first watched (a shorter history is a shorter window)."""
+    """When the flow was first watched (a shorter history is a shorter window)."""
 
-    def record(self, queue: str, at: float, amounts: Mapping[str, int]) -> None:
-        if self.since is None:
+    def record(self, queue: str, at: float, amounts: Mapping[str, int], priority: int = 0) -> None:
+        """`at` may be earlier than events recorded before (an arrival counts from its
+        creation): such an event leaves the window by the time filter, not in order."""
+        if self.since is None or at < self.since:
             self.since = at
-        self.events.setdefault(queue, deque()).append((at, amounts))
+        self.events.setdefault(queue, deque()).append((at, priority, amounts))
 
     def watch(self, now: float) -> None:
         if self.since is None:
             self.since = now
 
-    def rate(self, queue: str, now: float) -> dict[str, float]:
-        """Released per second, per resource, over the window."""
+    def rate(self, queue: str, now: float, above: int | None = None) -> dict[str, float]:
+        """Per second, per resource, over the window; with `above`, only of the workloads
+        of a priority above it."""
         events = self.events.get(queue)
         if not events or self.since is None:
             return {}
-        while events and events[0][0] < now - self.window_s:
+        start = now - self.window_s
+        while events and events[0][0] < start:
             events.popleft()
         span = min(self.window_s, now - self.since)
         if span <= 0:
             return {}
         out: dict[str, float] = {}
-        for _, amounts in events:
+        for at, priority, amounts in events:
+            if at < start or (above is not None and priority <= above):
+                continue
             for resource, amount in amounts.items():
                 out[resource] = out.get(resource, 0.0) + amount
         return {r: a / span for r, a in out.items()}
 
 
 def estimate(
-    needed: Mapping[str, int], available: Mapping[str, int], rate: Mapping[str, float]
+    needed: Mapping[str, int],
+    available: Mapping[str, int],
+    rate: Mapping[str, float],
+    overtaking: Mapping[str, float] | None = None,
 ) -> float | None:
-    """Seconds until `needed` (the workloads ahead and this one) fits (see the module
+    """Seconds until `needed` (the workloads ahead and this one) fits, quota coming back at
+    `rate` and taken first by arrivals that overtake it at `overtaking` (see the module
     docstring); 0 when it fits now."""
     worst = 0.0
     for resource, amount in needed.items():
         short = amount - available.get(resource, 0)
         if short <= 0:
             continue
-        per_s = rate.get(resource, 0.0)
+        per_s = rate.get(resource, 0.0) - (overtaking or {}).get(resource, 0.0)
         if per_s <= 0:
             return None
         worst = max(worst, short / per_s)
