@@ -11,47 +11,66 @@ from tests.queue.test_admission import pod, queues, setup, submit
 
 
 @pytest.mark.parametrize(
-    ("needed", "available", "rate", "seconds", "overtaking"),
+    ("needed", "available", "rate", "overtaking", "horizon", "seconds"),
     [
         pytest.param(
-            {"cpu": 3000},
-            {"cpu": 1000},
-            {"cpu": 1000.0},
-            4.0,
-            {"cpu": 500.0},
-            id="half of what is freed goes to higher priorities: twice as long",
+            {"cpu": 3000}, {"cpu": 1000}, {"cpu": 500.0}, None, 0.0, 4.0, id="2 cores at 0.5/s"
         ),
-        pytest.param(
-            {"cpu": 3000},
-            {"cpu": 1000},
-            {"cpu": 1000.0},
-            None,
-            {"cpu": 1000.0},
-            id="higher priorities take all that is freed: unknown",
-        ),
-        pytest.param(
-            {"cpu": 1000}, {"cpu": 1000}, {}, 0.0, {"cpu": 9000.0}, id="fits now whatever comes"
-        ),
-        pytest.param(
-            {"cpu": 3000},
-            {"cpu": 1000},
-            {"cpu": 500.0},
-            4.0,
-            {"memory": 9.0},
-            id="arrivals of another resource",
-        ),
-        pytest.param(
-            {"cpu": 3000}, {"cpu": 1000}, {"cpu": 500.0}, 4.0, None, id="2 cores short at 0.5/s"
-        ),
-        pytest.param({"cpu": 1000}, {"cpu": 1000}, {}, 0.0, None, id="fits now"),
-        pytest.param({"cpu": 3000}, {"cpu": 1000}, {}, None, None, id="nothing released: unknown"),
+        pytest.param({"cpu": 1000}, {"cpu": 1000}, {}, None, 0.0, 0.0, id="fits now"),
+        pytest.param({"cpu": 3000}, {"cpu": 1000}, {}, None, 0.0, None, id="nothing released"),
         pytest.param(
             {"cpu": 3000, "memory": 4},
             {"cpu": 0, "memory": 0},
             {"cpu": 1000.0, "memory": 1.0},
-            4.0,
             None,
+            0.0,
+            4.0,
             id="the slowest resource decides",
+        ),
+        pytest.param(
+            {"cpu": 3000},
+            {"cpu": 1000},
+            {"cpu": 1000.0},
+            {"cpu": 500.0},
+            10.0,
+            4.0,
+            id="half the freed quota overtaken, fits within the horizon: twice as long",
+        ),
+        pytest.param(
+            {"cpu": 3000},
+            {"cpu": 1000},
+            {"cpu": 1000.0},
+            {"cpu": 500.0},
+            2.0,
+            3.0,
+            id="beyond the horizon: what they took in 2 s, then the full rate",
+        ),
+        pytest.param(
+            {"cpu": 3000},
+            {"cpu": 1000},
+            {"cpu": 1000.0},
+            {"cpu": 1000.0},
+            10.0,
+            12.0,
+            id="higher priorities take all that is freed: after they stop",
+        ),
+        pytest.param(
+            {"cpu": 1000},
+            {"cpu": 1000},
+            {},
+            {"cpu": 9000.0},
+            10.0,
+            0.0,
+            id="fits now whatever comes",
+        ),
+        pytest.param(
+            {"cpu": 3000},
+            {"cpu": 1000},
+            {"cpu": 500.0},
+            {"memory": 9.0},
+            10.0,
+            4.0,
+            id="arrivals of another resource",
         ),
     ],
 )
@@ -59,10 +78,11 @@ def test_estimate(
     needed: dict[str, int],
     available: dict[str, int],
     rate: dict[str, float],
-    seconds: float | None,
     overtaking: dict[str, float] | None,
+    horizon: float,
+    seconds: float | None,
 ) -> None:
-    assert estimate(needed, available, rate, overtaking) == seconds
+    assert estimate(needed, available, rate, overtaking, horizon) == seconds
 
 
 def test_release_rate_over_the_window() -> None:
@@ -113,8 +133,8 @@ async def test_higher_priority_arrivals_lengthen_a_waiting_workloads_estimate(
     redis_client: aioredis.Redis, redis_prefix: str
 ) -> None:
     """Quota came back at 0.2 core/s; work of a higher priority arrived at 0.1 core/s over the
-    same time and is ordered ahead of the low-priority workloads: their backlog shrinks at
-    only 0.1 core/s, so their estimates are twice what the release rate alone gives."""
+    10 s watched and is ordered ahead of the low-priority workloads: for the next 10 s (the
+    horizon) their backlog shrinks at only 0.1 core/s, then at 0.2 core/s."""
     import time
 
     admission = await setup(redis_client, redis_prefix, queues(("team-a", "", 2, None, 1)))
@@ -129,7 +149,8 @@ async def test_higher_priority_arrivals_lengthen_a_waiting_workloads_estimate(
     verdict = await admission.admit()  # high and low2 take the 2 cores
     reasons = {k: m for k, (_, m) in verdict.waiting.items()}
     assert sorted(reasons) == ["team-a/low3", "team-a/low4", "team-a/low5"]
-    # 1 core of priority 5 in 10 s: 0.2 - 0.1 = 0.1 core/s left for the low ones.
-    assert reasons["team-a/low3"].endswith("; admission estimated in ~10s")  # 1 core short
-    assert reasons["team-a/low4"].endswith("; admission estimated in ~20s")
-    assert reasons["team-a/low5"].endswith("; admission estimated in ~30s")
+    # 1 core short at 0.2 - 0.1 core/s: 10 s, within the horizon (the release rate alone
+    # would say 5 s); 2 and 3 short: beyond it, (2 + 0.1 x 10) / 0.2 and (3 + 1) / 0.2.
+    assert reasons["team-a/low3"].endswith("; admission estimated in ~10s")
+    assert reasons["team-a/low4"].endswith("; admission estimated in ~15s")
+    assert reasons["team-a/low5"].endswith("; admission estimated in ~20s")

@@ -32,6 +32,7 @@ def estimates(
     }
     out: dict[str, str] = {}
     needed: dict[str, int] = {}
+    horizon = self.arrivals.span(now)
     overtaking: dict[int, dict[str, float]] = {}
     """priority -> what arrivals of a higher priority ask for per second."""
     for wl in waiting:
@@ -40,7 +41,7 @@ def estimates(
         above = overtaking.get(wl.priority)
         if above is None:
             above = overtaking[wl.priority] = self.arrivals.rate(queue, now, above=wl.priority)
-        seconds = estimate(needed, available, rate, above)
+        seconds = estimate(needed, available, rate, above, horizon)
         if seconds is not None and seconds > 0:
             out[wl.key] = f"; admission estimated in ~{seconds:.0f}s"
     return out
