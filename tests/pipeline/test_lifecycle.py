@@ -131,8 +131,10 @@ async def test_a_failed_node_reschedules_its_intolerant_pods(
         assert "node/n1 failed (unreachable)" in capsys.readouterr().out
 
         async def moved() -> bool:
+            # An evicted pod is absent until its replacement is created: not moved yet.
             pods = await pods_of(run)
-            return all(pods[f"default/web-{i}"].spec.node_name == "n2" for i in range(3))
+            placed = [pods.get(f"default/web-{i}") for i in range(3)]
+            return all(p is not None and p.spec.node_name == "n2" for p in placed)
 
         await until(moved, 60, "web pods rescheduled on n2")
         node = await run.client.store.get_node("n1")
