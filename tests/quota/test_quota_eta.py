@@ -154,3 +154,10 @@ async def test_higher_priority_arrivals_lengthen_a_waiting_workloads_estimate(
     assert reasons["team-a/low3"].endswith("; admission estimated in ~10s")
     assert reasons["team-a/low4"].endswith("; admission estimated in ~15s")
     assert reasons["team-a/low5"].endswith("; admission estimated in ~20s")
+
+
+def test_a_flow_keeps_only_its_window_even_when_no_rate_is_asked() -> None:
+    releases = Flow(window_s=10.0)
+    for second in range(100):
+        releases.record("q", float(second), {"cpu": 1})
+    assert len(releases.events["q"]) == 11  # 89..99: the last 10 s and the newest

@@ -45,7 +45,12 @@ class Flow:
         creation): such an event leaves the window by the time filter, not in order."""
         if self.since is None or at < self.since:
             self.since = at
-        self.events.setdefault(queue, deque()).append((at, priority, amounts))
+        events = self.events.setdefault(queue, deque())
+        events.append((at, priority, amounts))
+        # Kept to the window here too: `rate` runs only for queues with waiting workloads,
+        # so a queue that admits at once would otherwise keep every event it ever had.
+        while events and events[0][0] < at - self.window_s:
+            events.popleft()
 
     def watch(self, now: float) -> None:
         if self.since is None:
