@@ -65,6 +65,32 @@ def _process_cpu(run: Pipeline) -> dict[str, float]:
     return out
 
 
+async def redis_command_usec(redis: Any) -> dict[str, tuple[int, int]]:
+    """Redis's calls and microseconds so far, per command (INFO commandstats)."""
+    stats = await redis.info("commandstats")
+    return {
+        name.removeprefix("cmdstat_"): (int(entry["calls"]), int(entry["usec"]))
+        for name, entry in stats.items()
+        if isinstance(entry, dict)
+    }
+
+
+def redis_us_per_pod(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], pods: int, top: int = 12
+) -> dict[str, dict[str, float]]:
+    """The `top` commands by Redis time between two readings: microseconds and calls per pod."""
+    spent = {
+        name: (calls - before.get(name, (0, 0))[0], usec - before.get(name, (0, 0))[1])
+        for name, (calls, usec) in after.items()
+    }
+    ranked = sorted(spent.items(), key=lambda item: -item[1][1])[:top]
+    return {
+        name: {"us": round(usec / pods, 2), "calls": round(calls / pods, 2)}
+        for name, (calls, usec) in ranked
+        if usec > 0
+    }
+
+
 IDLE_SECONDS = 2.0
 """How long the loaded-but-idle stack is watched before the pods arrive: what each process
 spends per second doing nothing (consumers polling, heartbeats, followers waiting), a cost per
@@ -104,6 +130,7 @@ async def _run(
     idle_before, idle_started = _process_cpu(run), time.monotonic()
     await asyncio.sleep(IDLE_SECONDS)
     cpu_before = _process_cpu(run)
+    redis_before = await redis_command_usec(run.client.redis)
     idle_seconds = time.monotonic() - idle_started
     idle_ms_per_s = {
         name: round((used - idle_before.get(name, 0.0)) * 1000 / idle_seconds, 2)
@@ -117,6 +144,7 @@ async def _run(
         await run.apply(pending)
     applied = time.time()
     settled = await run.settle(seconds, quiet_seconds=1.0)
+    redis_after = await redis_command_usec(run.client.redis)
     window = time.monotonic() - window_started
     cpu = {
         name: round(used - cpu_before.get(name, 0.0), 2) for name, used in _process_cpu(run).items()
@@ -165,6 +193,9 @@ async def _run(
             **{name: round(used * 1000 / pods_bound, 3) for name, used in cpu.items()},
             "total": round(sum(cpu.values()) * 1000 / pods_bound, 3),
         },
+        # What Redis spent per pod, by command (a script's EVALSHA includes the commands
+        # it runs, which are also counted under their own names): where its time goes.
+        "redis_us_per_pod": redis_us_per_pod(redis_before, redis_after, pods_bound),
         "worker_pods": {name: beat.get("pods", 0) for name, beat in sorted(beats.items())},
         # What each process spends per second while idle, and how long the CPU above was
         # measured: the capacity model subtracts the one over the other from the per pod cost.

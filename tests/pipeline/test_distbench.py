@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.bench.distributed import bench_distributed_async, cpu_seconds
+from cli.bench.distributed import bench_distributed_async, cpu_seconds, redis_us_per_pod
 from cli.servers import DevServers
 
 
@@ -20,6 +20,10 @@ async def test_a_small_distributed_bench_reports_every_figure(dev_servers: DevSe
     }
     assert sum(result["worker_pods"].values()) >= 200
     assert {"queue-0", "binder-0", "worker-0", "worker-1"} <= set(result["cpu_seconds"])
+    # Each pod's creation and binding are change-stream entries, written by scripts.
+    redis = result["redis_us_per_pod"]
+    assert redis["xadd"]["calls"] >= 2
+    assert redis["evalsha"]["us"] > 0
 
 
 async def test_steady_load_offers_pods_open_loop(dev_servers: DevServers) -> None:
@@ -48,3 +52,12 @@ async def test_a_rate_needs_a_duration(dev_servers: DevServers) -> None:
 def test_cpu_seconds_of_a_missing_process_is_zero() -> None:
     assert cpu_seconds(None) == 0.0
     assert cpu_seconds(2**22 + 12345) == 0.0
+
+
+def test_redis_time_per_pod_is_the_difference_of_two_readings_ranked() -> None:
+    before = {"get": (10, 100), "evalsha": (5, 1_000)}
+    after = {"get": (30, 300), "evalsha": (25, 9_000), "xadd": (45, 500), "ping": (1, 0)}
+    assert redis_us_per_pod(before, after, pods=10, top=2) == {
+        "evalsha": {"us": 800.0, "calls": 2.0},
+        "xadd": {"us": 50.0, "calls": 4.5},
+    }
