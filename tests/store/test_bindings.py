@@ -491,3 +491,50 @@ async def test_anti_affinity_repels_binding_at_once_only_in_the_namespaces_it_ca
     assert (await store.bindings.reserve(request(wide.obj()), NOW)).status is ReserveStatus.OK
     late_result = await store.bindings.reserve(request(late, bind_at_once=True), NOW)
     assert late_result.status is ReserveStatus.OK
+
+
+async def test_a_bound_pod_is_reported_bound_to_its_node_by_a_later_attempt(store: ClusterStore):
+    """Whether bound by nodeName at creation, at once, or from a reservation: a later attempt
+    learns where (check-and-reserve reads the pod's charge)."""
+    running = make_pod("running").req(cpu="1").node("n1").obj()
+    at_once = make_pod("at-once").req(cpu="1").obj()
+    reserved = make_pod("reserved").req(cpu="1").obj()
+    await _setup(store, running, at_once, reserved)
+    await store.apply([make_node("n2").capacity(cpu="4", pods=110).obj()])
+    first = await store.bindings.reserve(request(at_once, "n2", bind_at_once=True), NOW)
+    assert first.status is ReserveStatus.BOUND_AT_ONCE
+    assert (await store.bindings.reserve(request(reserved, "n2"), NOW)).status is ReserveStatus.OK
+    assert (await store.bindings.bind(reserved.key, reserved.metadata.uid, 1, "n2")).status == "ok"
+    for pod, node in ((running, "n1"), (at_once, "n2"), (reserved, "n2")):
+        later = await store.bindings.reserve(request(pod, "n1", attempt=5), NOW)
+        assert (later.status, later.node) == (ReserveStatus.BOUND, node), pod.key
+
+
+async def test_an_abandoned_reservation_superseded_by_a_binding_at_once_leaves_no_expiry(
+    store: ClusterStore,
+):
+    pod = make_pod("p").req(cpu="1").obj()
+    await _setup(store, pod)
+    assert (await store.bindings.reserve(request(pod), NOW)).status is ReserveStatus.OK
+    assert await store.redis.zcard(store.keys.reservations) == 1
+    again = await store.bindings.reserve(request(pod, attempt=2, bind_at_once=True), NOW)
+    assert again.status is ReserveStatus.BOUND_AT_ONCE
+    assert await store.redis.zcard(store.keys.reservations) == 0
+    assert await store.bindings.expire(NOW + 10_000) == ()
+    assert await store.usage("n1") == NodeUsage(1, {"cpu": 1000})
+
+
+async def test_a_node_whose_pods_all_left_keeps_its_usage_in_the_snapshot(store: ClusterStore):
+    """A node is listed for the snapshot with its first pod and stays listed (usage at zero
+    pods too), so the pods that come back are counted."""
+    first = make_pod("first").req(cpu="1").obj()
+    second = make_pod("second").req(cpu="2").obj()
+    await _setup(store, first, second)
+    bound = await store.bindings.reserve(request(first, bind_at_once=True), NOW)
+    assert bound.status is ReserveStatus.BOUND_AT_ONCE
+    assert (await store.load_snapshot()).usage["n1"] == NodeUsage(1, {"cpu": 1000})
+    assert await store.delete("Pod", "default", "first") is not None
+    assert (await store.load_snapshot()).usage["n1"] == NodeUsage()
+    again = await store.bindings.reserve(request(second, bind_at_once=True), NOW)
+    assert again.status is ReserveStatus.BOUND_AT_ONCE
+    assert (await store.load_snapshot()).usage["n1"] == NodeUsage(1, {"cpu": 2000})

@@ -76,8 +76,8 @@ for i = 0, n - 1 do
   local kind, key = ARGV[at], ARGV[at + 1]
   if kind == "Pod" then
     local facts = cmsgpack.unpack(ARGV[at + 4])
-    local bound = redis.call("HGET", PODNODE, key)
     if facts.node ~= "" then
+      local bound = redis.call("HGET", PODNODE, key)
       if bound and bound ~= facts.node then
         return {"err", i, "pod " .. key .. " is bound to " .. bound ..
                 ": spec.nodeName cannot change to " .. facts.node}
@@ -108,8 +108,10 @@ for i = 0, n - 1 do
   local extra = nil
   if kind == "Pod" then
     facts = cmsgpack.unpack(raw_facts)
-    local bound = redis.call("HGET", PODNODE, key)
-    extra = {node = bound or facts.node, nom = redis.call("HGET", NOMOF, key) or ""}
+    -- A pod that is not stored has no binding, nomination or charge either (delete.lua
+    -- gives them back with the pod): a new pod's write skips their lookups.
+    local bound = old_uid and redis.call("HGET", PODNODE, key)
+    extra = {node = bound or facts.node, nom = old_uid and redis.call("HGET", NOMOF, key) or ""}
   end
   local rv = emit(maxlen, kind, key, "put", body, uid, extra)
   redis.call("HSET", obj_key(kind), key, body)
@@ -117,7 +119,7 @@ for i = 0, n - 1 do
   if kind == "Node" then
     redis.call("HSET", NODE_FACTS, key, raw_facts)
   elseif kind == "Pod" then
-    local raw = redis.call("HGET", CHARGES, key)
+    local raw = old_uid and redis.call("HGET", CHARGES, key)
     if raw then
       local charge = cmsgpack.unpack(raw)
       if charge.s == "b" then

@@ -10,7 +10,7 @@ if pod_uid ~= uid then
   release(podkey)
   return {"gone"}
 end
-local rv = commit_binding(maxlen, podkey, uid, attempt, charge, node)
+local rv = commit_binding(maxlen, podkey, uid, attempt, charge, node, true)
 if charge.g ~= "" then
   redis.call("SREM", gang_members_key(charge.g), podkey)
   redis.call("HINCRBY", GANGBOUND, charge.g, 1)

@@ -60,7 +60,11 @@ end
 -- (reserve.lua, "bind at once").
 local function add_usage(node, charge, sign)
   local key = usage_key(node)
-  redis.call("HINCRBY", key, "pods", sign)
+  -- A node joins USAGE_NODES with its first pod: its usage hash keeps the "pods" field (at
+  -- zero too) and the set keeps the node from then on, so later pods need no SADD.
+  if redis.call("HINCRBY", key, "pods", sign) == 1 and sign == 1 then
+    redis.call("SADD", USAGE_NODES, node)
+  end
   for _, scope in ipairs(charge.x or {}) do
     if redis.call("INCRBY", anti_affinity_key(scope), sign) == 0 then
       redis.call("DEL", anti_affinity_key(scope))
@@ -78,7 +82,6 @@ local function add_usage(node, charge, sign)
       redis.call("HDEL", key, field)
     end
   end
-  redis.call("SADD", USAGE_NODES, node)
 end
 
 -- A permitted gang generation whose reserved members are all gone (bound or released) ends:
@@ -149,15 +152,16 @@ end
 -- Turn the pod's charge (held as a reservation, or about to be) into its binding: the pod's
 -- resourceVersion moves with a change-stream entry carrying the node ("same": the body is the
 -- one of the pod's previous entry, so followers may reuse their copy), its nomination ends.
--- Returns the binding's resourceVersion.
-local function commit_binding(maxlen, podkey, uid, attempt, charge, node)
+-- `reserved`: the charge was held as a reservation (its expiry entry goes). Returns the
+-- binding's resourceVersion.
+local function commit_binding(maxlen, podkey, uid, attempt, charge, node, reserved)
   local nominated = redis.call("HGET", NOMOF, podkey)
   local body = redis.call("HGET", obj_key("Pod"), podkey)
   local rv = emit(maxlen, "Pod", podkey, "put", body, uid, {node = node, nom = "", same = "1"})
   redis.call("HSET", meta_key("Pod"), podkey, int(rv) .. " " .. uid)
   charge.s = "b"
   redis.call("HSET", CHARGES, podkey, cmsgpack.pack(charge))
-  redis.call("ZREM", RESV, podkey)
+  if reserved then redis.call("ZREM", RESV, podkey) end
   redis.call("HSET", PODNODE, podkey, node)
   record_attempt(uid, attempt, "b")
   if nominated then

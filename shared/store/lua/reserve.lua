@@ -44,14 +44,15 @@ end
 
 local pod_rv, pod_uid = split_pair(redis.call("HGET", meta_key("Pod"), podkey))
 if pod_uid ~= uid then return {"gone"} end
-local bound = redis.call("HGET", PODNODE, podkey)
-if bound then return {"bound", bound} end
+-- The pod's charge, if any: its binding (a bound pod's charge, with PODNODE, see
+-- commit_binding) or a reservation.
+local held_raw = redis.call("HGET", CHARGES, podkey)
+local held = held_raw and cmsgpack.unpack(held_raw)
+if held and held.s == "b" then return {"bound", held.node} end
 if want_pod_rv > 0 and pod_rv ~= want_pod_rv then return {"pod_changed", pod_rv} end
 -- A reservation of an older attempt was abandoned (its binder vanished and the queue's lease
 -- expired): this attempt supersedes it.
-if redis.call("HEXISTS", CHARGES, podkey) == 1 then
-  emit_unreserved(maxlen, podkey, release(podkey))
-end
+if held then emit_unreserved(maxlen, podkey, release(podkey)) end
 
 -- A conflict carries the authoritative facts the worker's view disagreed with: the store's
 -- resourceVersion and the node's usage (reserved and bound pods), so the worker can tell a
@@ -162,11 +163,11 @@ add_usage(node, record, 1)
 -- pod is bound here, with one change-stream entry instead of two.
 local function repelled()
   local namespace = string.match(podkey, "^([^/]*)/") or ""
-  return tonumber(redis.call("GET", anti_affinity_key("*")) or "0") > 0
-      or tonumber(redis.call("GET", anti_affinity_key(namespace)) or "0") > 0
+  local counts = redis.call("MGET", anti_affinity_key("*"), anti_affinity_key(namespace))
+  return tonumber(counts[1] or "0") > 0 or tonumber(counts[2] or "0") > 0
 end
 if bind_asked and group == "" and not charge.x and not repelled() then
-  return {"bound_at_once", commit_binding(maxlen, podkey, uid, attempt, record, node)}
+  return {"bound_at_once", commit_binding(maxlen, podkey, uid, attempt, record, node, false)}
 end
 redis.call("HSET", CHARGES, podkey, cmsgpack.pack(record))
 redis.call("ZADD", RESV, now + ttl, podkey)
