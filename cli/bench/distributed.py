@@ -66,13 +66,21 @@ def _process_cpu(run: Pipeline) -> dict[str, float]:
 
 
 async def redis_command_usec(redis: Any) -> dict[str, tuple[int, int]]:
-    """Redis's calls and microseconds so far, per command (INFO commandstats)."""
+    """Redis's calls and microseconds so far, per command (INFO commandstats), and its reads
+    of client requests ("(reads)": one per request batch a client sent, whatever it holds;
+    each costs Redis a read, a reply write and an event loop turn beside the commands)."""
     stats = await redis.info("commandstats")
-    return {
+    out = {
         name.removeprefix("cmdstat_"): (int(entry["calls"]), int(entry["usec"]))
         for name, entry in stats.items()
         if isinstance(entry, dict)
     }
+    reads = (await redis.info("stats")).get("total_reads_processed", 0)
+    out[READS] = (int(reads), 0)
+    return out
+
+
+READS = "(reads)"
 
 
 def redis_us_per_pod(
@@ -84,11 +92,14 @@ def redis_us_per_pod(
         for name, (calls, usec) in after.items()
     }
     ranked = sorted(spent.items(), key=lambda item: -item[1][1])[:top]
-    return {
+    out = {
         name: {"us": round(usec / pods, 2), "calls": round(calls / pods, 2)}
         for name, (calls, usec) in ranked
         if usec > 0
     }
+    if READS in spent:
+        out[READS] = {"us": 0.0, "calls": round(spent[READS][0] / pods, 2)}
+    return out
 
 
 IDLE_SECONDS = 2.0

@@ -24,6 +24,7 @@ async def test_a_small_distributed_bench_reports_every_figure(dev_servers: DevSe
     redis = result["redis_us_per_pod"]
     assert redis["xadd"]["calls"] >= 2
     assert redis["evalsha"]["us"] > 0
+    assert redis["(reads)"]["calls"] > 0
 
 
 async def test_steady_load_offers_pods_open_loop(dev_servers: DevServers) -> None:
@@ -60,4 +61,9 @@ def test_redis_time_per_pod_is_the_difference_of_two_readings_ranked() -> None:
     assert redis_us_per_pod(before, after, pods=10, top=2) == {
         "evalsha": {"us": 800.0, "calls": 2.0},
         "xadd": {"us": 50.0, "calls": 4.5},
+    }
+    before["(reads)"], after["(reads)"] = (100, 0), (160, 0)
+    assert redis_us_per_pod(before, after, pods=10, top=1) == {
+        "evalsha": {"us": 800.0, "calls": 2.0},
+        "(reads)": {"us": 0.0, "calls": 6.0},
     }
