@@ -123,6 +123,10 @@ def nodes_for(plan: Plan) -> list[Node]:
     ]
 
 
+STAGES = ("admittedToDispatched", "dispatchedToProposed", "proposedToBound", "boundToStarted")
+"""The hops of admission -> start (`Tracker.stages`)."""
+
+
 def uid_of(w: PlannedWorkload) -> str:
     return f"uid-{w.queue}-{w.name}"
 
@@ -262,6 +266,43 @@ class Tracker:
             self.records[key].started_ms = self.ms(started)
         self.raw.pop(key, None)
         self.finished += 1
+
+    def stages(
+        self,
+        dispatched: Mapping[str, float],
+        proposed: Mapping[str, float],
+        bound: Mapping[str, float],
+    ) -> dict[str, dict[str, int]]:
+        """Where admission -> start goes, per class: the average of each hop (config-time
+        ms) over the workloads admitted once that finished and were seen at every hop.
+        `dispatched` / `proposed` / `bound`: pod uid -> epoch seconds (the run's observer:
+        its first schedule request, its first proposal, its "scheduled" outcome)."""
+        sums: dict[str, list[float]] = {}
+        for key, record in self.records.items():
+            uid = uid_of(self.planned[key])
+            if (
+                record.evictions
+                or record.admitted_ms is None
+                or record.started_ms is None
+                or uid not in dispatched
+                or uid not in proposed
+                or uid not in bound
+            ):
+                continue
+            hops = (
+                self.ms(dispatched[uid]) - record.admitted_ms,
+                self.ms(proposed[uid]) - self.ms(dispatched[uid]),
+                self.ms(bound[uid]) - self.ms(proposed[uid]),
+                record.started_ms - self.ms(bound[uid]),
+            )
+            total = sums.setdefault(record.class_name, [0.0] * (len(hops) + 1))
+            for index, hop in enumerate(hops):
+                total[index] += hop
+            total[-1] += 1
+        return {
+            name: {stage: round(total[i] / total[-1]) for i, stage in enumerate(STAGES)}
+            for name, total in sorted(sums.items())
+        }
 
     def unseen(self, admitted: Mapping[bytes | str, bytes | str]) -> list[str]:
         """Workloads created, not finished, admitted neither as last observed nor in
@@ -425,6 +466,11 @@ async def run_kueue_async(
     total_cpu = sum(cpu.values())
     records = list(tracker.records.values())
     summary = summarize(plan, records)
+    observer = run.observer
+    for name, hops in tracker.stages(
+        observer.dispatched_at, observer.proposed_at, observer.bound_at
+    ).items():
+        summary["workloadClasses"].setdefault(name, {})["admissionToStartStagesMs"] = hops
     return {
         "mode": "kueue",
         "timeScale": time_scale,

@@ -23,7 +23,8 @@ log = logging.getLogger("berth.queue")
 
 
 class QuotaRounds:
-    """Runs `admission`'s rounds and hands each verdict to `settle` (ungate, write reasons)."""
+    """Runs `admission`'s rounds and hands each verdict to `settle` (ungate, then explain
+    and write the reasons)."""
 
     def __init__(
         self,
@@ -77,8 +78,9 @@ class QuotaRounds:
 
     async def _round(self) -> None:
         self._last_round = time.monotonic()
-        verdict = await self.admission.admit()
-        await self._settle(verdict)
+        # `settle` ungates the admitted pods before the reasons are worked out
+        # (`Admission.explain`, O(backlog)): their quota is held from admission on.
+        await self._settle(await self.admission.admit_pods())
         self.rounds += 1
         self._reasons_later()
 

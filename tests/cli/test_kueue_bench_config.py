@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from cli.bench.kueue import nodes_for, quota_objects
@@ -193,3 +194,34 @@ def test_a_workload_admitted_and_finished_between_two_reads_still_finishes() -> 
     assert end == pytest.approx(2000.0)
     assert (tracker.finished, tracker.inferred) == (1, 1)
     assert tracker.unseen({}) == [keys[2]]  # keys[1] is running, keys[0] finished
+
+
+def test_admission_to_start_is_split_into_its_hops_per_class() -> None:
+    """Each hop's average over the workloads admitted once and seen at every hop, in
+    config-time ms (scale 2: one wall second is 2,000 ms); an evicted workload and one the
+    observer missed are left out."""
+    from cli.bench.kueue import STAGES, Tracker, uid_of
+
+    plan = baseline()
+    tracker = Tracker(plan, scale=2.0, started=100.0)
+    small = [w for w in plan.workloads if w.class_name == "small"][:4]
+    large = [w for w in plan.workloads if w.class_name == "large"][:1]
+    dispatched: dict[str, float] = {}
+    proposed: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    for index, w in enumerate([*small, *large]):
+        tracker.created(w, 100.0)
+        key, uid = f"{w.queue}/{w.name}", uid_of(w)
+        tracker.observe({key.encode(): msgpack.packb({"at": 101.0})}, 101.0)
+        # small i: 10 ms to dispatch, 10 * (i + 1) to propose, 5 to bind, 20 to start (wall)
+        dispatched[uid] = 101.010
+        proposed[uid] = 101.010 + 0.010 * (index + 1)
+        bound[uid] = proposed[uid] + 0.005
+        tracker.finish(key, 102.0, started=bound[uid] + 0.020)
+    tracker.records[f"{small[2].queue}/{small[2].name}"].evictions = 1
+    del proposed[uid_of(small[3])]
+    hops = tracker.stages(dispatched, proposed, bound)
+    assert set(hops) == {"small", "large"}
+    # small 0 and 1 count: proposals after 10 and 20 ms, so 15 ms wall = 30 config-time ms
+    assert [hops["small"][stage] for stage in STAGES] == [20, 30, 10, 40]
+    assert [hops["large"][stage] for stage in STAGES] == [20, 100, 10, 40]

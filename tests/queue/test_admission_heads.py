@@ -240,8 +240,8 @@ async def test_a_gang_pod_that_comes_during_its_gangs_admission_waits_on_its_own
     redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
 ) -> None:
     """Workloads are kept between rounds now: a pod gate() adds to a gang while the gang's
-    admission is being written is not ungated with it uncharged; it is a workload of its own
-    (admitted, and charged, when it fits)."""
+    admission is being written (the round's flush) is not ungated with it uncharged; it is a
+    workload of its own (admitted, and charged, by the next round, as it fits)."""
     admission = await setup(
         redis_client,
         redis_prefix,
@@ -252,17 +252,74 @@ async def test_a_gang_pod_that_comes_during_its_gangs_admission_waits_on_its_own
     commit = admission._commit
     late = pod("g2", "c1", "1", created=2.0, group="g")
 
+    came: list[bool] = []
+
     async def gate_then_commit(*args: Any, **kwargs: Any) -> Any:
-        if "c1/g2" not in admission.pending:
+        if not came:
+            came.append(True)
             await submit(admission, late)  # the informer's batch, mid-write
         return await commit(*args, **kwargs)
 
     monkeypatch.setattr(admission, "_commit", gate_then_commit)
     first = await admission.admit()
-    # g2 came as a workload of its own (its gang's admitted members count): admitted after
-    # g0 and g1 by the same round, and charged
-    assert sorted(p.name for p in first.admitted) == ["g0", "g1", "g2"]
+    assert sorted(p.name for p in first.admitted) == ["g0", "g1"]
+    assert "c1/g2" not in admission.admitted
+    # g2 came as a workload of its own (its gang's admitted members count): admitted by
+    # the next round, and charged
+    second = await admission.admit()
+    assert [p.name for p in second.admitted] == ["g2"]
     assert sorted(admission.admitted) == ["c1/g0", "c1/g1", "c1/g2"]
     assert await usage_in_redis(admission) == {"c1|default|cpu": 3000}
     assert not admission.backlog.workloads
     assert not admission.backlog.of_pod
+
+
+async def test_a_round_writes_its_admissions_in_one_call_before_they_are_settled(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """Admissions are charged at once and written together at the round's end: no await
+    per workload while the round's earlier admissions hold their quota with their pods
+    still gated."""
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(3)))
+    commit = admission._commit
+    calls: list[int] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(int(kwargs["args"][0]))  # the pods it writes
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_commit", counted)
+    verdict = await admission.admit()
+    assert sorted(p.name for p in verdict.admitted) == ["p0", "p1", "p2"]
+    assert calls == [3]
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 3000}
+    assert sorted(await redis_client.hkeys(admission.admitted_key)) == [
+        b"c1/p0",
+        b"c1/p1",
+        b"c1/p2",
+    ]
+
+
+async def test_admissions_redis_did_not_take_are_written_and_settled_by_the_next_round(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(2)))
+    commit = admission._commit
+    failures = [ConnectionError("Redis went away")]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_commit", flaky)
+    with pytest.raises(ConnectionError):
+        await admission.admit_pods()
+    assert admission.dirty
+    assert await usage_in_redis(admission) == {}
+    verdict = await admission.admit_pods()
+    assert sorted(p.name for p in verdict.admitted) == ["p0", "p1"]
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
+    assert not (await admission.admit_pods()).admitted

@@ -31,6 +31,7 @@ it (the queue's own update path: it goes to active and is scheduled as usual).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import Counter, defaultdict
@@ -145,6 +146,12 @@ class Admission:
         self.admitted_key = self.keys.quota_admitted
         self.usage_key = self.keys.quota_usage
         self._commit = QUOTA_LUA.register(redis, "commit")
+        self._unflushed_records: list[Any] = []
+        """Admissions `write` deferred: pod key, packed record, ..."""
+        self._unflushed_deltas: defaultdict[str, int] = defaultdict(int)
+        """Their usage: field -> amount."""
+        self._unsettled: list[PodRecord] = []
+        """Pods a round admitted that Redis trouble kept from its verdict: the next one's."""
         self._release = QUOTA_LUA.register(redis, "release")
         self.loaded = False
         self.queues: dict[str, ClusterQueue] = {}
@@ -313,6 +320,7 @@ class Admission:
 
     async def release(self, key: str, uid: str) -> None:
         """Give back what the pod `key` (this life of it: `uid`) was charged."""
+        await self.flush()  # its admission may be among the deferred ones: written first
         record = self.admitted.get(key)
         if record is None or (uid and record.get("uid") != uid):
             return  # not admitted, or an older life of the name (its charge is gone already)
@@ -346,33 +354,56 @@ class Admission:
 
     # ------------------------------------------------------------------ rounds
     async def admit(self) -> Verdict:
+        """One whole round: `admit_pods`, then `explain`."""
+        verdict = await self.admit_pods()
+        await self.explain(verdict)
+        return verdict
+
+    async def admit_pods(self) -> Verdict:
         """Admit what fits, cohort by cohort in DRF order, looking at the heads of each
-        ClusterQueue only (heads.py); every waiting pod's reason when they are due. A bug
-        in a round is logged and the round given up (the next change runs another):
-        admission must never stop the queue from taking the informer's events."""
+        ClusterQueue only (heads.py). A bug in a round is logged and the round given up (the
+        next change runs another): admission must never stop the queue from taking the
+        informer's events."""
         self.dirty = False
         self.round_no += 1
-        verdict = Verdict()
+        verdict = Verdict(admitted=self._unsettled)
+        self._unsettled = []
         started = time.perf_counter()
-        now = time.monotonic()
-        full = now - self._reasons_at >= self.reasons_every
         try:
-            await self._admit_all(verdict)
+            try:
+                await self._admit_all(verdict)
+            except (RedisError, OSError):
+                raise
+            except Exception:
+                log.exception("quota admission round failed")
+                self.metrics.cq_round_errors.inc()
+            await self.flush()  # what the round admitted, also after a bug
         except (RedisError, OSError):
+            # Redis trouble: the informer retries the batch. What this round admitted is
+            # admitted here (and written by the next flush): its pods go with the next
+            # round's verdict.
+            self._unsettled = verdict.admitted
             self.dirty = True
-            raise  # Redis trouble: the informer retries the batch
-        except Exception:
-            log.exception("quota admission round failed")
-            self.metrics.cq_round_errors.inc()
-        if full:
-            quota_backlog.reasons(self, verdict)
-            self._reasons_at, self.stale = now, False
-        else:
-            self.stale = True
+            raise
         report(self, verdict, self.metrics, seconds=time.perf_counter() - started)
-        if full:
-            report_gauges(self, self.metrics)
         return verdict
+
+    async def explain(self, verdict: Verdict) -> None:
+        """Every waiting pod's reason into `verdict` (and Kueue's gauges), when they are due:
+        at most every reasons_every, as this pass costs O(backlog); a round that skips it
+        leaves them `stale`. Callers ungate the admitted pods first, and the pass lets other
+        tasks run after each cohort (the dispatcher, the outcomes), so that they do not wait
+        for it."""
+        now = time.monotonic()
+        if now - self._reasons_at < self.reasons_every:
+            self.stale = True
+            return
+        quota_backlog.unqueued_reasons(self, verdict)
+        for cohort in list(self.cohorts.values()):
+            quota_backlog.reasons(self, cohort, verdict)
+            await asyncio.sleep(0)
+        self._reasons_at, self.stale = now, False
+        report_gauges(self, self.metrics)
 
     def reasons_due(self) -> float | None:
         """When the reasons written last are to be written again (monotonic), or None."""
@@ -395,9 +426,15 @@ class Admission:
         pods: Sequence[tuple[PodRecord, str, dict[str, int], dict[str, str]]],
         group: str = "",
         created: float = 0.0,
+        *,
+        defer: bool = False,
     ) -> None:
-        args: list[Any] = [len(pods)]
-        deltas: dict[str, int] = defaultdict(int)
+        """Admit `pods` (one workload): charged here at once, and in Redis now or, with
+        `defer`, at the next `flush` (a round flushes its admissions together before their
+        pods are ungated: one script call instead of one await per workload, during which
+        the round's earlier admissions held their quota with their pods still gated)."""
+        records = self._unflushed_records
+        deltas = self._unflushed_deltas
         for pod, queue, request, flavors in pods:
             charge = {
                 usage_field(queue, flavors[r], r): a for r, a in request.items() if r in flavors
@@ -412,7 +449,7 @@ class Admission:
                 "created": created,
                 "lq": f"{pod.namespace}/{pod.labels.get(QUEUE_NAME_LABEL, '')}",
             }
-            args += [pod.key, msgpack.packb(record)]
+            records += [pod.key, msgpack.packb(record)]
             self.requeued.pop(pod.key, None)
             self.admitted[pod.key] = record
             for fld, amount in charge.items():
@@ -420,10 +457,20 @@ class Admission:
             cohort = self.cohorts[self.cohort_of[queue]]
             cohort.charge(queue, request, flavors)
         self.quota_version += 1
-        args.append(len(deltas))
+        if not defer:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write the admissions `write` deferred (their records and usage), in one call."""
+        records, deltas = self._unflushed_records, self._unflushed_deltas
+        if not records:
+            return
+        args: list[Any] = [len(records) // 2, *records, len(deltas)]
         for fld, amount in deltas.items():
             args += [fld, amount]
         await self._commit(keys=[self.admitted_key, self.usage_key], args=args)
+        # Only once written: after a failure (Redis away), the next flush writes them.
+        self._unflushed_records, self._unflushed_deltas = [], defaultdict(int)
 
     # ------------------------------------------------------------------ helpers
     def queue_of(self, pod: PodRecord) -> tuple[str | None, str]:

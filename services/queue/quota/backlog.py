@@ -21,6 +21,7 @@ from shared.wire import MessageError
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
+    from services.queue.quota.cohorts import Cohort
 
 
 def sort_key(self: Admission, queue: str) -> SortKey:
@@ -155,39 +156,44 @@ def pending_counts(self: Admission) -> PendingCounts:
     return out
 
 
-def reasons(self: Admission, verdict: Verdict) -> None:
-    """Every waiting pod's reason into `verdict`: its position in its ClusterQueue (and in its
-    cohort), why it waits (the last round's finding) and its estimated admission time."""
-    backlog = self.backlog
-    for pod_key, why in backlog.unqueued.items():
+def unqueued_reasons(self: Admission, verdict: Verdict) -> None:
+    """The reasons of the waiting pods that are in no ClusterQueue's line (`reasons` gives
+    the others', a cohort at a time)."""
+    for pod_key, why in self.backlog.unqueued.items():
         pod = self.pending.get(pod_key)
         if pod is not None:
             verdict.waiting[pod_key] = (pod, why)
-    for cohort in self.cohorts.values():
-        by_queue: dict[str, list[Workload]] = {}
-        for queue in cohort.queues:
-            heads = backlog.queues.get(queue)
-            if heads is None or not len(heads):
-                continue
-            waiting = [backlog.workloads[k] for k in heads if k in backlog.workloads]
-            waiting.sort(key=sort_key(self, queue))
-            by_queue[queue] = waiting
-        everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
-        overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
-        shared = cohort.queues[everyone[0].queue].cohort if everyone else ""
-        for queue, waiting in by_queue.items():
-            spec = self.queues[queue].spec
-            stopped = spec.stop_policy != STOP_NONE
-            eta = {} if stopped else estimates(self, cohort, queue, waiting)
-            for position, wl in enumerate(waiting, start=1):
-                if stopped:  # Kueue: an inactive queue admits nothing
-                    reason = f"ClusterQueue {queue} is inactive ({spec.stop_policy})"
-                else:
-                    why = backlog.reason(queue, wl.key) or "waiting for quota"
-                    reason = why + eta.get(wl.key, "")
-                where = f"position {position} of {len(waiting)}"
-                if shared:  # and across the cohort, in priority then creation order
-                    where += f"; {overall[wl.key]} of {len(everyone)} in cohort {shared}"
-                message = f"Waiting for quota in ClusterQueue {queue} ({where}): {reason}"
-                for pod in wl.pods.values():
-                    verdict.waiting[pod.key] = (pod, message)
+
+
+def reasons(self: Admission, cohort: Cohort, verdict: Verdict) -> None:
+    """The reason of every pod waiting in the cohort's ClusterQueues into `verdict`: its
+    position in its ClusterQueue (and in its cohort), why it waits (the last round's finding)
+    and its estimated admission time."""
+    backlog = self.backlog
+    by_queue: dict[str, list[Workload]] = {}
+    for queue in cohort.queues:
+        heads = backlog.queues.get(queue)
+        if heads is None or not len(heads):
+            continue
+        waiting = [backlog.workloads[k] for k in heads if k in backlog.workloads]
+        waiting.sort(key=sort_key(self, queue))
+        by_queue[queue] = waiting
+    everyone = sorted((wl for w in by_queue.values() for wl in w), key=lambda w: w.order)
+    overall = {wl.key: i for i, wl in enumerate(everyone, start=1)}
+    shared = cohort.queues[everyone[0].queue].cohort if everyone else ""
+    for queue, waiting in by_queue.items():
+        spec = self.queues[queue].spec
+        stopped = spec.stop_policy != STOP_NONE
+        eta = {} if stopped else estimates(self, cohort, queue, waiting)
+        for position, wl in enumerate(waiting, start=1):
+            if stopped:  # Kueue: an inactive queue admits nothing
+                reason = f"ClusterQueue {queue} is inactive ({spec.stop_policy})"
+            else:
+                why = backlog.reason(queue, wl.key) or "waiting for quota"
+                reason = why + eta.get(wl.key, "")
+            where = f"position {position} of {len(waiting)}"
+            if shared:  # and across the cohort, in priority then creation order
+                where += f"; {overall[wl.key]} of {len(everyone)} in cohort {shared}"
+            message = f"Waiting for quota in ClusterQueue {queue} ({where}): {reason}"
+            for pod in wl.pods.values():
+                verdict.waiting[pod.key] = (pod, message)

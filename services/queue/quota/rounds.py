@@ -182,6 +182,7 @@ async def _admit(
         [(pod, wl.queue, wl.requests[key], flavors[key]) for key, pod in pods.items()],
         group=wl.key.removeprefix("podgroup:") if wl.key.startswith("podgroup:") else "",
         created=wl.created,
+        defer=True,  # flushed at the round's end (Admission.admit_pods)
     )
     self.evicting.pop(wl.key, None)
     # also from a backlog a load() rebuilt during the write (gate runs between awaits)
