@@ -43,7 +43,11 @@ async def preempt(
     if pending and pending & self.admitted.keys():
         return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
     already = set().union(*self.evicting.values())
-    members = admitted_workloads(self.admitted, already)
+    # Only the cohort's workloads can be preempted for `wl` (preemption.allowed): the
+    # others are not made candidates, at a cost of O(cohort) instead of O(admitted).
+    queues = cohort.queues
+    mine = {key: rec for key, rec in self.admitted.items() if rec["cq"] in queues}
+    members = admitted_workloads(mine, already)
     preemptor = Preemptor(wl.queue, wl.priority, wl.created, wl.request())
     candidates = [c for c, _ in members.values()]
     assigned = (assignment.usage, assignment.needs_preemption)
