@@ -323,3 +323,27 @@ async def test_admissions_redis_did_not_take_are_written_and_settled_by_the_next
     assert sorted(p.name for p in verdict.admitted) == ["p0", "p1"]
     assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
     assert not (await admission.admit_pods()).admitted
+
+
+async def test_a_flush_during_a_flush_writes_nothing_twice(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """gate() releases and charges outside the round's lock, and each flushes first: while
+    the round's own flush is on its way, theirs must not send the same admissions again
+    (usage is counted up in Redis)."""
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(2)))
+    commit = admission._commit
+    calls: list[int] = []
+
+    async def meanwhile(*args: Any, **kwargs: Any) -> Any:
+        calls.append(int(kwargs["args"][0]))
+        if len(calls) == 1:
+            await admission.flush()  # another task's, during this one's call
+        return await commit(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_commit", meanwhile)
+    verdict = await admission.admit()
+    assert sorted(p.name for p in verdict.admitted) == ["p0", "p1"]
+    assert calls == [2]
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}

@@ -210,6 +210,7 @@ class Admission:
     async def load(self) -> None:
         """The quota objects from the store, usage and admissions from Redis, and every
         pending managed pod (a new leader starts from what is stored)."""
+        await self.flush()  # what is admitted here is in Redis before it is read back
         self.queues = {
             q.metadata.name: q
             for q in cast(list[ClusterQueue], await self.store.list("ClusterQueue"))
@@ -461,16 +462,24 @@ class Admission:
             await self.flush()
 
     async def flush(self) -> None:
-        """Write the admissions `write` deferred (their records and usage), in one call."""
+        """Write the admissions `write` deferred (their records and usage), in one call.
+        Taken off the queue before the call: a flush that runs meanwhile (gate() releases
+        and charges outside the round's lock) must not write them a second time (usage is
+        counted up, not set). A failed call puts them back for the next flush."""
         records, deltas = self._unflushed_records, self._unflushed_deltas
         if not records:
             return
+        self._unflushed_records, self._unflushed_deltas = [], defaultdict(int)
         args: list[Any] = [len(records) // 2, *records, len(deltas)]
         for fld, amount in deltas.items():
             args += [fld, amount]
-        await self._commit(keys=[self.admitted_key, self.usage_key], args=args)
-        # Only once written: after a failure (Redis away), the next flush writes them.
-        self._unflushed_records, self._unflushed_deltas = [], defaultdict(int)
+        try:
+            await self._commit(keys=[self.admitted_key, self.usage_key], args=args)
+        except BaseException:
+            self._unflushed_records = records + self._unflushed_records
+            for fld, amount in deltas.items():
+                self._unflushed_deltas[fld] += amount
+            raise
 
     # ------------------------------------------------------------------ helpers
     def queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
