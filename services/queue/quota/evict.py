@@ -44,7 +44,7 @@ async def preempt(
         return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
     already = set().union(*self.evicting.values())
     # Only the cohort's workloads can be preempted for `wl` (preemption.allowed): the
-    # others are not made candidates, at a cost of O(cohort) instead of O(admitted).
+    # others are skipped by one look at their queue instead of being built as candidates.
     queues = cohort.queues
     mine = {key: rec for key, rec in self.admitted.items() if rec["cq"] in queues}
     members = admitted_workloads(mine, already)

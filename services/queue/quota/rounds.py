@@ -185,7 +185,7 @@ async def _admit(
         defer=True,  # flushed at the round's end (Admission.admit_pods)
     )
     self.evicting.pop(wl.key, None)
-    # also from a backlog a load() rebuilt during the write (gate runs between awaits)
+    # also from a backlog a load() rebuilt during the round's awaits (gate runs between them)
     for each in {id(backlog): backlog, id(self.backlog): self.backlog}.values():
         each.forget(wl.key)
         for key in pods:
