@@ -150,5 +150,5 @@ class StackClient:
         beats = await read_heartbeats(self.redis, self.settings.store_prefix, self.settings.cluster)
         return {
             "tenants": {tenant: c.to_json() for tenant, c in sorted(counts.items())},
-            "workers": beats,
+            "workers": {name: beat.as_json() for name, beat in beats.items()},
         }

@@ -424,7 +424,7 @@ async def wait_for_workers(
         deadline = time.monotonic() + seconds
         while True:
             beats = await read_heartbeats(redis, settings.store_prefix, settings.cluster)
-            fresh = [b for b in beats.values() if time.time() - float(b.get("ts", 0)) < 10]
+            fresh = [b for b in beats.values() if time.time() - b.at < 10]
             if len(fresh) >= count:
                 return
             if time.monotonic() > deadline:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
 import msgpack
@@ -39,21 +39,15 @@ from shared.wire import (
     BatchItem,
     MessageError,
     array_header,
-    attempt_field,
     batch_items,
-    choice_field,
+    decode_body,
     decode_items,
+    encode_body,
     expect_message,
-    need_field,
-    number_field,
-    opt_field,
     pack_message,
     pack_value,
-    pod_key_field,
-    strings_field,
-    tenant_field,
-    uid_field,
     unpack,
+    wire,
 )
 
 OutcomeResult = Literal["scheduled", "unschedulable", "error", "conflict", "extend"]
@@ -111,28 +105,28 @@ def pod_fingerprint_of_fields(fields: Mapping[str, Any]) -> str:
 class ScheduleRequest:
     """One leased pod: schedule it, then publish an Outcome (or a proposal) for `attempt`."""
 
-    tenant: str
-    pod_key: str
-    uid: str
-    attempt: int
+    tenant: str = field(metadata=wire("tenant", "tenant"))
+    pod_key: str = field(metadata=wire("key", "pod-key"))
+    uid: str = field(metadata=wire("uid", "uid"))
+    attempt: int = field(metadata=wire("attempt", "attempt"))
     """QueuedPodInfo.Attempts after this pop; outcomes must echo it (older ones are stale)."""
-    scheduling_cycle: int
+    scheduling_cycle: int = field(metadata=wire("cycle"))
     """The tenant queue's scheduling cycle this pop opened (every pop opens one, as upstream)."""
-    priority: int
-    timestamp: float
+    priority: int = field(default=0, metadata=wire("prio"))
+    timestamp: float = field(default=0.0, metadata=wire("ts"))
     """Latest enqueue time, epoch seconds (the PrioritySort tie-break)."""
-    initial_attempt_timestamp: float
+    initial_attempt_timestamp: float = field(default=0.0, metadata=wire("its"))
     """First enqueue, epoch seconds (e2e latency)."""
-    lease_expires_at: float
-    nominated_node_name: str = ""
-    redispatches: int = 0
+    lease_expires_at: float = field(default=0.0, metadata=wire("lease"))
+    nominated_node_name: str = field(default="", metadata=wire("nnn"))
+    redispatches: int = field(default=0, metadata=wire("redispatches"))
     """How many leases of this pod expired before (a lost worker or message)."""
-    pod: bytes = b""
+    pod: bytes = field(default=b"", metadata=wire("pod"))
     """shared.models.codec.encode(pod) as the queue last saw it."""
-    fingerprint: str = ""
+    fingerprint: str = field(default="", metadata=wire("fp"))
     """pod_fingerprint of that pod, as the queue computed it when it read the pod ("":
     unknown); the worker echoes it in its proposal instead of computing it again."""
-    resource_version: int = 0
+    resource_version: int = field(default=0, metadata=wire("rv"))
     """That pod's resourceVersion (0: unknown): a worker whose view holds this very version
     uses its copy instead of decoding `pod`."""
 
@@ -140,65 +134,29 @@ class ScheduleRequest:
         """Decode the pod (MessageError if the bytes are not a Pod)."""
         return decode_pod(self.pod, f"pod {self.pod_key}")
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "tenant": self.tenant,
-            "key": self.pod_key,
-            "uid": self.uid,
-            "attempt": self.attempt,
-            "cycle": self.scheduling_cycle,
-            "prio": self.priority,
-            "ts": self.timestamp,
-            "its": self.initial_attempt_timestamp,
-            "lease": self.lease_expires_at,
-            "nnn": self.nominated_node_name,
-            "redispatches": self.redispatches,
-            "pod": self.pod,
-            "fp": self.fingerprint,
-            "rv": self.resource_version,
-        }
+    def to_body(self) -> dict[str, Any]:
+        return encode_body(self)
 
     @classmethod
-    def from_wire(cls, body: Mapping[str, Any]) -> ScheduleRequest:
-        return cls(
-            tenant=tenant_field(body),
-            pod_key=pod_key_field(body),
-            uid=uid_field(body),
-            attempt=attempt_field(body),
-            scheduling_cycle=need_field(body, "cycle", int),
-            priority=opt_field(body, "prio", int, 0),
-            timestamp=number_field(body, "ts", 0.0),
-            initial_attempt_timestamp=number_field(body, "its", 0.0),
-            lease_expires_at=number_field(body, "lease", 0.0),
-            nominated_node_name=opt_field(body, "nnn", str, ""),
-            redispatches=opt_field(body, "redispatches", int, 0),
-            pod=opt_field(body, "pod", bytes, b""),
-            fingerprint=opt_field(body, "fp", str, ""),
-            resource_version=opt_field(body, "rv", int, 0),
-        )
+    def from_body(cls, body: Mapping[str, Any]) -> ScheduleRequest:
+        return decode_body(cls, body)
 
 
 @dataclass(frozen=True, slots=True)
 class ScheduleBatch:
     """Schedule requests in queue order (one tenant's pop, or a few tenants' in WRR order)."""
 
-    requests: tuple[ScheduleRequest, ...]
+    requests: tuple[ScheduleRequest, ...] = field(metadata=wire("requests"))
 
     TYPE = "schedule"
 
     def encode(self) -> bytes:
-        return pack_message(
-            {
-                "v": SCHEMA_VERSION,
-                "t": self.TYPE,
-                "requests": [request.to_wire() for request in self.requests],
-            }
-        )
+        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
 
     @classmethod
     def encode_raw(cls, count: int, parts: Iterable[bytes]) -> bytes:
         """The payload `encode()` would give for `count` requests already encoded as msgpack
-        maps (each with `ScheduleRequest.to_wire()`'s fields), whose bytes are the
+        maps (each with `ScheduleRequest.to_body()`'s fields), whose bytes are the
         concatenation of `parts`: the queue's dispatcher assembles them from pre-encoded
         pieces without building a ScheduleRequest per pod. `decode` reads it like any other.
         """
@@ -206,16 +164,7 @@ class ScheduleBatch:
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> ScheduleBatch:
-        items = need_field(body, "requests", list)
-        requests = []
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                raise MessageError(f"requests[{index}]: expected a map")
-            try:
-                requests.append(ScheduleRequest.from_wire(item))
-            except MessageError as e:
-                raise MessageError(f"requests[{index}]: {e}") from None
-        return cls(requests=tuple(requests))
+        return decode_body(cls, body)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> ScheduleBatch:
@@ -236,24 +185,24 @@ _SCHEDULE_HEAD = b"\x83" + b"".join(
 class Outcome:
     """The end (or a heartbeat) of one scheduling attempt of one pod."""
 
-    tenant: str
-    pod_key: str
-    uid: str
-    attempt: int
-    result: OutcomeResult
-    unschedulable_plugins: tuple[str, ...] = ()
+    tenant: str = field(metadata=wire("tenant", "tenant"))
+    pod_key: str = field(metadata=wire("key", "pod-key"))
+    uid: str = field(metadata=wire("uid", "uid"))
+    attempt: int = field(metadata=wire("attempt", "attempt"))
+    result: OutcomeResult = field(metadata=wire("result"))
+    unschedulable_plugins: tuple[str, ...] = field(default=(), metadata=wire("plugins"))
     """Plugins that rejected the pod in PreFilter/Filter/Permit (QueuedPodInfo)."""
-    pending_plugins: tuple[str, ...] = ()
+    pending_plugins: tuple[str, ...] = field(default=(), metadata=wire("pending"))
     """Plugins that returned Pending (upstream PendingPlugins; they wake the pod too)."""
-    message: str = ""
+    message: str = field(default="", metadata=wire("msg"))
     """The FitError / status message shown by `berth get pods`."""
-    node_name: str = ""
+    node_name: str = field(default="", metadata=wire("node"))
     """For scheduled: the node the pod was bound to."""
-    nominated_node_name: str | None = None
+    nominated_node_name: str | None = field(default=None, metadata=wire("nnn"))
     """None: leave the nomination as is; "": clear it; a name: nominate (preemption)."""
-    pods_to_activate: tuple[str, ...] = ()
+    pods_to_activate: tuple[str, ...] = field(default=(), metadata=wire("activate"))
     """Pod keys of the same tenant to Activate (the PodsToActivate cycle-state entry)."""
-    lease_seconds: float | None = None
+    lease_seconds: float | None = field(default=None, metadata=wire("lease_s"))
     """For extend: the new lease duration (None: the queue's default)."""
 
     TYPE = "outcome"
@@ -262,50 +211,15 @@ class Outcome:
     one per partition for the attempts that ended together."""
 
     def encode(self) -> bytes:
-        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **self.to_body()})
+        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
 
     def to_body(self) -> dict[str, Any]:
         """The message's fields (without "v" and "t"): a single message's or a batch item's."""
-        body: dict[str, Any] = {
-            "tenant": self.tenant,
-            "key": self.pod_key,
-            "uid": self.uid,
-            "attempt": self.attempt,
-            "result": self.result,
-        }
-        if self.unschedulable_plugins:
-            body["plugins"] = list(self.unschedulable_plugins)
-        if self.pending_plugins:
-            body["pending"] = list(self.pending_plugins)
-        if self.message:
-            body["msg"] = self.message
-        if self.node_name:
-            body["node"] = self.node_name
-        if self.nominated_node_name is not None:
-            body["nnn"] = self.nominated_node_name
-        if self.pods_to_activate:
-            body["activate"] = list(self.pods_to_activate)
-        if self.lease_seconds is not None:
-            body["lease_s"] = self.lease_seconds
-        return body
+        return encode_body(self)
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Outcome:
-        lease = body.get("lease_s")
-        return cls(
-            tenant=tenant_field(body),
-            pod_key=pod_key_field(body),
-            uid=uid_field(body),
-            attempt=attempt_field(body),
-            result=choice_field(body, "result", OUTCOME_RESULTS),
-            unschedulable_plugins=strings_field(body, "plugins"),
-            pending_plugins=strings_field(body, "pending"),
-            message=opt_field(body, "msg", str, ""),
-            node_name=opt_field(body, "node", str, ""),
-            nominated_node_name=opt_field(body, "nnn", str, None),
-            pods_to_activate=strings_field(body, "activate"),
-            lease_seconds=None if lease is None else number_field(body, "lease_s"),
-        )
+        return decode_body(cls, body)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> Outcome:
@@ -357,13 +271,13 @@ class ConsumedRecord(Protocol):
 class DeadLetter:
     """A message a service could not use, with where it came from and why."""
 
-    service: str
-    topic: str
-    partition: int
-    offset: int
-    error: str
-    key: bytes | None = None
-    payload: bytes = b""
+    service: str = field(metadata=wire("service"))
+    topic: str = field(metadata=wire("topic"))
+    partition: int = field(metadata=wire("partition"))
+    offset: int = field(metadata=wire("offset"))
+    error: str = field(metadata=wire("error"))
+    key: bytes | None = field(default=None, metadata=wire("key"))
+    payload: bytes = field(default=b"", metadata=wire("payload"))
 
     TYPE = "dlq"
 
@@ -385,31 +299,11 @@ class DeadLetter:
         )
 
     def encode(self) -> bytes:
-        return pack_message(
-            {
-                "v": SCHEMA_VERSION,
-                "t": self.TYPE,
-                "service": self.service,
-                "topic": self.topic,
-                "partition": self.partition,
-                "offset": self.offset,
-                "error": self.error,
-                "key": self.key,
-                "payload": self.payload,
-            }
-        )
+        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> DeadLetter:
-        return cls(
-            service=need_field(body, "service", str),
-            topic=need_field(body, "topic", str),
-            partition=need_field(body, "partition", int),
-            offset=need_field(body, "offset", int),
-            error=need_field(body, "error", str),
-            key=opt_field(body, "key", bytes, None),
-            payload=opt_field(body, "payload", bytes, b""),
-        )
+        return decode_body(cls, body)
 
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview) -> DeadLetter:

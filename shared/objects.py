@@ -5,12 +5,12 @@ apply/delete/get` talking to Redis directly (cli/client.py) and the dashboard's 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import msgpack
 from redis.asyncio import Redis
 
 from shared.lifecycle.node_lifecycle import ready_status
@@ -25,6 +25,15 @@ from shared.models import (
 )
 from shared.models.admission import admit
 from shared.store import ClusterStore, Snapshot, StoreKeys, object_key
+from shared.wire import (
+    MessageError,
+    decode_body,
+    encode_body,
+    pack_message,
+    unpack_map,
+    wire,
+    wire_names,
+)
 
 NodeCheck = Callable[[Pod, Node], str]
 """Why a node's kubelet would refuse a pod bound to it by name ("" when it would run it)."""
@@ -169,15 +178,49 @@ def _node_status(node: Node) -> str:
     return "NotReady,SchedulingDisabled" if node.spec.unschedulable else "NotReady"
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerHeartbeat:
+    """A scheduler worker's entry in the store's `workers` hash (written by
+    services/scheduler/heartbeat.py every second): how far its view is, what it counts."""
+
+    resource_version: int = field(default=0, metadata=wire("rv"))
+    """The store's resourceVersion its view has applied."""
+    at: float = field(default=0.0, metadata=wire("ts"))
+    """When it was written, epoch seconds."""
+    pid: int = field(default=0, metadata=wire("pid"))
+    assumed: int = field(default=0, metadata=wire("assumed"))
+    nodes: int = field(default=0, metadata=wire("nodes"))
+    pods: int = field(default=0, metadata=wire("pods"))
+    proposals: int = field(default=0, metadata=wire("proposals"))
+    preemptions: int = field(default=0, metadata=wire("preemptions"))
+    outcomes: int = field(default=0, metadata=wire("outcomes"))
+    dead_letters: int = field(default=0, metadata=wire("dlq"))
+    cycle_seconds: float = field(default=0.0, metadata=wire("cycle_s"))
+    corrections: int = field(default=0, metadata=wire("corrections"))
+
+    def encode(self) -> bytes:
+        return pack_message(encode_body(self))
+
+    def as_json(self) -> dict[str, Any]:
+        """Every field by its wire name (`berth get queues -o json`, the dashboard)."""
+        return {name: getattr(self, attr) for attr, name in _HEARTBEAT_FIELDS}
+
+
+_HEARTBEAT_FIELDS = tuple(zip(
+    (f.name for f in dataclasses.fields(WorkerHeartbeat)), wire_names(WorkerHeartbeat),
+    strict=True,
+))  # fmt: skip
+
+
 async def read_heartbeats(
     redis: Redis, prefix: str = "berth:", cluster: str = "default"
-) -> dict[str, dict[str, Any]]:
-    """Scheduler worker id -> its last heartbeat (msgpack in the store's `workers` hash,
-    written by services/scheduler)."""
+) -> dict[str, WorkerHeartbeat]:
+    """Scheduler worker id -> its last heartbeat; an entry that is not one (another version's,
+    a stray write) is left out."""
     raw = await redis.hgetall(StoreKeys(prefix, cluster).workers)
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, WorkerHeartbeat] = {}
     for key, value in raw.items():
         name = key.decode() if isinstance(key, bytes) else str(key)
-        with contextlib.suppress(Exception):
-            out[name] = msgpack.unpackb(value, raw=False)
+        with contextlib.suppress(MessageError):
+            out[name] = decode_body(WorkerHeartbeat, unpack_map(cast(bytes, value)))
     return out

@@ -135,7 +135,7 @@ async def _run(
         beats = await read_heartbeats(
             run.client.redis, run.client.settings.store_prefix, run.client.settings.cluster
         )
-        if beats and all(int(b.get("rv", 0)) >= target for b in beats.values()):
+        if beats and all(b.resource_version >= target for b in beats.values()):
             break
         await asyncio.sleep(0.1)
     idle_before, idle_started = _process_cpu(run), time.monotonic()
@@ -195,9 +195,7 @@ async def _run(
         "apply_seconds": round(applied - started, 2),
         "conflicts": observer.results["conflict"],
         "stage_p50_ms": stage_p50,
-        "worker_cycle_seconds": {
-            name: beat.get("cycle_s", 0.0) for name, beat in sorted(beats.items())
-        },
+        "worker_cycle_seconds": {name: beat.cycle_seconds for name, beat in sorted(beats.items())},
         "cpu_seconds": cpu,
         # CPU of each process per pod bound: what a pod costs the pipeline, where.
         "cpu_ms_per_pod": {
@@ -207,7 +205,7 @@ async def _run(
         # What Redis spent per pod, by command (a script's EVALSHA includes the commands
         # it runs, which are also counted under their own names): where its time goes.
         "redis_us_per_pod": redis_us_per_pod(redis_before, redis_after, pods_bound),
-        "worker_pods": {name: beat.get("pods", 0) for name, beat in sorted(beats.items())},
+        "worker_pods": {name: beat.pods for name, beat in sorted(beats.items())},
         # What each process spends per second while idle, and how long the CPU above was
         # measured: the capacity model subtracts the one over the other from the per pod cost.
         "idle_cpu_ms_per_s": idle_ms_per_s,

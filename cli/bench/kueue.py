@@ -334,7 +334,7 @@ async def _wait_for_workers(run: Pipeline) -> None:
     settings = run.client.settings
     while True:
         beats = await read_heartbeats(run.client.redis, settings.store_prefix, settings.cluster)
-        if beats and all(int(b.get("rv", 0)) >= target for b in beats.values()):
+        if beats and all(b.resource_version >= target for b in beats.values()):
             return
         await asyncio.sleep(0.1)
 

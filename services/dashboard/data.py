@@ -114,7 +114,10 @@ class DashboardData:
             beats = await read_heartbeats(
                 self.store.redis, self.settings.store_prefix, self.settings.cluster
             )
-        return {"tenants": tenants, "workers": beats}
+        return {
+            "tenants": tenants,
+            "workers": {name: beat.as_json() for name, beat in beats.items()},
+        }
 
     async def nodes(self) -> list[dict[str, Any]]:
         return node_rows(await self.snapshot())

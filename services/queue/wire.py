@@ -11,7 +11,7 @@ lease, cycle, pod), so a request is the header of a 14-entry map, the 10 entries
 holds them, the 4 appended here and the body's bytes, and wraps the requests in a
 ScheduleBatch envelope (`ScheduleBatch.encode_raw`): a dispatched pod costs a few byte copies
 instead of a ScheduleRequest object, a dict and a msgpack encoding. Every request is a
-`ScheduleRequest.to_wire()` map (tests/queue/test_wire.py checks it), so `decode_message` and
+`ScheduleRequest.to_body()` map (tests/queue/test_wire.py checks it), so `decode_message` and
 the workers read it as before.
 """
 
@@ -153,7 +153,7 @@ class PoppedPods:
         ]
 
     def encoded(self) -> list[bytes]:
-        """Every request's bytes (one `ScheduleRequest.to_wire()` map each)."""
+        """Every request's bytes (one `ScheduleRequest.to_body()` map each)."""
         return [
             b"".join((_MAP14, *parts))
             for parts in zip(self.fragments, self._tails(self.bodies), self.bodies, strict=True)
@@ -162,7 +162,7 @@ class PoppedPods:
     def requests(self) -> list[ScheduleRequest]:
         """As ScheduleRequest objects (the store's `pop`; not the dispatcher's path)."""
         return [
-            ScheduleRequest.from_wire(msgpack.unpackb(data, raw=False)) for data in self.encoded()
+            ScheduleRequest.from_body(msgpack.unpackb(data, raw=False)) for data in self.encoded()
         ]
 
     def batches(self, size: int, max_bytes: int = MAX_MESSAGE_BYTES) -> list[EncodedBatch]:

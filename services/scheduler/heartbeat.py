@@ -1,20 +1,19 @@
 """What a scheduler worker reports about itself: its counts (WorkerStats), its entry in the
-workers' heartbeat hash (`<prefix>{<cluster>}:workers`, read by shared.objects.read_heartbeats),
+workers' heartbeat hash (`<prefix>{<cluster>}:workers`, a shared.objects.WorkerHeartbeat),
 and its view's gauges (cache size, follow lag, signature reuse)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
-import msgpack
 from redis.asyncio import Redis
 
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.runtime import Framework
 from services.scheduler.instrument import report_reuse
 from shared.metrics import BerthMetrics
+from shared.objects import WorkerHeartbeat
 from shared.store import ClusterStore, StoreKeys
 
 
@@ -34,17 +33,6 @@ class WorkerStats:
     barrier_waits: int = 0
     corrections: int = 0
     """Snapshot reloads because a conflict showed the view counting short of the store."""
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "pods": self.pods,
-            "proposals": self.proposals,
-            "preemptions": self.preemptions,
-            "outcomes": self.outcomes,
-            "dlq": self.dead_letters,
-            "cycle_s": round(self.cycle_seconds, 3),
-            "corrections": self.corrections,
-        }
 
 
 async def report_view(
@@ -70,12 +58,18 @@ async def write_heartbeat(
     redis: Redis, key: str, worker_id: str, view: ClusterCache, stats: WorkerStats, now: float
 ) -> None:
     """This worker's entry: how far its view is, what it counts, its counters."""
-    beat = {
-        "rv": view.resource_version,
-        "ts": now,
-        "pid": os.getpid(),
-        "assumed": len(view.assumed),
-        "nodes": len(view.nodes),
-        **stats.to_wire(),
-    }
-    await redis.hset(key, worker_id, msgpack.packb(beat, use_bin_type=True))
+    beat = WorkerHeartbeat(
+        resource_version=view.resource_version,
+        at=now,
+        pid=os.getpid(),
+        assumed=len(view.assumed),
+        nodes=len(view.nodes),
+        pods=stats.pods,
+        proposals=stats.proposals,
+        preemptions=stats.preemptions,
+        outcomes=stats.outcomes,
+        dead_letters=stats.dead_letters,
+        cycle_seconds=round(stats.cycle_seconds, 3),
+        corrections=stats.corrections,
+    )
+    await redis.hset(key, worker_id, beat.encode())

@@ -20,7 +20,7 @@
   the adapter's), and every fact a worker needs reaches it once, on the change stream.
 - A conflict found by check-and-reserve is streamed with the node's usage then; a view that
   counts less there, at that very version, counts wrong and reloads its snapshot.
-- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> msgpack {rv, ts, pods, ...},
+- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> shared.objects.WorkerHeartbeat,
   read by shared.objects.read_heartbeats) tells `berth run` and `berth get` how far each
   worker's view is (services/scheduler/heartbeat.py).
 - What each decision becomes (its span's result, metrics, the records sent) is

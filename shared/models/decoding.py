@@ -75,6 +75,9 @@ class Dialect:
     `format` metadata ("" when none)."""
     wrong_type: Callable[[str, object], FieldError]
     """The error for a value that is not an "object" or not an "array"."""
+    lenient: bool = False
+    """Skip fields the class does not declare (a message from a newer peer adds some) instead
+    of rejecting them."""
 
 
 class FieldError(Exception):
@@ -362,8 +365,9 @@ def object_decoder(cls: Any, mode: Mode | Dialect) -> Decoder:
     for spec in fields_of(cls):
         table[spec.json] = (spec.attr, _decoder_for(spec.hint, mode, spec.fmt))
     ignored = ignored_fields(cls)
-    lenient = mode is Mode.API
+    lenient = mode is Mode.API or (isinstance(mode, Dialect) and mode.lenient)
     dialect = isinstance(mode, Dialect)
+    required = tuple((spec.attr, spec.json) for spec in fields_of(cls) if spec.required)
     wrong = mode.wrong_type if isinstance(mode, Dialect) else _expected
 
     def decode(value: Any) -> Any:
@@ -383,6 +387,13 @@ def object_decoder(cls: Any, mode: Mode | Dialect) -> Decoder:
                 kwargs[attr] = field_decoder(raw)
             except FieldError as e:
                 raise e.at(f".{key}") from None
-        return cls(**kwargs)
+        try:
+            return cls(**kwargs)
+        except TypeError:
+            # Only now look for what is missing: a decode that succeeds pays nothing for it.
+            for attr, name in required:
+                if attr not in kwargs:
+                    raise FieldError(f"missing field {name!r}") from None
+            raise
 
     return decode

@@ -272,6 +272,8 @@ class FieldSpec:
     fmt: str = ""
     # Written out whenever non-empty, even when equal to the default (metadata.namespace).
     emit_nonempty: bool = False
+    # No default at all: a document without the field is invalid.
+    required: bool = False
 
 
 def _plain_factory(factory: Any) -> bool:
@@ -296,8 +298,11 @@ def fields_of(cls: type[Any]) -> tuple[FieldSpec, ...]:
             default, has_default = None, False
         fmt = f.metadata.get("format", "")
         nonempty = f.metadata.get("emit") == "nonempty"
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         specs.append(
-            FieldSpec(f.name, json_name, hints[f.name], default, has_default, fmt, nonempty)
+            FieldSpec(
+                f.name, json_name, hints[f.name], default, has_default, fmt, nonempty, required
+            )
         )
     return tuple(specs)
 

@@ -16,7 +16,7 @@ from shared.kafka import Topics
 from shared.messages import Outcome
 from shared.models import Node
 from shared.proposals import Proposal
-from shared.store import ClusterStore
+from shared.store import ClusterStore, StoreKeys
 from tests.builders import make_node, make_pod
 from tests.pipeline.kafka_tools import (
     FAST_GROUP,
@@ -159,8 +159,18 @@ async def test_nodes_added_after_start_are_seen_and_heartbeats_tell_the_position
     await publish_requests(rig.bootstrap, rig.topics.schedule, schedule_request(pod))
     (proposal,) = await rig.proposals.until(lambda items: len(items) >= 1)
     assert proposal.node_name == "late"
-    beats = await read_heartbeats(redis_client, redis_prefix)
+    # An entry that is not a heartbeat (another version's, a stray write) is left out.
+    await redis_client.hset(StoreKeys(redis_prefix, "default").workers, "stray", b"\x93junk")
+    target = await rig.store.resource_version()
+    for _ in range(200):
+        beats = await read_heartbeats(redis_client, redis_prefix)
+        beat = beats[rig.worker.config.worker_id]
+        if beat.resource_version >= target and beat.proposals:
+            break
+        await asyncio.sleep(0.05)
     assert list(beats) == [rig.worker.config.worker_id]
+    assert (beat.resource_version, beat.proposals, beat.pods) == (target, 1, 1)
+    assert beat.nodes == len(rig.worker.view.nodes)
 
 
 async def test_undecodable_messages_go_to_the_dead_letter_topic(rig: Rig) -> None:

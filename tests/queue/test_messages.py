@@ -80,7 +80,7 @@ def test_round_trip(message: object) -> None:
 )
 def test_encode_raw_is_encode_for_pre_encoded_requests(count: int) -> None:
     requests = tuple(dataclasses.replace(REQUEST, attempt=i) for i in range(count))
-    parts = [msgpack.packb(r.to_wire(), use_bin_type=True) for r in requests]
+    parts = [msgpack.packb(r.to_body(), use_bin_type=True) for r in requests]
     raw = ScheduleBatch.encode_raw(count, parts)
     assert raw == ScheduleBatch(requests).encode()
     assert decode_message(raw) == ScheduleBatch(requests)
