@@ -14,7 +14,7 @@ import aiohttp
 
 from cli.client import state_env
 from services.queue.client import PodRow
-from shared.env import ENV_API_URL, ENV_TOKEN, StackError
+from shared.runtime.env import ENV_API_URL, ENV_TOKEN, StackError
 
 
 class ApiError(StackError):

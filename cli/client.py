@@ -10,13 +10,25 @@ from pathlib import Path
 from typing import Any
 
 from services.queue.client import PodRow, QueueClient, pod_rows
-from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_STATE, StackError, StackSettings
 from shared.models import (
     Manifests,
 )
-from shared.objects import APPLY_BATCH, apply_manifests, delete_object, node_rows, read_heartbeats
-from shared.redisconn import connect, ping_or_refuse
+from shared.runtime.env import (
+    ENV_KAFKA_BOOTSTRAP,
+    ENV_REDIS_URL,
+    ENV_STATE,
+    StackError,
+    StackSettings,
+)
+from shared.runtime.redisconn import connect, ping_or_refuse
 from shared.store import ClusterStore
+from shared.store.objects import (
+    APPLY_BATCH,
+    apply_manifests,
+    delete_object,
+    node_rows,
+    read_heartbeats,
+)
 
 
 def state_path(env: Mapping[str, str] | None = None) -> Path:
@@ -108,7 +120,7 @@ class StackClient:
     async def apply(
         self, manifests: Manifests, *, batch: int = APPLY_BATCH, admission: bool = False
     ) -> list[str]:
-        """Store every object (shared.objects.apply_manifests; `admission`: a user's write,
+        """Store every object (shared.store.objects.apply_manifests; `admission`: a user's write,
         admitted as the API server would); returns "kind/name created|configured" lines, keeps
         the warnings and when each pod was applied."""
         # Here, not at the top: the kubelet's node check loads the scheduling framework (numpy),

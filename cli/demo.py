@@ -41,7 +41,7 @@ from shared.models import (
     Pod,
     pod_requests,
 )
-from shared.stats import percentile
+from shared.observability.stats import percentile
 
 
 # ------------------------------------------------------------------------------ running

@@ -12,10 +12,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cli.client import StackClient, read_settings
 from cli.commands import Args, invoke
-from shared.env import StackError
 from shared.lifecycle import nodes
 from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState
-from shared.security import SecurityError
+from shared.runtime.env import StackError
+from shared.runtime.security import SecurityError
 
 
 async def run(settings_args: Args) -> list[str]:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from shared.env import ENV_REDIS_FSYNC, REDIS_FSYNC_POLICIES
+from shared.runtime.env import ENV_REDIS_FSYNC, REDIS_FSYNC_POLICIES
 
 
 def redis_config(port: int, data_dir: Path, fsync: str, password: str = "") -> str:

@@ -23,16 +23,16 @@ from cli.servers import (
     DevServers,
 )
 from cli.supervisor import RunningStack, Stack, start_stack
-from shared.env import StackError, StackSettings
-from shared.kafka import Topics, assign_all, make_reader, message_verifier, refusal
-from shared.message_auth import Verifier
+from shared.messaging.kafka import Topics, assign_all, make_reader, message_verifier, refusal
+from shared.messaging.message_auth import Verifier
 from shared.models import ManifestError, Manifests, Pod, load_manifests
-from shared.retry import Retry
-from shared.security import KafkaSecurity, SecurityError
+from shared.runtime.env import StackError, StackSettings
+from shared.runtime.retry import Retry
+from shared.runtime.security import KafkaSecurity, SecurityError
 
 if TYPE_CHECKING:
-    from shared.messages import Outcome
-    from shared.proposals import Proposal
+    from shared.messaging.messages import Outcome
+    from shared.messaging.proposals import Proposal
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,9 @@ class RunObserver:
         self._task = asyncio.create_task(self._read(), name="run-observer")
 
     async def _read(self) -> None:
-        from shared.messages import Outcome, ScheduleBatch
-        from shared.proposals import Proposal
-        from shared.wire import MessageError
+        from shared.messaging.messages import Outcome, ScheduleBatch
+        from shared.messaging.proposals import Proposal
+        from shared.messaging.wire import MessageError
 
         assert self._consumer is not None
         retry = Retry("run observer: reading the topics", log)

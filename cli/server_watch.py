@@ -4,7 +4,7 @@ stacks of cli/supervisor.py).
 A dead server is started again at once on the same port with the same command line (Redis:
 the same 0600 config file, so the same data directory, whose AOF it reloads before it
 answers). A server that dies again before it has run `STABLE_SECONDS` waits a growing pause
-(`shared.retry.Backoff`, up to `MAX_PAUSE_SECONDS`) before its next start, and every death
+(`shared.runtime.retry.Backoff`, up to `MAX_PAUSE_SECONDS`) before its next start, and every death
 and every failed start is logged with its exit status and the last line of its output.
 
 `poll()` never waits for a server: it starts what is due and reports what happened since
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cli.servers import DevServers, LocalServer
-from shared.retry import Backoff
+from shared.runtime.retry import Backoff
 
 log = logging.getLogger(__name__)
 

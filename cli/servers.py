@@ -3,7 +3,7 @@
 Resolution, per server, first match wins:
 
 1. ``BERTH_REDIS_URL`` / ``BERTH_KAFKA_BOOTSTRAP``: an external server, used as is, with the
-   password, TLS and SASL settings of shared.security (the embedded servers have neither TLS
+   password, TLS and SASL settings of shared.runtime.security (the embedded servers have neither TLS
    nor SASL: asking for them without naming an external server is an error).
 2. testcontainers (Redis, Apache Kafka) when the package is importable and a Docker engine
    answers; ``BERTH_TESTCONTAINERS=0`` skips this step. Any failure falls back silently.
@@ -56,7 +56,8 @@ from cli.processes import ManagedProcess, install_exit_hooks
 from cli.redis_conf import redis_config, redis_fsync_policy, write_private
 from cli.server_containers import start_kafka_container, start_redis_container
 from cli.server_probes import kafka_api_versions, redis_ping
-from shared.env import (
+from shared.messaging.message_auth import MessageKeys
+from shared.runtime.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_KAFKA_SECURITY_PROTOCOL,
     ENV_REDIS_PASSWORD,
@@ -65,8 +66,7 @@ from shared.env import (
     ENV_TESTCONTAINERS,
     StackSettings,
 )
-from shared.message_auth import MessageKeys
-from shared.security import KafkaSecurity, RedisSecurity, SecurityConfigError
+from shared.runtime.security import KafkaSecurity, RedisSecurity, SecurityConfigError
 
 log = logging.getLogger(__name__)
 
@@ -426,8 +426,8 @@ def start_dev_servers(
         servers.stop()
         raise
     if not kafka_security.message_keys:
-        # Messages are authenticated on every stack berth starts (shared.message_auth): keys
-        # of its own, readable by this user only, gone with the servers.
+        # Messages are authenticated on every stack berth starts (shared.messaging.message_auth):
+        # keys of its own, readable by this user only, gone with the servers.
         keys_file = workdir / "message-keys.json"
         MessageKeys.generate().write(keys_file)
         kafka_security = replace(kafka_security, message_keys=str(keys_file))

@@ -26,19 +26,19 @@ from cli.tables import (
     format_queues,
 )
 from services.queue.client import PodRow
-from shared.env import (
-    StackError,
-    StackSettings,
-    redact_url,
-)
 from shared.models import (
     ManifestError,
     Manifests,
     load_manifests,
 )
 from shared.models.selector_text import SelectorSyntaxError, parse_selector
-from shared.retry import describe
-from shared.security import SecurityError
+from shared.runtime.env import (
+    StackError,
+    StackSettings,
+    redact_url,
+)
+from shared.runtime.retry import describe
+from shared.runtime.security import SecurityError
 from shared.store import StoreError
 
 

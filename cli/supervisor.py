@@ -27,16 +27,16 @@ from urllib.parse import urlsplit
 from cli.processes import ManagedProcess
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, start_dev_servers
-from shared.env import (
+from shared.messaging.kafka import DEFAULT_PARTITIONS, ensure_topics
+from shared.runtime.env import (
     ENV_DASHBOARD_HOST,
     ENV_DASHBOARD_PORT,
     ENV_TOKENS_FILE,
     StackError,
     StackSettings,
 )
-from shared.kafka import DEFAULT_PARTITIONS, ensure_topics
-from shared.redisconn import connect
-from shared.retry import Backoff, Retry
+from shared.runtime.redisconn import connect
+from shared.runtime.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +417,7 @@ async def wait_for_dashboard(stack: Stack, seconds: float) -> None:
 async def wait_for_workers(
     settings: StackSettings, count: int, seconds: float, stack: Stack | None = None
 ) -> None:
-    from shared.objects import read_heartbeats
+    from shared.store.objects import read_heartbeats
 
     redis = connect(settings.redis_url, settings.redis_security)
     try:

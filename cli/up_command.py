@@ -24,7 +24,7 @@ from cli.server_watch import ServerWatch
 from cli.servers import DevServers, LauncherError, start_dev_servers
 from cli.supervisor import Stack, create_topics, supervise, wait_for_dashboard, wait_for_workers
 from shared.config import ConfigError
-from shared.env import (
+from shared.runtime.env import (
     ENV_API_URL,
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_URL,
@@ -34,7 +34,7 @@ from shared.env import (
     profile_refusal,
     redact_url,
 )
-from shared.security import SecurityError
+from shared.runtime.security import SecurityError
 
 
 def kube_server(kube: str) -> str:

@@ -69,7 +69,7 @@ from scheduling.plugins import coscheduling, names
 from scheduling.plugins.defaultpreemption import lower_priority_nominated_pods
 from scheduling.plugins.registry import in_tree_registry
 from shared.config import SchedulerConfiguration, default_config
-from shared.eviction import refresh_pdb_statuses
+from shared.lifecycle.eviction import refresh_pdb_statuses
 from shared.models import Pod
 from shared.models.manifest import Manifests
 from shared.models.priority_admission import resolve_priorities

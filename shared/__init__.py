@@ -1,1 +1,2 @@
-"""The common library every service uses: models, config, store, wire messages, settings."""
+"""The common library every service uses, in packages that say what they hold: models, config,
+store, messaging, observability, runtime, kube, lifecycle."""

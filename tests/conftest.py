@@ -17,8 +17,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from cli.servers import DevServers, start_dev_servers
-from shared.kafka import Topics
-from shared.redisconn import connect
+from shared.messaging.kafka import Topics
+from shared.runtime.redisconn import connect
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.kafka import Topics
+from shared.messaging.kafka import Topics
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "architecture.md").read_text()

@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry
 
 from scheduling.plugins import names
 from scheduling.plugins.registry import IN_TREE_FACTORIES
-from shared.metrics import BerthMetrics
-from shared.settings import fields
+from shared.observability.metrics import BerthMetrics
+from shared.runtime.settings import fields
 from tests.settings.catalog import OWN
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,9 +56,9 @@ def test_the_path_check_sees_the_recipes() -> None:
     for path in (
         "scheduling/plugins/registry.py",
         "shared/config/plugin_args.py",
-        "shared/settings.py",
+        "shared/runtime/settings.py",
         "tests/settings/catalog.py",
-        "shared/metrics.py",
+        "shared/observability/metrics.py",
         "services/<name>/",
     ):
         assert path in named
@@ -93,23 +93,23 @@ DEFINED = [
     ("pod_signature", "scheduling/framework/signature.py"),
     ("new", "scheduling/plugins/nodename/node_name.py"),
     # Add a service
-    ("from_argv", "shared/service.py"),
-    ("environment", "shared/service.py"),
-    ("configured", "shared/service.py"),
-    ("wait_for_servers", "shared/service.py"),
-    ("ready_until_stopped", "shared/service.py"),
-    ("from_env", "shared/env.py"),
-    ("read", "shared/settings.py"),
-    ("setting", "shared/settings.py"),
+    ("from_argv", "shared/runtime/service.py"),
+    ("environment", "shared/runtime/service.py"),
+    ("configured", "shared/runtime/service.py"),
+    ("wait_for_servers", "shared/runtime/service.py"),
+    ("ready_until_stopped", "shared/runtime/service.py"),
+    ("from_env", "shared/runtime/env.py"),
+    ("read", "shared/runtime/settings.py"),
+    ("setting", "shared/runtime/settings.py"),
     ("OWN", "tests/settings/catalog.py"),
     ("KEY_LAYOUT", "tests/test_import_walls.py"),
     ("Stack", "cli/supervisor.py"),
     ("COMPONENTS", "tests/deploy/chart.py"),
     ("SERVICES", "tests/deploy/test_image.py"),
     # Add a metric
-    ("BerthMetrics", "shared/metrics.py"),
-    ("default_metrics", "shared/metrics.py"),
-    ("conflict", "shared/metrics.py"),
+    ("BerthMetrics", "shared/observability/metrics.py"),
+    ("default_metrics", "shared/observability/metrics.py"),
+    ("conflict", "shared/observability/metrics.py"),
 ]
 
 

@@ -141,8 +141,10 @@ def test_every_module_keeps_to_its_walls() -> None:
     ("module", "imported", "allowed"),
     [
         pytest.param("shared.store.store", "shared.models", True, id="shared-within-shared"),
-        pytest.param("shared.messages", "services.binder.service", False, id="shared-to-service"),
-        pytest.param("shared.env", "cli.servers", False, id="shared-to-cli"),
+        pytest.param(
+            "shared.messaging.messages", "services.binder.service", False, id="shared-to-service"
+        ),
+        pytest.param("shared.runtime.env", "cli.servers", False, id="shared-to-cli"),
         pytest.param("scheduling.cache.cache", "services.binder", False, id="library-to-service"),
         pytest.param(
             "scheduling.framework.runtime",

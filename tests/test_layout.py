@@ -51,10 +51,21 @@ def test_every_module_says_what_it_owns() -> None:
 
 
 def test_one_lua_loader() -> None:
-    """Lua is loaded in one place (shared/lua.py): no script text registered inline."""
+    """Lua is loaded in one place (shared/runtime/lua.py): no script text registered inline."""
     inline = [
         str(path.relative_to(ROOT))
         for path in _sources()
-        if path != ROOT / "shared" / "lua.py" and ".register_script(" in path.read_text()
+        if path != ROOT / "shared" / "runtime" / "lua.py"
+        and ".register_script(" in path.read_text()
     ]
     assert inline == []
+
+
+def test_shared_holds_packages_only() -> None:
+    """shared/ is packages that say what they hold (issue 21): no loose module beside them."""
+    loose = sorted(p.name for p in (ROOT / "shared").glob("*.py") if p.name != "__init__.py")
+    assert loose == []
+    for package in sorted(p for p in (ROOT / "shared").iterdir() if p.is_dir()):
+        if package.name in ("__pycache__",) or not any(package.glob("*.py")):
+            continue
+        assert (package / "__init__.py").is_file(), package.name

@@ -1,5 +1,5 @@
-"""shared.retry's outage classification: which errors mean a server is away, and Kafka's client
-loaded only when an outage is first classified (a Redis-only process never loads it)."""
+"""shared.runtime.retry's outage classification: which errors mean a server is away, and Kafka's
+client loaded only when an outage is first classified (a Redis-only process never loads it)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from redis.exceptions import BusyLoadingError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.retry import is_outage, is_redis_outage, outage_errors
+from shared.runtime.retry import is_outage, is_redis_outage, outage_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def test_outages(exc: BaseException, outage: bool, redis: bool) -> None:
 def test_kafkas_client_is_loaded_when_an_outage_is_first_classified() -> None:
     script = (
         "import json, sys\n"
-        "import shared.retry as r\n"
+        "import shared.runtime.retry as r\n"
         "before = 'aiokafka' in sys.modules\n"
         "r.is_outage(ValueError())\n"
         "print(json.dumps([before, 'aiokafka' in sys.modules]))\n"

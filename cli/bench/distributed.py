@@ -26,10 +26,10 @@ from typing import Any
 from cli.bench.workloads import WORKLOADS
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
-from shared.env import ENV_PROFILE_DIR
 from shared.models import Manifests
-from shared.objects import read_heartbeats
-from shared.stats import percentile
+from shared.observability.stats import percentile
+from shared.runtime.env import ENV_PROFILE_DIR
+from shared.store.objects import read_heartbeats
 
 
 @contextlib.asynccontextmanager

@@ -41,7 +41,6 @@ from cli.bench.kueue_summary import WorkloadRecord, summarize
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from services.queue.client import QueueClient
-from shared.env import ENV_PROFILE_DIR
 from shared.lifecycle.kwok import COMPLETE, delay_annotation
 from shared.lifecycle.state import LifecycleState
 from shared.models import (
@@ -58,8 +57,9 @@ from shared.models import (
     load_manifest_text,
 )
 from shared.models.kueue import QUEUE_NAME_LABEL
-from shared.objects import read_heartbeats
-from shared.stats import percentile
+from shared.observability.stats import percentile
+from shared.runtime.env import ENV_PROFILE_DIR
+from shared.store.objects import read_heartbeats
 
 FLAVOR = "rf"
 CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"

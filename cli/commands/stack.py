@@ -10,8 +10,8 @@ import click
 
 from cli.commands import CONTEXT, Args, files_option, output_option
 
-# The names of shared/env.py's ENV_REDIS_URL, ENV_KAFKA_BOOTSTRAP and ENV_TOKEN, spelled out
-# so that help does not import shared.env (tests/cli/test_tree.py checks they agree).
+# The names of shared/runtime/env.py's ENV_REDIS_URL, ENV_KAFKA_BOOTSTRAP and ENV_TOKEN, spelled out
+# so that help does not import shared.runtime.env (tests/cli/test_tree.py checks they agree).
 REDIS_URL_HELP = "default $BERTH_REDIS_URL or the `berth up` state"
 KAFKA_BOOTSTRAP_HELP = "default $BERTH_KAFKA_BOOTSTRAP"
 TOKEN_HELP = "a token of the stack's API front door (default $BERTH_TOKEN; berth up --tokens)"

@@ -11,7 +11,7 @@ import click
 from cli.commands import CONTEXT, Args, output_option
 
 REDIS_FSYNC_POLICIES = ("everysec", "always", "no")
-"""shared/env.py's REDIS_FSYNC_POLICIES, spelled out so help does not import it
+"""shared/runtime/env.py's REDIS_FSYNC_POLICIES, spelled out so help does not import it
 (tests/cli/test_tree.py checks they agree)."""
 
 

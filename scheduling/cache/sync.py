@@ -4,7 +4,7 @@ Load a snapshot (every object and the stream position, read atomically), then fo
 store's change stream from that position. A new snapshot replaces the cache's contents when
 the stream was trimmed past its position, and when the owner asks (`reload(reason)`: a
 conflict showed the cache counting short of the store). Redis trouble pauses the loop
-(growing pauses, each logged with its reason: shared.retry) and it resumes from where the
+(growing pauses, each logged with its reason: shared.runtime.retry) and it resumes from where the
 cache is, or from a new snapshot when the store came back behind the cache (it lost writes).
 
 `lock` (optional) is held while a batch is applied, for owners that run cycles in a thread
@@ -26,9 +26,9 @@ import logging
 from collections.abc import Callable
 
 from scheduling.cache.cache import ClusterCache
-from shared.retry import Retry
+from shared.runtime.retry import Retry
+from shared.runtime.tasks import finish
 from shared.store import ClusterStore, StreamGapError
-from shared.tasks import finish
 
 log = logging.getLogger(__name__)
 

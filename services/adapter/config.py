@@ -1,5 +1,5 @@
-"""The adapter's own settings: where its leader-election Lease lives (shared.settings reads
-them; the servers and prefixes are shared.env.StackSettings')."""
+"""The adapter's own settings: where its leader-election Lease lives (shared.runtime.settings reads
+them; the servers and prefixes are shared.runtime.env.StackSettings')."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
-from shared.env import ENV_KUBE_LEASE_NAME, ENV_KUBE_LEASE_NAMESPACE
-from shared.settings import read, setting
+from shared.runtime.env import ENV_KUBE_LEASE_NAME, ENV_KUBE_LEASE_NAMESPACE
+from shared.runtime.settings import read, setting
 
 
 @dataclass(frozen=True, slots=True)

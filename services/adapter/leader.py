@@ -31,7 +31,7 @@ from typing import Any
 
 from shared.config.types import LeaderElection
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
-from shared.metrics import default_metrics
+from shared.observability.metrics import default_metrics
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """`python -m services.adapter`: one adapter replica, configured from the environment
-(shared.env.StackSettings; BERTH_KUBE names the API), until SIGTERM/SIGINT. Exits with 1 when
-it loses the Lease (its supervisor starts it again as a candidate)."""
+(shared.runtime.env.StackSettings; BERTH_KUBE names the API), until SIGTERM/SIGINT. Exits with 1
+when it loses the Lease (its supervisor starts it again as a candidate)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from services.adapter.config import AdapterSettings
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
-from shared.env import StackError, StackSettings, profile_refusal
-from shared.health import HealthServer
-from shared.redisconn import connect
-from shared.service import ServiceRunner, wait_for_servers
+from shared.observability.health import HealthServer
+from shared.runtime.env import StackError, StackSettings, profile_refusal
+from shared.runtime.redisconn import connect
+from shared.runtime.service import ServiceRunner, wait_for_servers
 
 
 async def serve(

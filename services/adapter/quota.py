@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from services.adapter.status import Report, Reporter
 from services.queue.client import QueueClient
 from shared.kube.events import rfc3339
-from shared.retry import Backoff, Retry
+from shared.runtime.retry import Backoff, Retry
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)

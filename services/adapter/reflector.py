@@ -39,7 +39,7 @@ from redis.exceptions import RedisError
 
 from services.adapter.sink import StoreSink, key_of
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
-from shared.retry import Backoff, Retry
+from shared.runtime.retry import Backoff, Retry
 
 log = logging.getLogger(__name__)
 

@@ -42,9 +42,9 @@ from services.adapter.reflector import Reflector
 from services.adapter.sink import StoreSink
 from services.adapter.status import Reporter, StatusWriter, failed_scheduling, stop_consumer
 from services.queue.client import QueueClient
-from shared.kafka import Topics, ensure_topics, make_consumer, message_verifier
 from shared.kube.client import WATCHED, KubeApi, KubeApiError, KubeUnavailableError
-from shared.security import KafkaSecurity
+from shared.messaging.kafka import Topics, ensure_topics, make_consumer, message_verifier
+from shared.runtime.security import KafkaSecurity
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)

@@ -39,14 +39,14 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
 from services.adapter.events import EventRecorder
-from shared.kafka import refusal
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
 from shared.kube.events import rfc3339
-from shared.message_auth import Verifier
-from shared.messages import Outcome
-from shared.retry import Backoff, Retry
+from shared.messaging.kafka import refusal
+from shared.messaging.message_auth import Verifier
+from shared.messaging.messages import Outcome
+from shared.messaging.wire import MessageError
+from shared.runtime.retry import Backoff, Retry
 from shared.store import ClusterStore
-from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Node agent settings: its variables beside shared.env's (shared.settings reads them)."""
+"""Node agent settings: its variables beside shared.runtime.env's (shared.runtime.settings reads
+them)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from shared.env import StackError
 from shared.lifecycle.node_lifecycle import DEFAULT_GRACE_SECONDS, DEFAULT_HEARTBEAT_SECONDS
 from shared.lifecycle.pressure import PressureConfig, PressureConfigError
-from shared.settings import SettingsError, read, setting
+from shared.runtime.env import StackError
+from shared.runtime.settings import SettingsError, read, setting
 
 ENV_GRACE = "BERTH_NODE_MONITOR_GRACE_PERIOD"
 ENV_HEARTBEAT = "BERTH_NODE_HEARTBEAT_SECONDS"

@@ -1,5 +1,5 @@
 """`python -m services.agent`: one node agent replica, configured from the environment
-(shared.env.StackSettings and services/agent/config.py), until SIGTERM/SIGINT. Standalone
+(shared.runtime.env.StackSettings and services/agent/config.py), until SIGTERM/SIGINT. Standalone
 mode only: in Kubernetes mode the kubelets and controllers of the real cluster do this."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from services.agent.config import AgentConfig
 from services.agent.service import AgentService
-from shared.env import REDIS_CONNECTIONS, StackSettings
-from shared.health import HealthServer
-from shared.redisconn import connect
-from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
+from shared.observability.health import HealthServer
+from shared.runtime.env import REDIS_CONNECTIONS, StackSettings
+from shared.runtime.redisconn import connect
+from shared.runtime.service import ServiceRunner, ready_until_stopped, wait_for_servers
 
 
 async def serve(

@@ -47,9 +47,9 @@ from shared.lifecycle.node_lifecycle import (
 from shared.lifecycle.pressure import NodePressure, decide
 from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleState, PodEvent
 from shared.lifecycle.taint_eviction import EVICTION_REASON, TaintEvictionQueue, no_execute_taints
-from shared.logs import DecisionLog
 from shared.models import Node, Pod, pod_group_key
-from shared.retry import Retry
+from shared.observability.logs import DecisionLog
+from shared.runtime.retry import Retry
 from shared.store import ClusterStore, StreamGapError
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ bind proposal:
      PostBind: the outcome "scheduled" (the binding itself reaches the queue on the change
      stream).
   Unreserve on any failure after 1.
-preempt proposal: claim the attempt, evict the victims through `shared.eviction.evict`
+preempt proposal: claim the attempt, evict the victims through `shared.lifecycle.eviction.evict`
   (PodDisruptionBudget bookkeeping), delete them, nominate the pod, report it unschedulable
   with the nomination.
 
@@ -57,19 +57,27 @@ from services.binder.kube_api import KubeWriter
 from services.binder.order import CheckOrder
 from services.binder.refusals import victims_refusal
 from services.queue.client import lease_reader
-from shared.eviction import evict
-from shared.kafka import Headers
-from shared.logs import DecisionLog
-from shared.messages import (
+from shared.lifecycle.eviction import evict
+from shared.messaging.kafka import Headers
+from shared.messaging.messages import (
     Outcome,
     OutcomeResult,
     pod_fingerprint,
 )
-from shared.metrics import BerthMetrics, default_metrics
+from shared.messaging.proposals import Proposal
 from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
 from shared.models.evolve import evolve
-from shared.proposals import Proposal
-from shared.retry import OutageGate, describe, is_outage, is_redis_outage
+from shared.observability.logs import DecisionLog
+from shared.observability.metrics import BerthMetrics, default_metrics
+from shared.observability.tracing import (
+    add_victim_events,
+    binding_cycle_span,
+    binding_step_span,
+    inject_headers,
+    set_result,
+)
+from shared.runtime.retry import OutageGate, describe, is_outage, is_redis_outage
+from shared.runtime.tasks import finish
 from shared.store import (
     ClusterStore,
     PodCharge,
@@ -79,14 +87,6 @@ from shared.store import (
 )
 from shared.store.bindings import AttemptState
 from shared.store.records import unpack
-from shared.tasks import finish
-from shared.tracing import (
-    add_victim_events,
-    binding_cycle_span,
-    binding_step_span,
-    inject_headers,
-    set_result,
-)
 
 log = logging.getLogger(__name__)
 

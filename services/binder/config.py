@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.config import SchedulerConfiguration
-from shared.kafka import Topics
+from shared.messaging.kafka import Topics
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class BinderConfig:
     stops the preemption and the attempt is reported unschedulable."""
     commit_interval_seconds: float = 0.2
     consumer_options: Mapping[str, Any] = field(default_factory=dict)
-    """Overrides for shared.kafka.make_consumer (tests: session_timeout_ms...)."""
+    """Overrides for shared.messaging.kafka.make_consumer (tests: session_timeout_ms...)."""
     producer_options: Mapping[str, Any] = field(default_factory=dict)
     service_name: str = "binder"
     queue_key_prefix: str | None = None

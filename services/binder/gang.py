@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal
 
-from shared.retry import Retry
+from shared.runtime.retry import Retry
+from shared.runtime.tasks import finish
 from shared.store import Bindings
-from shared.tasks import finish
 
 log = logging.getLogger(__name__)
 

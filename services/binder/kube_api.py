@@ -30,7 +30,7 @@ from typing import Literal
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError
 from shared.kube.events import preempted_event
 from shared.models import Pod
-from shared.retry import Backoff
+from shared.runtime.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class KubeWriter:
 async def _tries(
     call: Callable[[], Awaitable[None]], judge: Callable[[Exception | None], ApiAnswer]
 ) -> ApiAnswer:
-    """`call`, again up to RETRIES times (shared.retry.Backoff pauses) while `judge` says
+    """`call`, again up to RETRIES times (shared.runtime.retry.Backoff pauses) while `judge` says
     "retry"."""
     answer = ApiAnswer("error", "not tried")
     backoff = Backoff(initial=RETRY_INITIAL_SECONDS, maximum=RETRY_MAX_SECONDS)

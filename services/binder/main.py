@@ -1,5 +1,5 @@
 """`python -m services.binder`: one binder replica, configured from the environment
-(shared.env.StackSettings), until SIGTERM/SIGINT."""
+(shared.runtime.env.StackSettings), until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from dataclasses import replace
 from services.binder.config import BinderConfig
 from services.binder.kube_api import KubeWriter
 from services.binder.service import BinderService
-from shared.env import REDIS_CONNECTIONS, StackSettings
-from shared.health import HealthServer
-from shared.redisconn import connect
-from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
+from shared.observability.health import HealthServer
+from shared.runtime.env import REDIS_CONNECTIONS, StackSettings
+from shared.runtime.redisconn import connect
+from shared.runtime.service import ServiceRunner, ready_until_stopped, wait_for_servers
 
 
 async def serve(

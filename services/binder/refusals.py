@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shared.messaging.proposals import Proposal
 from shared.models import PREEMPT_NEVER, Pod, priority_of
-from shared.proposals import Proposal
 
 
 def victims_refusal(p: Proposal, preemptor: Pod, victims: Sequence[Pod]) -> str:

@@ -32,8 +32,8 @@ from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
 from services.binder.kube_api import KubeWriter
-from shared.batch_sender import BatchSender
-from shared.kafka import (
+from shared.messaging.batch_sender import BatchSender
+from shared.messaging.kafka import (
     FETCH_MAX_WAIT_MS,
     Headers,
     ensure_topics,
@@ -43,15 +43,15 @@ from shared.kafka import (
     message_verifier,
     refusal,
 )
-from shared.message_auth import Verifier
-from shared.messages import DeadLetter, Outcome
-from shared.metrics import default_metrics, report_consumer_lag
-from shared.proposals import Proposal
-from shared.retry import Retry
-from shared.security import KafkaSecurity
+from shared.messaging.message_auth import Verifier
+from shared.messaging.messages import DeadLetter, Outcome
+from shared.messaging.proposals import Proposal
+from shared.messaging.wire import BatchItem, MessageError, checked
+from shared.observability.metrics import default_metrics, report_consumer_lag
+from shared.runtime.retry import Retry
+from shared.runtime.security import KafkaSecurity
+from shared.runtime.tasks import finish
 from shared.store import ClusterStore
-from shared.tasks import finish
-from shared.wire import BatchItem, MessageError, checked
 
 log = logging.getLogger(__name__)
 
@@ -274,7 +274,7 @@ class BinderService:
 
     async def stop(self, *, drain_seconds: float = 5.0) -> None:
         """Stop consuming, give in-flight proposals `drain_seconds`, commit, close. Loops
-        are told to stop rather than cancelled mid-command (see shared.tasks)."""
+        are told to stop rather than cancelled mid-command (see shared.runtime.tasks)."""
         self._stopping.set()
         if self._lag_task is not None:
             self._lag_task.cancel()  # aiokafka calls only: cancelling is safe

@@ -8,7 +8,7 @@ also the stack's API front door when it has a tokens file (services/dashboard/au
     GET /api/pods?q=&namespace=&limit=  pods, pending first, with their reason
                                (services.queue.pod_status); limit=0: all of them
     GET /api/stats             pods bound per second over the last 60 s, enqueue-to-bound
-                               latency p50/p99 (shared.stats, fed by feed.BindingFeed)
+                               latency p50/p99 (shared.observability.stats, fed by feed.BindingFeed)
     GET /api/nodes             nodes with their usage (`berth get nodes`)
     GET /api/queues            tenant queue counts and worker heartbeats (`berth get queues`)
     GET /api/events?limit=     recent pod Events of the simulated cluster (services/agent);
@@ -48,8 +48,8 @@ from services.dashboard.kube_auth import KubeAuthenticator
 from shared.kube.client import KubeApiError, KubeUnavailableError
 from shared.models import ManifestError, load_manifest_text
 from shared.models.schema import KIND_BY_CLASS, KIND_BY_NAME
-from shared.objects import apply_manifests, delete_object
 from shared.store import StoreError
+from shared.store.objects import apply_manifests, delete_object
 
 log = logging.getLogger(__name__)
 

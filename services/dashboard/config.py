@@ -1,4 +1,5 @@
-"""The dashboard's own settings (the servers and prefixes come from shared.env.StackSettings)."""
+"""The dashboard's own settings (the servers and prefixes come from
+shared.runtime.env.StackSettings)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from shared.env import ENV_DASHBOARD_HOST, ENV_DASHBOARD_PORT, ENV_TOKENS_FILE
-from shared.settings import read, setting
+from shared.runtime.env import ENV_DASHBOARD_HOST, ENV_DASHBOARD_PORT, ENV_TOKENS_FILE
+from shared.runtime.settings import read, setting
 
 ENV_TENANT_NODE_NAME = "BERTH_TENANT_NODE_NAME"
 """`allow`: tenant tokens may write pods with spec.nodeName (bound by name, past the scheduler

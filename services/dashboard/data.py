@@ -17,10 +17,10 @@ from services.queue.client import (
     pending_first,
     pod_rows,
 )
-from shared.env import StackSettings
 from shared.models.kueue import ClusterQueue, LocalQueue, ResourceFlavor
-from shared.objects import node_rows, read_heartbeats
+from shared.runtime.env import StackSettings
 from shared.store import ClusterStore, Snapshot
+from shared.store.objects import node_rows, read_heartbeats
 
 MAX_PODS = 500
 """Pods one /api/pods answer lists at most (the total is given beside)."""

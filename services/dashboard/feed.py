@@ -1,6 +1,6 @@
 """The binding feed of /api/stats: schedule requests (each pod's first-enqueue time) and
 "scheduled" outcomes (when it was bound: the record's timestamp) read from the broker, outside
-any consumer group, into a shared.stats.BindingLog.
+any consumer group, into a shared.observability.stats.BindingLog.
 
 On start it seeks both topics to `lookback` seconds ago (ListOffsets by timestamp; a broker
 that cannot answer that is read from the beginning, records older than the lookback skipped),
@@ -15,13 +15,13 @@ import time
 from aiokafka import AIOKafkaConsumer
 from aiokafka.errors import KafkaError
 
-from shared.kafka import Topics, assign_all, make_reader, message_verifier, refusal
-from shared.messages import Outcome, ScheduleBatch
-from shared.retry import Backoff, Retry
-from shared.security import KafkaSecurity
-from shared.stats import DEFAULT_HORIZON_SECONDS, BindingLog
-from shared.tasks import finish
-from shared.wire import MessageError
+from shared.messaging.kafka import Topics, assign_all, make_reader, message_verifier, refusal
+from shared.messaging.messages import Outcome, ScheduleBatch
+from shared.messaging.wire import MessageError
+from shared.observability.stats import DEFAULT_HORIZON_SECONDS, BindingLog
+from shared.runtime.retry import Backoff, Retry
+from shared.runtime.security import KafkaSecurity
+from shared.runtime.tasks import finish
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """`python -m services.dashboard`: the dashboard, configured from the environment
-(shared.env.StackSettings for the servers, BERTH_DASHBOARD_HOST / BERTH_DASHBOARD_PORT for its
-own address, BERTH_TOKENS_FILE for the API front door's tokens), until SIGTERM/SIGINT."""
+(shared.runtime.env.StackSettings for the servers, BERTH_DASHBOARD_HOST / BERTH_DASHBOARD_PORT for
+its own address, BERTH_TOKENS_FILE for the API front door's tokens), until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from services.dashboard.config import DashboardConfig
 from services.dashboard.data import DashboardData
 from services.dashboard.feed import BindingFeed
 from services.dashboard.kube_auth import KubeAuthenticator
-from shared.env import StackError, StackSettings
-from shared.health import HealthServer
-from shared.redisconn import open_redis
-from shared.service import ServiceRunner, ready_until_stopped
+from shared.observability.health import HealthServer
+from shared.runtime.env import StackError, StackSettings
+from shared.runtime.redisconn import open_redis
+from shared.runtime.service import ServiceRunner, ready_until_stopped
 
 
 def read_tokens(config: DashboardConfig) -> Tokens | None:

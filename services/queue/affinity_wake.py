@@ -12,8 +12,8 @@ from services.queue.keys import QueueKeys, body_field
 from services.queue.records import PodRecord
 from services.queue.state import PodState
 from services.queue.views import text
+from shared.messaging.wire import MessageError
 from shared.models import affinity_term_matches, required_terms
-from shared.wire import MessageError
 
 NamespaceLabels = Callable[[str], Awaitable[Mapping[str, str]]]
 

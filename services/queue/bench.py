@@ -22,8 +22,8 @@ from services.queue.config import QueueConfig
 from services.queue.records import PodRecord
 from services.queue.service import QueueService
 from services.queue.store import QueueStore
-from shared.kafka import Topics, ensure_topics
-from shared.messages import Outcome
+from shared.messaging.kafka import Topics, ensure_topics
+from shared.messaging.messages import Outcome
 from shared.models import (
     Container,
     Node,
@@ -32,7 +32,7 @@ from shared.models import (
     PodSpec,
     ResourceRequirements,
 )
-from shared.redisconn import connect
+from shared.runtime.redisconn import connect
 from shared.store import ClusterStore
 
 _CHUNK = 10_000

@@ -12,9 +12,9 @@ from msgspec import Meta
 
 from services.queue.hints import QueueingHints
 from shared.config import SchedulerConfiguration
-from shared.kafka import Topics
+from shared.messaging.kafka import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
-from shared.settings import setting
+from shared.runtime.settings import setting
 
 KUEUE_MODE_BERTH = "berth"
 KUEUE_MODE_KUEUE = "kueue"
@@ -62,7 +62,7 @@ Seconds = Annotated[float, Meta(ge=0)]
 
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
-    """A queue replica's own settings (shared.settings reads them: flag, else variable)."""
+    """A queue replica's own settings (shared.runtime.settings reads them: flag, else variable)."""
 
     tenant_label: Annotated[
         str | None,

@@ -19,10 +19,10 @@ from services.queue.config import QueueConfig
 from services.queue.store import QueueStore
 from services.queue.tenants import WeightedRoundRobin
 from services.queue.wire import EncodedBatch
-from shared.kafka import Headers
-from shared.messages import ScheduleBatch
-from shared.retry import Retry
-from shared.tracing import tracing_enabled
+from shared.messaging.kafka import Headers
+from shared.messaging.messages import ScheduleBatch
+from shared.observability.tracing import tracing_enabled
+from shared.runtime.retry import Retry
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from services.queue.config import QueueConfig
 from services.queue.store import MoveResult, QueueStore
-from shared.metrics import BerthMetrics
-from shared.retry import Retry
+from shared.observability.metrics import BerthMetrics
+from shared.runtime.retry import Retry
 
 log = logging.getLogger("berth.queue")
 

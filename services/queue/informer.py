@@ -47,11 +47,11 @@ from services.queue.hints import (
 from services.queue.keys import QueueKeys
 from services.queue.quota.workload import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, QuotaObjectsChanged
 from services.queue.records import PodOp, PodRecord
-from shared.lua import LuaScripts
+from shared.messaging.wire import MessageError
 from shared.models import POD_GROUP_LABEL, Node
-from shared.retry import Retry
+from shared.runtime.lua import LuaScripts
+from shared.runtime.retry import Retry
 from shared.store import Change, ClusterStore, StreamGapError
-from shared.wire import MessageError
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import msgpack
 from redis.asyncio import Redis
 
 from services.queue.keys import InvalidTenantError, QueueKeys, check_tenant
-from shared.lua import LuaScripts
-from shared.proposals import Proposal
+from shared.messaging.proposals import Proposal
+from shared.runtime.lua import LuaScripts
 from shared.store.batch import ScriptBatcher
 
 LUA = LuaScripts("services.queue", folder="lua/standalone", prelude=None)

@@ -1,5 +1,5 @@
 """`python -m services.queue`: one queue replica, configured from the environment
-(shared.env.StackSettings), until SIGTERM/SIGINT."""
+(shared.runtime.env.StackSettings), until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from services.queue.service import QueueService
 from services.queue.spans import schedule_headers
 from services.queue.store import QueueStore
 from services.queue.views import QueueCounts
-from shared.env import REDIS_CONNECTIONS, StackSettings
-from shared.health import HealthServer
-from shared.metrics import BerthMetrics, default_metrics
-from shared.redisconn import connect
-from shared.retry import Retry
-from shared.service import ServiceRunner, ready_until_stopped, wait_for_servers
-from shared.settings import add_flags, read
+from shared.observability.health import HealthServer
+from shared.observability.metrics import BerthMetrics, default_metrics
+from shared.runtime.env import REDIS_CONNECTIONS, StackSettings
+from shared.runtime.redisconn import connect
+from shared.runtime.retry import Retry
+from shared.runtime.service import ServiceRunner, ready_until_stopped, wait_for_servers
+from shared.runtime.settings import add_flags, read
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from aiokafka import ConsumerRecord
 
 from services.queue.keys import InvalidTenantError
-from shared.kafka import refusal
-from shared.message_auth import Verifier
-from shared.messages import DeadLetter, Outcome
-from shared.wire import BatchItem, MessageError, checked
+from shared.messaging.kafka import refusal
+from shared.messaging.message_auth import Verifier
+from shared.messaging.messages import DeadLetter, Outcome
+from shared.messaging.wire import BatchItem, MessageError, checked
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from redis.exceptions import RedisError
 from services.queue.config import QueueConfig
 from services.queue.quota.admission import Admission
 from services.queue.quota.workload import Verdict
-from shared.retry import Retry
+from shared.runtime.retry import Retry
 
 log = logging.getLogger("berth.queue")
 

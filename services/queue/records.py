@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import msgpack
 
-from shared.messages import decode_pod, pod_fingerprint, pod_fingerprint_of_fields
+from shared.messaging.messages import decode_pod, pod_fingerprint, pod_fingerprint_of_fields
 from shared.models import ObjectMeta, Pod, PodSpec, PodStatus, priority_of
 from shared.models.codec import SCHEMA_VERSION, encode, encode_fields
 from shared.models.schema import fields_of

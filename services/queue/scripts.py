@@ -8,7 +8,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from shared.lua import LuaScripts
+from shared.runtime.lua import LuaScripts
 
 SCRIPT_NAMES = (
     "upsert",

@@ -48,20 +48,20 @@ from services.queue.records import PodRecord
 from services.queue.routing import Step, group_steps, route_pod_change
 from services.queue.spans import trace_outcomes
 from services.queue.store import QueueStore
-from shared.kafka import (
+from shared.messaging.kafka import (
     ensure_topics,
     make_consumer,
     make_producer,
     message_signer,
     message_verifier,
 )
-from shared.messages import DeadLetter
-from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
-from shared.redisconn import connect
-from shared.retry import Retry
-from shared.security import KafkaSecurity
+from shared.messaging.messages import DeadLetter
+from shared.observability.metrics import BerthMetrics, default_metrics, report_consumer_lag
+from shared.observability.tracing import tracing_enabled
+from shared.runtime.redisconn import connect
+from shared.runtime.retry import Retry
+from shared.runtime.security import KafkaSecurity
 from shared.store import ClusterStore
-from shared.tracing import tracing_enabled
 
 log = logging.getLogger(__name__)
 

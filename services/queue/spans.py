@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from shared.messages import Outcome, ScheduleBatch
-from shared.tracing import ATTR_PLUGINS, Headers, dispatch_headers, pod_span
+from shared.messaging.messages import Outcome, ScheduleBatch
+from shared.observability.tracing import ATTR_PLUGINS, Headers, dispatch_headers, pod_span
 
 SPAN_OUTCOME = "queue.outcome"
 ATTR_EFFECT = "berth.queue.effect"

@@ -43,7 +43,7 @@ from services.queue.views import (
     text,
 )
 from services.queue.wire import EncodedBatch, PoppedPods, TenantPop, request_blob, split_blobs
-from shared.messages import Outcome, ScheduleRequest
+from shared.messaging.messages import Outcome, ScheduleRequest
 
 _SCAN_LIMIT = 100_000
 

@@ -28,7 +28,7 @@ import msgpack
 
 from services.queue.keys import body_field
 from services.queue.state import PodState
-from shared.messages import ScheduleBatch, ScheduleRequest
+from shared.messaging.messages import ScheduleBatch, ScheduleRequest
 
 LUA_FIELDS = ("uid", "key", "attempt", "prio", "ts", "its", "nnn", "redispatches", "fp", "rv")
 """The request fields the blob's map carries."""

@@ -11,6 +11,6 @@ against is the scheduling library's (`scheduling/cache`).
 
 from services.scheduler.config import WorkerConfig
 from services.scheduler.service import SchedulerWorker
-from shared.objects import read_heartbeats
+from shared.store.objects import read_heartbeats
 
 __all__ = ["SchedulerWorker", "WorkerConfig", "read_heartbeats"]

@@ -1,4 +1,4 @@
-"""Scheduler worker settings: WorkerSettings (each flag, else its variable; shared.settings
+"""Scheduler worker settings: WorkerSettings (each flag, else its variable; shared.runtime.settings
 reads them) and the WorkerConfig a worker runs with."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Annotated, Any
 from msgspec import Meta
 
 from shared.config import SchedulerConfiguration, default_config, load_config
-from shared.env import (
+from shared.messaging.kafka import Topics
+from shared.runtime.env import (
     ENV_CLUSTER,
     ENV_CONFIG,
     ENV_KAFKA_BOOTSTRAP,
@@ -24,9 +25,8 @@ from shared.env import (
     ENV_TOPIC_SUFFIX,
     group_options,
 )
-from shared.kafka import Topics
-from shared.security import KafkaSecurity, RedisSecurity
-from shared.settings import add_flags, read, setting
+from shared.runtime.security import KafkaSecurity, RedisSecurity
+from shared.runtime.settings import add_flags, read, setting
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_KAFKA_BOOTSTRAP = "127.0.0.1:9092"
@@ -61,13 +61,13 @@ class WorkerConfig:
     heartbeat_seconds: float = 1.0
     """How often the worker publishes its view position (`berth get`, `berth run`)."""
     consumer_options: Mapping[str, Any] = field(default_factory=dict)
-    """Overrides for shared.kafka.make_consumer (tests: session_timeout_ms...)."""
+    """Overrides for shared.messaging.kafka.make_consumer (tests: session_timeout_ms...)."""
     producer_options: Mapping[str, Any] = field(default_factory=dict)
     service_name: str = "scheduler"
     redis_security: RedisSecurity = field(default_factory=RedisSecurity)
-    """Password and TLS files for Redis (shared.security)."""
+    """Password and TLS files for Redis (shared.runtime.security)."""
     kafka_security: KafkaSecurity = field(default_factory=KafkaSecurity)
-    """TLS and SASL for the brokers (shared.security)."""
+    """TLS and SASL for the brokers (shared.runtime.security)."""
 
     def profiles(self) -> SchedulerConfiguration:
         return self.scheduler_config if self.scheduler_config is not None else default_config()
@@ -76,7 +76,7 @@ class WorkerConfig:
 @dataclass(frozen=True, slots=True)
 class WorkerSettings:
     """A worker's settings as given (each flag, else its variable, else the default); the
-    same variables as shared.env.StackSettings, but the servers default to localhost."""
+    same variables as shared.runtime.env.StackSettings, but the servers default to localhost."""
 
     redis_url: Annotated[str, setting(ENV_REDIS_URL, "Redis URL", flag="--redis-url")] = (
         DEFAULT_REDIS_URL

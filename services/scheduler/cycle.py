@@ -18,11 +18,11 @@ from scheduling.framework.cycle import SchedulingOutcome, scheduling_cycle
 from scheduling.framework.cycle_state import CycleState
 from scheduling.framework.runtime import Framework
 from scheduling.framework.status import Code
-from shared.messages import Outcome, OutcomeResult, ScheduleRequest, pod_fingerprint
+from shared.messaging.messages import Outcome, OutcomeResult, ScheduleRequest, pod_fingerprint
+from shared.messaging.proposals import Proposal, Victim
+from shared.messaging.wire import MessageError
 from shared.models import Pod
 from shared.models.evolve import evolve
-from shared.proposals import Proposal, Victim
-from shared.wire import MessageError
 
 
 @dataclass(frozen=True, slots=True)

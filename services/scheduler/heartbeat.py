@@ -1,5 +1,5 @@
 """What a scheduler worker reports about itself: its counts (WorkerStats), its entry in the
-workers' heartbeat hash (`<prefix>{<cluster>}:workers`, a shared.objects.WorkerHeartbeat),
+workers' heartbeat hash (`<prefix>{<cluster>}:workers`, a shared.store.objects.WorkerHeartbeat),
 and its view's gauges (cache size, follow lag, signature reuse)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from redis.asyncio import Redis
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.runtime import Framework
 from services.scheduler.instrument import report_reuse
-from shared.metrics import BerthMetrics
-from shared.objects import WorkerHeartbeat
+from shared.observability.metrics import BerthMetrics
 from shared.store import ClusterStore, StoreKeys
+from shared.store.objects import WorkerHeartbeat
 
 
 def heartbeat_key(prefix: str, cluster: str) -> str:

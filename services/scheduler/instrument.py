@@ -26,8 +26,13 @@ from typing import Any
 
 from scheduling.framework.runtime import Framework
 from scheduling.framework.status import Code, Status
-from shared.metrics import SUCCESS, BerthMetrics
-from shared.tracing import ATTR_PLUGIN, extension_point_span, span_status, tracing_enabled
+from shared.observability.metrics import SUCCESS, BerthMetrics
+from shared.observability.tracing import (
+    ATTR_PLUGIN,
+    extension_point_span,
+    span_status,
+    tracing_enabled,
+)
 
 PLUGIN_SAMPLE_PERCENT = 10
 """Upstream pluginMetricsSamplePercent."""

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 from services.scheduler.config import WorkerConfig, WorkerSettings, config_from_args
 from services.scheduler.service import SchedulerWorker, WorkerFailedError
-from shared.health import HealthServer
-from shared.redisconn import connect
-from shared.service import ServiceRunner, wait_for_servers
+from shared.observability.health import HealthServer
+from shared.runtime.redisconn import connect
+from shared.runtime.service import ServiceRunner, wait_for_servers
 
 log = logging.getLogger(__name__)
 

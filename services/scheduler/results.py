@@ -16,14 +16,14 @@ from opentelemetry.trace import Span
 from services.scheduler.config import WorkerConfig
 from services.scheduler.cycle import Decision
 from services.scheduler.heartbeat import WorkerStats
-from shared.batch_sender import BatchSender
-from shared.kafka import Headers
-from shared.logs import DecisionLog
-from shared.messages import DeadLetter, Outcome, ScheduleRequest
-from shared.metrics import BerthMetrics
+from shared.messaging.batch_sender import BatchSender
+from shared.messaging.kafka import Headers
+from shared.messaging.messages import DeadLetter, Outcome, ScheduleRequest
+from shared.messaging.proposals import Proposal
 from shared.models.evolve import evolve
-from shared.proposals import Proposal
-from shared.tracing import add_victim_events, set_result
+from shared.observability.logs import DecisionLog
+from shared.observability.metrics import BerthMetrics
+from shared.observability.tracing import add_victim_events, set_result
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,8 @@ class Results:
         self._proposals: BatchSender | None = None
         self._outcomes: BatchSender | None = None
         """Proposals and outcomes, one record per partition for the pods of one schedule
-        batch (shared.batch_sender): flushed after the batch, and before a preemptor waits."""
+        batch (shared.messaging.batch_sender): flushed after the batch, and before a
+        preemptor waits."""
         self._sequence = 0
 
     async def start(self, producer: AIOKafkaProducer) -> None:

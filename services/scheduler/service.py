@@ -20,9 +20,9 @@
   the adapter's), and every fact a worker needs reaches it once, on the change stream.
 - A conflict found by check-and-reserve is streamed with the node's usage then; a view that
   counts less there, at that very version, counts wrong and reloads its snapshot.
-- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id -> shared.objects.WorkerHeartbeat,
-  read by shared.objects.read_heartbeats) tells `berth run` and `berth get` how far each
-  worker's view is (services/scheduler/heartbeat.py).
+- A heartbeat hash (`<prefix>{<cluster>}:workers`: worker id ->
+  shared.store.objects.WorkerHeartbeat, read by shared.store.objects.read_heartbeats) tells
+  `berth run` and `berth get` how far each worker's view is (services/scheduler/heartbeat.py).
 - What each decision becomes (its span's result, metrics, the records sent) is
   services/scheduler/results.py.
 - Observability: a `scheduling_cycle` span per request (parent from the record's headers, its
@@ -53,8 +53,7 @@ from services.scheduler.cycle import Decision, decide, failed_decision
 from services.scheduler.heartbeat import WorkerStats, heartbeat_key, report_view, write_heartbeat
 from services.scheduler.instrument import instrument
 from services.scheduler.results import Results, record_result
-from shared.health import HealthServer
-from shared.kafka import (
+from shared.messaging.kafka import (
     FETCH_MAX_WAIT_MS,
     ensure_topics,
     make_consumer,
@@ -63,18 +62,19 @@ from shared.kafka import (
     message_verifier,
     refusal,
 )
-from shared.message_auth import Verifier
-from shared.messages import ScheduleBatch, ScheduleRequest
-from shared.metrics import BerthMetrics, default_metrics, report_consumer_lag
-from shared.proposals import Proposal
-from shared.retry import Retry, outage_errors, until_answered
-from shared.store import ClusterStore
-from shared.tasks import finish
-from shared.tracing import (
+from shared.messaging.message_auth import Verifier
+from shared.messaging.messages import ScheduleBatch, ScheduleRequest
+from shared.messaging.proposals import Proposal
+from shared.messaging.wire import MessageError
+from shared.observability.health import HealthServer
+from shared.observability.metrics import BerthMetrics, default_metrics, report_consumer_lag
+from shared.observability.tracing import (
     inject_headers,
     scheduling_cycle_span,
 )
-from shared.wire import MessageError
+from shared.runtime.retry import Retry, outage_errors, until_answered
+from shared.runtime.tasks import finish
+from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class SchedulerWorker:
         """Stop taking work; the batch in progress finishes and is committed. Loops that
         talk to Redis are told to stop (`_stopping`) rather than cancelled: cancelling a
         task blocked in a redis-py command (the stream follower's XREAD) can leave it hanging
-        in the client's disconnect path (shared.tasks)."""
+        in the client's disconnect path (shared.runtime.tasks)."""
         self._stopping.set()
         self._signal_advanced()
         await self.sync.stop()

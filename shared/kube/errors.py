@@ -29,7 +29,7 @@ class KubeApiError(Exception):
 
 class KubeUnavailableError(ConnectionError):
     """The API server could not be reached (connection refused, reset, timed out, or a
-    watch that went silent for longer than its read timeout): an outage (shared.retry),
+    watch that went silent for longer than its read timeout): an outage (shared.runtime.retry),
     retried."""
 
 

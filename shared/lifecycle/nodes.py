@@ -3,7 +3,7 @@
 - cordon / uncordon: spec.unschedulable (the lifecycle controller adds or lifts the
   node.kubernetes.io/unschedulable:NoSchedule taint that follows it);
 - drain: cordon, then evict every pod bound to the node through the eviction API's rules
-  (shared.eviction: a PodDisruptionBudget that allows no disruption refuses, as `kubectl
+  (shared.lifecycle.eviction: a PodDisruptionBudget that allows no disruption refuses, as `kubectl
   drain` is refused and retries), DaemonSet pods left in place (`--ignore-daemonsets`); an
   evicted pod's owner brings it back pending (shared.lifecycle.actions);
 - fail / recover: the node's kubelet stops (unreachable: no more heartbeats, the controller
@@ -16,9 +16,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import cast
 
-from shared.eviction import OK, evict
 from shared.lifecycle.actions import controller_of
 from shared.lifecycle.actions import evict as evict_pod
+from shared.lifecycle.eviction import OK, evict
 from shared.lifecycle.state import LifecycleState
 from shared.models import Node, Pod, PodDisruptionBudget
 from shared.store import ClusterStore

@@ -17,11 +17,11 @@ from scheduling.cache.cache import ClusterCache
 from scheduling.cache.sync import CacheSync
 from services.binder.binder import Binder
 from services.binder.config import BinderConfig
-from shared.kafka import Headers
-from shared.messages import Outcome, pod_fingerprint
-from shared.metrics import BerthMetrics
+from shared.messaging.kafka import Headers
+from shared.messaging.messages import Outcome, pod_fingerprint
+from shared.messaging.proposals import Proposal, Victim
 from shared.models import Pod
-from shared.proposals import Proposal, Victim
+from shared.observability.metrics import BerthMetrics
 from shared.store import ClusterStore
 
 

@@ -10,8 +10,8 @@ import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from shared.config import load_config
-from shared.metrics import BerthMetrics
 from shared.models import Pod, PodDisruptionBudget
+from shared.observability.metrics import BerthMetrics
 from shared.store import NodeUsage, PodCharge, ReserveRequest, ReserveStatus
 from tests.binder.conftest import Harness, make_harness, proposal
 from tests.builders import label_selector, make_node, make_pdb, make_pod

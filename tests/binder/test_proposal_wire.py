@@ -1,6 +1,6 @@
 """Proposals on the wire: round trips, the names each field has on the wire (a contract with
-the other services' versions), and the errors of the codec they share with shared.messages
-(shared.wire: encode_body / decode_body)."""
+the other services' versions), and the errors of the codec they share with shared.messaging.messages
+(shared.messaging.wire: encode_body / decode_body)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import msgpack
 import pytest
 
-from shared.messages import DeadLetter, Outcome, ScheduleBatch, ScheduleRequest
-from shared.proposals import Proposal, Victim
-from shared.wire import SCHEMA_VERSION, MessageError, decode_body, encode_body, wire_names
+from shared.messaging.messages import DeadLetter, Outcome, ScheduleBatch, ScheduleRequest
+from shared.messaging.proposals import Proposal, Victim
+from shared.messaging.wire import SCHEMA_VERSION, MessageError, decode_body, encode_body, wire_names
 
 BIND = Proposal(
     "team-a",

@@ -15,7 +15,7 @@ from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
 from services.queue.records import PodRecord
 from services.queue.store import QueueStore
-from shared.proposals import Proposal
+from shared.messaging.proposals import Proposal
 from shared.store import PodCharge
 from tests.binder.conftest import Harness, make_harness, proposal
 from tests.binder.test_binder import node

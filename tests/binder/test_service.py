@@ -13,12 +13,18 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import murmur2
 
 from services.binder.service import Arrival, BinderService, OffsetTracker, in_decision_order
-from shared.kafka import DEFAULT_PARTITIONS, Topics, ensure_topics, make_consumer, make_producer
-from shared.messages import DeadLetter, Outcome
+from shared.messaging.kafka import (
+    DEFAULT_PARTITIONS,
+    Topics,
+    ensure_topics,
+    make_consumer,
+    make_producer,
+)
+from shared.messaging.messages import DeadLetter, Outcome
+from shared.messaging.proposals import Proposal
+from shared.messaging.wire import pack_batch
 from shared.models import POD_GROUP_LABEL, Pod
-from shared.proposals import Proposal
 from shared.store import NodeUsage
-from shared.wire import pack_batch
 from tests.binder.conftest import make_config, proposal
 from tests.builders import label_selector, make_node, make_pod, make_pod_group
 

@@ -15,8 +15,8 @@ from cli.server_watch import ServerWatch
 from cli.servers import DevServers, start_dev_servers
 from scheduling.cache.cache import ClusterCache
 from scheduling.cache.sync import CacheSync
-from shared.env import ENV_KAFKA_BOOTSTRAP
-from shared.redisconn import connect
+from shared.runtime.env import ENV_KAFKA_BOOTSTRAP
+from shared.runtime.redisconn import connect
 from shared.store import ClusterStore
 from tests.builders import make_node
 

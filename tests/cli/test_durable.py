@@ -24,7 +24,7 @@ from cli.servers import DevServers, Endpoints, LocalServer, free_port, start_dev
 from cli.stack_commands import apply_main, delete_main, get_main
 from cli.supervisor import Stack
 from cli.up_command import _lock_data_dir, data_dir_of
-from shared.env import (
+from shared.runtime.env import (
     ENV_KAFKA_BOOTSTRAP,
     ENV_REDIS_FSYNC,
     ENV_REDIS_PASSWORD,

@@ -16,8 +16,8 @@ from cli.client import read_settings, write_state
 from cli.commands import Args
 from cli.run import pipeline
 from cli.servers import DevServers, start_dev_servers
-from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_PASSWORD, StackSettings, redact_url
 from shared.models import Manifests, Pod
+from shared.runtime.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_PASSWORD, StackSettings, redact_url
 from tests.builders import make_node, make_pod
 
 

@@ -17,7 +17,7 @@ import pytest
 from cli import servers as launcher
 from cli.server_probes import kafka_api_versions, redis_ping
 from cli.servers import ServerNotFoundError, find_redis_server, start_dev_servers
-from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_SERVER, ENV_REDIS_URL
+from shared.runtime.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_SERVER, ENV_REDIS_URL
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,8 +12,8 @@ from prometheus_client import CollectorRegistry
 
 from cli.main import main
 from cli.top import Scrape, Series, TopError, delta, endpoints, frame, quantile, scrape
-from shared.health import HealthServer
-from shared.metrics import BerthMetrics
+from shared.observability.health import HealthServer
+from shared.observability.metrics import BerthMetrics
 
 INF = math.inf
 

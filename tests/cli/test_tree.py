@@ -82,7 +82,7 @@ def test_berth_get_loads_neither_the_framework_numpy_nor_matplotlib() -> None:
     """`berth get pods` against a Redis that is not there: it gets as far as connecting
     (exit 1, the one-line error) without the scheduling framework, numpy or matplotlib, nor
     the queue service (services/queue/__init__ imports nothing), nor Kafka's client (it reads
-    Redis only; shared.retry imports aiokafka when an outage is first classified)."""
+    Redis only; shared.runtime.retry imports aiokafka when an outage is first classified)."""
     code, modules = imports_of(
         "get",
         "pods",
@@ -107,7 +107,12 @@ def test_the_lazy_table_matches_each_commands_own_help_and_name() -> None:
 
 
 def test_help_strings_name_the_environment_the_code_reads() -> None:
-    from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL, ENV_TOKEN, REDIS_FSYNC_POLICIES
+    from shared.runtime.env import (
+        ENV_KAFKA_BOOTSTRAP,
+        ENV_REDIS_URL,
+        ENV_TOKEN,
+        REDIS_FSYNC_POLICIES,
+    )
 
     assert f"${ENV_REDIS_URL} " in stack.REDIS_URL_HELP
     assert stack.KAFKA_BOOTSTRAP_HELP.endswith(f"${ENV_KAFKA_BOOTSTRAP}")

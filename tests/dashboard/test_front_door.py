@@ -18,7 +18,7 @@ import pytest_asyncio
 from cli.run import pipeline
 from cli.servers import DevServers
 from cli.stack_commands import apply_main, delete_main, describe_main, get_main
-from shared.env import ENV_API_URL, ENV_STATE, ENV_TOKEN, ENV_TOKENS_FILE
+from shared.runtime.env import ENV_API_URL, ENV_STATE, ENV_TOKEN, ENV_TOKENS_FILE
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,11 +1,12 @@
-"""shared.stats.BindingLog: pods bound per second over the window, and enqueue-to-bound
-latency percentiles over the pods whose enqueue was seen, whatever order the feeds arrive in."""
+"""shared.observability.stats.BindingLog: pods bound per second over the window, and
+enqueue-to-bound latency percentiles over the pods whose enqueue was seen, whatever order the feeds
+arrive in."""
 
 from __future__ import annotations
 
 import pytest
 
-from shared.stats import BindingLog, percentile
+from shared.observability.stats import BindingLog, percentile
 
 
 @pytest.mark.parametrize(

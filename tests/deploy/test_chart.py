@@ -15,9 +15,9 @@ import yaml
 
 from services.scheduler.config import config_from_args
 from shared.config import MOST_ALLOCATED, NodeResourcesFitArgs, default_config, load_config
-from shared.env import StackSettings
-from shared.health import ENV_PORT
-from shared.tracing import ENV_ENDPOINT, ENV_SAMPLE_RATIO
+from shared.observability.health import ENV_PORT
+from shared.observability.tracing import ENV_ENDPOINT, ENV_SAMPLE_RATIO
+from shared.runtime.env import StackSettings
 from tests.deploy.chart import (
     CHART_DIR,
     COMPONENTS,
@@ -448,7 +448,7 @@ def test_the_worker_reads_its_settings_from_the_rendered_command_and_env(
     ]
     config = config_from_args(argv, env)
     assert config.worker_id == "berth-scheduler-abc"
-    assert config.group_id == "berth-scheduler.blue"  # as shared.env.StackSettings names it
+    assert config.group_id == "berth-scheduler.blue"  # as shared.runtime.env.StackSettings names it
     assert config.topics.schedule == "berth.schedule.blue"
     assert config.redis_url == "redis://r:6379/2"
     assert config.seed == 7

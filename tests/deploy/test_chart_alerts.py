@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from services.queue.config import QueueConfig
 from services.queue.service import QueueService
-from shared.kafka import Topics, ensure_topics, make_producer
+from shared.messaging.kafka import Topics, ensure_topics, make_producer
 from tests.deploy.chart import NAMESPACE, render
 from tests.deploy.test_chart_monitoring import ALERTS, MONITORING
 

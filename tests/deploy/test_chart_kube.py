@@ -9,8 +9,8 @@ import helm_python
 import kubernetes_validate
 import pytest
 
-from shared.env import IN_CLUSTER, StackSettings
 from shared.kube.client import ADAPTER_CALLS, API_CALLS, BINDER_CALLS, DASHBOARD_CALLS
+from shared.runtime.env import IN_CLUSTER, StackSettings
 from tests.deploy.chart import CHART_DIR, KUBE_VERSION, NAMESPACE, Rendered, render
 
 KUBE_MODE: dict[str, Any] = {

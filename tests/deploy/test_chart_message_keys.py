@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-from shared.message_auth import MessageKeys
+from shared.messaging.message_auth import MessageKeys
 from tests.deploy.chart import render
 
 NEEDS = {

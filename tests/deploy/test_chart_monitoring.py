@@ -1,6 +1,7 @@
 """The chart's monitoring: a ServiceMonitor for every component that runs, the PrometheusRule
 with the on-call's alerts, and the Grafana dashboard, every query of both naming only metric
-families the services expose (shared.metrics, and prometheus_client's process collector)."""
+families the services expose (shared.observability.metrics, and prometheus_client's process
+collector)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import helm_python
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from shared.metrics import BerthMetrics
+from shared.observability.metrics import BerthMetrics
 from tests.deploy.chart import CHART_DIR, KUBE_VERSION, NAMESPACE, Rendered, render
 from tests.deploy.test_chart_kube import KUBE_MODE
 

@@ -14,8 +14,8 @@ import kubernetes_validate
 import pytest
 
 from services.scheduler.config import config_from_args
-from shared.env import StackSettings
-from shared.security import KafkaSecurity, RedisSecurity
+from shared.runtime.env import StackSettings
+from shared.runtime.security import KafkaSecurity, RedisSecurity
 from tests.deploy.chart import CHART_DIR, COMPONENTS, KUBE_VERSION, Rendered, render
 
 SECURED: dict[str, Any] = {

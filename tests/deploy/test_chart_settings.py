@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shared.settings import add_flags, fields
+from shared.runtime.settings import add_flags, fields
 from tests.deploy.chart import Rendered, render
 from tests.deploy.test_chart import EVERYTHING_ON
 from tests.deploy.test_chart_kube import KUBE_MODE

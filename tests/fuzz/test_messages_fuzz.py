@@ -16,10 +16,10 @@ import msgpack
 
 from cli.run import pipeline
 from cli.servers import DevServers
-from shared.message_auth import Signer, topic_roles
-from shared.messages import Outcome, ScheduleBatch, ScheduleRequest
+from shared.messaging.message_auth import Signer, topic_roles
+from shared.messaging.messages import Outcome, ScheduleBatch, ScheduleRequest
+from shared.messaging.proposals import Proposal, Victim
 from shared.models import Manifests, Pod
-from shared.proposals import Proposal, Victim
 from tests.builders import make_node, make_pod
 from tests.queue.kafka_helpers import TopicReader, produce
 

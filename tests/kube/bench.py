@@ -43,9 +43,9 @@ import kmock
 
 from cli.bench.distributed import cpu_seconds
 from cli.supervisor import RunningStack, start_stack
-from shared.env import ENV_PROFILE_DIR
 from shared.kube.client import KubeApi, load_config
-from shared.redisconn import connect
+from shared.runtime.env import ENV_PROFILE_DIR
+from shared.runtime.redisconn import connect
 from shared.store import ClusterStore
 from tests.kube.conftest import write_kubeconfig
 from tests.kube.emulator import ApiEmulator

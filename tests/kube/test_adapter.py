@@ -16,11 +16,11 @@ from services.adapter import reflector as reflector_module
 from services.adapter.leader import LeaseSettings
 from services.adapter.service import AdapterConfig, AdapterService
 from services.adapter.sink import StoreSink
-from shared.env import group_options
-from shared.kafka import Topics
 from shared.kube.client import KubeApi, load_config
+from shared.messaging.kafka import Topics
 from shared.models import Pod
-from shared.retry import Backoff
+from shared.runtime.env import group_options
+from shared.runtime.retry import Backoff
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
 

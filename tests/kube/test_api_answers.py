@@ -23,13 +23,13 @@ from services.adapter.service import AdapterConfig, AdapterService
 from services.adapter.sink import StoreSink
 from services.adapter.status import Reporter, StatusWriter
 from shared.config.types import LeaderElection
-from shared.env import group_options
-from shared.kafka import Topics
 from shared.kube.client import ClientSettings, KubeApi, KubeApiError, TokenBucket, load_config
-from shared.messages import Outcome, OutcomeResult
-from shared.redisconn import connect
-from shared.retry import Backoff
-from shared.security import RedisSecurity
+from shared.messaging.kafka import Topics
+from shared.messaging.messages import Outcome, OutcomeResult
+from shared.runtime.env import group_options
+from shared.runtime.redisconn import connect
+from shared.runtime.retry import Backoff
+from shared.runtime.security import RedisSecurity
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import FAST_LEASE, eventually, node, pod

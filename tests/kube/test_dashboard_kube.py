@@ -17,9 +17,9 @@ from services.dashboard.auth import Tokens
 from services.dashboard.data import DashboardData
 from services.dashboard.feed import BindingFeed
 from services.dashboard.kube_auth import KubeAuthenticator
-from shared.env import StackSettings
-from shared.kafka import Topics
 from shared.kube.client import DASHBOARD_CALLS, KubeApi, load_config
+from shared.messaging.kafka import Topics
+from shared.runtime.env import StackSettings
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import node, pod
 

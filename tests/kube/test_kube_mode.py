@@ -16,10 +16,10 @@ import pytest
 
 from cli.servers import DevServers
 from cli.supervisor import start_stack
-from shared.env import StackSettings
 from shared.kube.client import API_CALLS
 from shared.models import POD_GROUP_LABEL
-from shared.redisconn import connect
+from shared.runtime.env import StackSettings
+from shared.runtime.redisconn import connect
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import eventually, node, pod

@@ -22,12 +22,12 @@ from services.queue.main import _parser, config_from_args
 from services.queue.quota.admission import Admission
 from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE, _try_next
 from services.queue.records import PodRecord
-from shared.env import StackSettings
 from shared.kube.client import API_CALLS
 from shared.models.kueue import ClusterQueue, LocalQueue, kueue_mark
 from shared.models.kueue import Cohort as KueueCohort
 from shared.models.kueue_versions import as_berth
 from shared.models.manifest import ManifestError, decode_object
+from shared.runtime.env import StackSettings
 from shared.store import ClusterStore
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import eventually, node, pod, running_adapter

@@ -12,7 +12,7 @@ from services.adapter.leader import LeaderElector, LeaseSettings
 from services.adapter.status import report_for
 from services.binder.kube_api import ApiAnswer, bind_answer, evict_answer
 from shared.kube.client import KubeApi, KubeApiError, KubeUnavailableError, load_config
-from shared.messages import Outcome, OutcomeResult
+from shared.messaging.messages import Outcome, OutcomeResult
 from tests.kube.conftest import ApiServer
 
 SETTINGS = LeaseSettings(

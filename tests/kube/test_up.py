@@ -13,7 +13,7 @@ import pytest
 
 from cli.up_command import up_main
 from shared.config import load_config
-from shared.env import StackSettings, profile_refusal
+from shared.runtime.env import StackSettings, profile_refusal
 from tests.kube.conftest import ApiServer
 from tests.kube.test_adapter import eventually, node, pod
 
@@ -72,7 +72,8 @@ async def test_the_adapter_refuses_to_start_with_a_default_scheduler_profile(
     )
     out, _ = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode != 0
-    # Logs are JSON lines off a terminal (shared/logs.py): the refusal is one line's msg.
+    # Logs are JSON lines off a terminal (shared/observability/logs.py): the refusal is one line's
+    # msg.
     lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
     assert any('a profile is named "default-scheduler"' in line["msg"] for line in lines), out
     assert "Traceback" not in out.decode()

@@ -15,7 +15,7 @@ from services.agent.config import (
     ENV_TICK,
     AgentConfig,
 )
-from shared.env import StackError
+from shared.runtime.env import StackError
 
 
 def test_defaults_and_durations() -> None:

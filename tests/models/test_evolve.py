@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from shared.messages import Outcome
+from shared.messaging.messages import Outcome
+from shared.messaging.proposals import Proposal
 from shared.models import ObjectMeta, Pod
 from shared.models.evolve import evolve
-from shared.proposals import Proposal
 from tests.builders import make_pod
 
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.tracing_config import TracingConfig
-from shared.tracing_setup import Tracing, setup_tracing
+from shared.observability.tracing_config import TracingConfig
+from shared.observability.tracing_setup import Tracing, setup_tracing
 from tests.observability.otlp_receiver import OtlpReceiver
 
 

@@ -1,4 +1,5 @@
-"""shared.health: /metrics, /healthz, /readyz over real HTTP (urllib as the client)."""
+"""shared.observability.health: /metrics, /healthz, /readyz over real HTTP (urllib as the
+client)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.health import HealthConfigError, HealthServer
-from shared.metrics import BerthMetrics
+from shared.observability.health import HealthConfigError, HealthServer
+from shared.observability.metrics import BerthMetrics
 
 
 class Reply:

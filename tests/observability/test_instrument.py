@@ -16,17 +16,17 @@ from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.cycle import decide
 from services.scheduler.instrument import CycleSampler, instrument, report_reuse, status_label
 from shared.config import load_config
-from shared.messages import ScheduleRequest
-from shared.metrics import BerthMetrics
+from shared.messaging.messages import ScheduleRequest
 from shared.models import Pod, encode
-from shared.tracing import (
+from shared.observability.metrics import BerthMetrics
+from shared.observability.tracing import (
     ATTR_EXTENSION_POINT,
     ATTR_PLUGIN,
     ATTR_STATUS_CODE,
     SPAN_SCHEDULING_CYCLE,
     scheduling_cycle_span,
 )
-from shared.tracing_setup import Tracing
+from shared.observability.tracing_setup import Tracing
 from tests.builders import make_node, make_pod
 from tests.observability.otlp_receiver import OtlpReceiver
 

@@ -1,5 +1,5 @@
-"""shared.logs: the format chosen, the JSON line's fields (trace ids inside a span), the rate
-limit of decisions, and a service that exits 2 with one line on any bad setting."""
+"""shared.observability.logs: the format chosen, the JSON line's fields (trace ids inside a span),
+the rate limit of decisions, and a service that exits 2 with one line on any bad setting."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from cli.servers import DevServers
-from shared.logs import (
+from shared.observability.logs import (
     DecisionLog,
     LogConfigError,
     config_digest,

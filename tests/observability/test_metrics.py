@@ -1,4 +1,5 @@
-"""shared.metrics: upstream names and labels, the helpers, and consumer lag on a real broker."""
+"""shared.observability.metrics: upstream names and labels, the helpers, and consumer lag on a real
+broker."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from aiokafka import AIOKafkaConsumer
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.kafka import Topics, ensure_topics, make_producer
-from shared.metrics import (
+from shared.messaging.kafka import Topics, ensure_topics, make_producer
+from shared.observability.metrics import (
     BerthMetrics,
     MetricsError,
     consumer_lag_by_topic,

@@ -22,10 +22,9 @@ from services.queue.spans import (
     schedule_headers,
     trace_outcomes,
 )
-from shared.kafka import Topics, ensure_topics, make_producer
-from shared.messages import Outcome, ScheduleBatch, ScheduleRequest
-from shared.store import ClusterStore
-from shared.tracing import (
+from shared.messaging.kafka import Topics, ensure_topics, make_producer
+from shared.messaging.messages import Outcome, ScheduleBatch, ScheduleRequest
+from shared.observability.tracing import (
     ATTR_ATTEMPT,
     ATTR_PLUGINS,
     ATTR_POD_UID,
@@ -37,7 +36,8 @@ from shared.tracing import (
     pod_span,
     pod_trace_id,
 )
-from shared.tracing_setup import Tracing
+from shared.observability.tracing_setup import Tracing
+from shared.store import ClusterStore
 from tests.observability.otlp_receiver import OtlpReceiver, ReceivedSpan
 from tests.queue.builders import make_pod, outcome
 from tests.queue.kafka_helpers import CONSUMER_OPTIONS

@@ -12,7 +12,7 @@ from cli.demo_workload import demo_workload
 from cli.run import pipeline
 from cli.servers import DevServers
 from shared.models.manifest import Manifests
-from shared.tracing import (
+from shared.observability.tracing import (
     ATTR_MESSAGE,
     ATTR_PLUGINS,
     ATTR_POD_UID,

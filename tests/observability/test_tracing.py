@@ -1,5 +1,5 @@
-"""shared.tracing: configuration, the no-op default, and one trace per pod attempt exported
-over OTLP/HTTP to a local receiver, its context carried through Kafka headers."""
+"""shared.observability.tracing: configuration, the no-op default, and one trace per pod attempt
+exported over OTLP/HTTP to a local receiver, its context carried through Kafka headers."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from aiokafka import AIOKafkaConsumer
 from opentelemetry.trace import INVALID_SPAN
 from prometheus_client import REGISTRY
 
-from shared.kafka import Topics, ensure_topics, make_producer
-from shared.messages import ScheduleRequest
-from shared.tracing import (
+from shared.messaging.kafka import Topics, ensure_topics, make_producer
+from shared.messaging.messages import ScheduleRequest
+from shared.observability.tracing import (
     ATTR_ATTEMPT,
     ATTR_EXTENSION_POINT,
     ATTR_MESSAGE,
@@ -46,7 +46,7 @@ from shared.tracing import (
     set_result,
     tracing_enabled,
 )
-from shared.tracing_setup import Tracing, setup_tracing
+from shared.observability.tracing_setup import Tracing, setup_tracing
 from tests.observability.otlp_receiver import OtlpReceiver, ReceivedSpan
 
 # opentelemetry.proto.trace.v1.Span.SpanKind / Status.StatusCode
@@ -56,7 +56,7 @@ STATUS_UNSET, STATUS_ERROR = 0, 2
 
 @dataclass(frozen=True, slots=True)
 class FakeProposal:
-    """What the binder reads from a proposal (shape of shared.proposals.Proposal)."""
+    """What the binder reads from a proposal (shape of shared.messaging.proposals.Proposal)."""
 
     tenant: str
     pod_key: str

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer
 
-from shared.kafka import assign_all, make_producer
-from shared.messages import ScheduleBatch, ScheduleRequest
+from shared.messaging.kafka import assign_all, make_producer
+from shared.messaging.messages import ScheduleBatch, ScheduleRequest
 from shared.models import Pod, encode, priority_of
 
 FAST_GROUP = {"session_timeout_ms": 1500, "heartbeat_interval_ms": 300}

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import msgpack
 
-from shared.messages import Outcome, ScheduleBatch, ScheduleRequest, decode_message
-from shared.proposals import Proposal
+from shared.messaging.messages import Outcome, ScheduleBatch, ScheduleRequest, decode_message
+from shared.messaging.proposals import Proposal
 
 BATCH = 100
 

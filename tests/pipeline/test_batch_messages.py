@@ -1,6 +1,6 @@
-"""Batch messages (shared.wire's batches, shared.batch_sender): many proposals or outcomes in
-one record, routed as each message's own key would be, and one bad item never costing the
-others. The sender runs against the session's real broker."""
+"""Batch messages (shared.messaging.wire's batches, shared.messaging.batch_sender): many proposals
+or outcomes in one record, routed as each message's own key would be, and one bad item never
+costing the others. The sender runs against the session's real broker."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import msgpack
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from shared import batch_sender
-from shared.batch_sender import BatchSender
-from shared.kafka import Topics, assign_all, ensure_topics
-from shared.messages import Outcome
-from shared.proposals import Proposal
-from shared.wire import SCHEMA_VERSION, BatchItem, MessageError, batch_items, pack_batch
+from shared.messaging import batch_sender
+from shared.messaging.batch_sender import BatchSender
+from shared.messaging.kafka import Topics, assign_all, ensure_topics
+from shared.messaging.messages import Outcome
+from shared.messaging.proposals import Proposal
+from shared.messaging.wire import SCHEMA_VERSION, BatchItem, MessageError, batch_items, pack_batch
 
 TRACE = [("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")]
 

@@ -12,7 +12,7 @@ from cli.demo_workload import GANG_SIZE, GPU, GPUS_PER_NODE, demo_workload
 from cli.run import pipeline
 from cli.servers import DevServers
 from shared.models import POD_GROUP_LABEL, pod_requests
-from shared.stats import percentile
+from shared.observability.stats import percentile
 
 
 def test_the_bundled_workload_has_every_kind_of_pod() -> None:

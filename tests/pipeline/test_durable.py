@@ -23,8 +23,8 @@ import pytest
 from cli.demo_workload import demo_workload
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers, LocalServer, start_dev_servers
-from shared.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL
 from shared.models import Manifests
+from shared.runtime.env import ENV_KAFKA_BOOTSTRAP, ENV_REDIS_URL
 from tests.builders import make_node, make_pod
 from tests.pipeline.final_state import final_state
 

@@ -11,11 +11,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from services.scheduler import SchedulerWorker, WorkerConfig, read_heartbeats
-from shared.health import HealthServer
-from shared.kafka import Topics
-from shared.messages import Outcome
+from shared.messaging.kafka import Topics
+from shared.messaging.messages import Outcome
+from shared.messaging.proposals import Proposal
 from shared.models import Node
-from shared.proposals import Proposal
+from shared.observability.health import HealthServer
 from shared.store import ClusterStore, StoreKeys
 from tests.builders import make_node, make_pod
 from tests.pipeline.kafka_tools import (

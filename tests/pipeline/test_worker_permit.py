@@ -11,7 +11,7 @@ from scheduling.framework.runtime import build_frameworks
 from scheduling.plugins.registry import in_tree_registry
 from services.scheduler.cycle import decide, request_pod
 from shared.config import load_config
-from shared.messages import ScheduleRequest, pod_fingerprint
+from shared.messaging.messages import ScheduleRequest, pod_fingerprint
 from shared.models import POD_GROUP_LABEL, Pod, encode
 from tests.builders import make_node, make_pod, make_pod_group
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from shared.eviction import (
+from shared.lifecycle.eviction import (
     INTERNAL_ERROR,
     MSG_MULTIPLE_BUDGETS,
     MSG_RATE_LIMITED,

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from services.queue.records import PodRecord
-from shared.messages import Outcome, OutcomeResult, ScheduleRequest
+from shared.messaging.messages import Outcome, OutcomeResult, ScheduleRequest
 from shared.models import (
     Affinity,
     Container,

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from shared.kafka import make_producer
-from shared.message_auth import Signer
-from shared.messages import DeadLetter, ScheduleBatch, ScheduleRequest, decode_message
+from shared.messaging.kafka import make_producer
+from shared.messaging.message_auth import Signer
+from shared.messaging.messages import DeadLetter, ScheduleBatch, ScheduleRequest, decode_message
 
 # Fast group failover for tests (~1.5 x session_timeout_ms).
 CONSUMER_OPTIONS = {"session_timeout_ms": 1500, "heartbeat_interval_ms": 300}

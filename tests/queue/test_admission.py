@@ -13,10 +13,10 @@ import redis.asyncio as aioredis
 
 from services.queue.quota.admission import Admission
 from services.queue.records import PodRecord
-from shared.metrics import BerthMetrics
 from shared.models import POD_GROUP_LABEL, Namespace, Pod, load_manifest_text
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.models.meta import ObjectMeta
+from shared.observability.metrics import BerthMetrics
 from shared.store import ClusterStore
 from tests.builders import label_selector, make_pdb, make_pod, make_pod_group
 

@@ -11,10 +11,10 @@ import redis.asyncio as aioredis
 
 from services.queue.quota.admission import Admission
 from services.queue.records import PodRecord
-from shared.metrics import BerthMetrics
 from shared.models import Pod
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.models.taints import Toleration
+from shared.observability.metrics import BerthMetrics
 from tests.builders import make_pod
 from tests.queue.test_admission import eviction_samples, setup, usage_in_redis
 from tests.queue.test_admission import submit as gate

@@ -13,8 +13,8 @@ from services.queue.config import WaitForPodsReady
 from services.queue.quota.admission import Admission
 from services.queue.quota.ready import Readiness
 from services.queue.records import PodRecord
-from shared.metrics import BerthMetrics
 from shared.models import Pod
+from shared.observability.metrics import BerthMetrics
 from tests.builders import make_pod_group
 from tests.queue.test_admission import (
     eviction_samples,

@@ -8,7 +8,7 @@ import msgpack
 import pytest
 
 from services.queue.records import PodRecord
-from shared.messages import (
+from shared.messaging.messages import (
     DeadLetter,
     Outcome,
     ScheduleBatch,
@@ -16,9 +16,9 @@ from shared.messages import (
     decode_message,
     pod_fingerprint,
 )
+from shared.messaging.wire import MessageError
 from shared.models import Node, NodeStatus, ObjectMeta
 from shared.models.codec import encode
-from shared.wire import MessageError
 from tests.queue.builders import make_pod
 
 POD = make_pod("web", "team-a", priority=7, gates=["g1"], labels={"app": "web"}, rv=3)

@@ -9,9 +9,9 @@ from dataclasses import fields
 import pytest
 
 from services.queue.records import PodRecord
+from shared.messaging.wire import MessageError
 from shared.models import Pod
 from shared.models.codec import decode, encode
-from shared.wire import MessageError
 from tests.builders import PodBuilder, make_pod
 
 LABEL_KEYS = ("app", "team", "tier", "scheduling.x-k8s.io/pod-group")

@@ -14,8 +14,8 @@ from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD
 from services.queue.rejections import RejectionGauge, count_rejections
 from services.queue.store import QueueStore
-from shared.messages import OutcomeResult, ScheduleRequest
-from shared.metrics import BerthMetrics
+from shared.messaging.messages import OutcomeResult, ScheduleRequest
+from shared.observability.metrics import BerthMetrics
 from tests.queue.builders import outcome, record
 
 T = "default"

@@ -18,11 +18,11 @@ from services.queue.clock import Clock, ManualClock
 from services.queue.config import QueueConfig
 from services.queue.service import STREAM_TOPIC, QueueService
 from services.queue.store import QueueStore
-from shared.kafka import Topics, ensure_topics
-from shared.messages import Outcome, ScheduleBatch
+from shared.messaging.kafka import Topics, ensure_topics
+from shared.messaging.messages import Outcome, ScheduleBatch
+from shared.messaging.wire import pack_batch
 from shared.models import POD_GROUP_LABEL, Node, ObjectMeta, Pod
 from shared.store import ClusterStore
-from shared.wire import pack_batch
 from tests.builders import make_pod_group
 from tests.queue.builders import make_pod, outcome
 from tests.queue.kafka_helpers import CONSUMER_OPTIONS, TopicReader, produce
@@ -438,7 +438,7 @@ def test_queue_imports_no_numpy_or_scheduler_code() -> None:
 
 def test_command_line_config() -> None:
     from services.queue.main import _parser, config_from_args
-    from shared.env import StackSettings
+    from shared.runtime.env import StackSettings
 
     args = _parser().parse_args(
         ["--tenant-label", "team", "--tenant-weight", "a=3", "--max-inflight", "0"]

@@ -14,9 +14,9 @@ from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD
 from services.queue.records import PodRecord
 from services.queue.store import QueueStore
-from shared.messages import Outcome, ScheduleRequest
+from shared.messaging.messages import Outcome, ScheduleRequest
 from shared.models import required_terms
-from shared.redisconn import connect
+from shared.runtime.redisconn import connect
 from tests.queue.builders import make_pod, outcome, record
 
 T = "default"

@@ -14,7 +14,7 @@ from services.queue.hints import (
     Resource,
 )
 from services.queue.store import QueueStore
-from shared.messages import ScheduleRequest
+from shared.messaging.messages import ScheduleRequest
 from tests.queue.builders import outcome, record
 
 T = "default"

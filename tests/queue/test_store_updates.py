@@ -12,7 +12,7 @@ from services.queue.config import QueueConfig
 from services.queue.hints import NODE_ADD
 from services.queue.records import PodRecord
 from services.queue.store import QueueStore
-from shared.messages import Outcome, ScheduleRequest
+from shared.messaging.messages import Outcome, ScheduleRequest
 from tests.queue.builders import outcome, record
 
 T = "default"

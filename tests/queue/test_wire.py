@@ -18,8 +18,8 @@ from services.queue.wire import (
     request_blob,
     split_blobs,
 )
-from shared.messages import ScheduleBatch, ScheduleRequest, decode_message
-from shared.wire import wire_names
+from shared.messaging.messages import ScheduleBatch, ScheduleRequest, decode_message
+from shared.messaging.wire import wire_names
 from tests.queue.builders import outcome, record
 
 T = "default"

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from redis.asyncio import Redis
 
-from shared.security import ENV_REDIS_PASSWORD, ENV_REDIS_USERNAME
+from shared.runtime.security import ENV_REDIS_PASSWORD, ENV_REDIS_USERNAME
 
 RULES_FILE = (
     Path(__file__).resolve().parents[2] / "deploy" / "helm" / "berth" / "files" / "redis-acl.yaml"

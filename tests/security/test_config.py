@@ -14,10 +14,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from cli.client import read_settings, write_state
 from cli.commands import Args
 from cli.servers import start_dev_servers
-from shared.env import StackSettings
-from shared.kafka import make_admin, make_consumer, make_producer, make_reader
-from shared.redisconn import FastConnection, FastSSLConnection, connect
-from shared.security import KafkaSecurity, RedisSecurity, SecurityConfigError
+from shared.messaging.kafka import make_admin, make_consumer, make_producer, make_reader
+from shared.runtime.env import StackSettings
+from shared.runtime.redisconn import FastConnection, FastSSLConnection, connect
+from shared.runtime.security import KafkaSecurity, RedisSecurity, SecurityConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -320,8 +320,8 @@ def test_the_embedded_servers_refuse_tls_they_do_not_have(
 
 # ======================================================================== one way in
 def test_every_client_is_made_by_shared_kafka_or_shared_redisconn() -> None:
-    """Outside shared/kafka.py and shared/redisconn.py no code constructs an aiokafka or
-    redis-py client itself (it would miss the TLS and SASL settings)."""
+    """Outside shared/messaging/kafka.py and shared/runtime/redisconn.py no code constructs an
+    aiokafka or redis-py client itself (it would miss the TLS and SASL settings)."""
     constructors = {
         "AIOKafkaProducer",
         "AIOKafkaConsumer",
@@ -331,7 +331,10 @@ def test_every_client_is_made_by_shared_kafka_or_shared_redisconn() -> None:
         "from_url",
         "from_pool",
     }
-    allowed = {ROOT / "shared" / "kafka.py", ROOT / "shared" / "redisconn.py"}
+    allowed = {
+        ROOT / "shared" / "messaging" / "kafka.py",
+        ROOT / "shared" / "runtime" / "redisconn.py",
+    }
     offenders = []
     for folder in ("cli", "scheduling", "services", "shared"):
         for path in sorted((ROOT / folder).rglob("*.py")):

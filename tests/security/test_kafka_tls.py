@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.kafka import (
+from shared.messaging.kafka import (
     Topics,
     assign_all,
     ensure_topics,
@@ -20,7 +20,7 @@ from shared.kafka import (
     make_producer,
     make_reader,
 )
-from shared.security import ConnectError, KafkaSecurity
+from shared.runtime.security import ConnectError, KafkaSecurity
 from tests.security.tls import TLSProxy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +148,7 @@ def test_a_service_with_the_wrong_kafka_ca_exits_with_one_line(
     errors = [
         line
         for line in done.stderr.splitlines()
-        if '"level":"ERROR"' in line and '"logger":"shared.service"' in line
+        if '"level":"ERROR"' in line and '"logger":"shared.runtime.service"' in line
     ]
     assert len(errors) == 1, done.stderr[-3000:]
     assert f"Kafka at {bootstrap} (SSL): " in errors[0]

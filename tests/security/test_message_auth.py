@@ -1,4 +1,5 @@
-"""Message authenticators (shared.message_auth): who may send what, tampering, replay windows,
+"""Message authenticators (shared.messaging.message_auth): who may send what, tampering, replay
+windows,
 key rotation, and the keys file's errors. Pure logic; the stack-level tests are in
 tests/fuzz/test_signed_forgeries.py."""
 
@@ -12,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.kafka import Topics
-from shared.message_auth import (
+from shared.messaging.kafka import Topics
+from shared.messaging.message_auth import (
     AUTH_HEADER,
     MessageKeys,
     MessageKeysError,
@@ -21,7 +22,7 @@ from shared.message_auth import (
     Verifier,
     topic_roles,
 )
-from shared.security import KafkaSecurity, SecurityConfigError
+from shared.runtime.security import KafkaSecurity, SecurityConfigError
 
 TOPICS = Topics().suffixed("t1")
 ROLES = topic_roles(TOPICS)

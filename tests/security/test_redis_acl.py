@@ -26,12 +26,12 @@ from redis.exceptions import ResponseError
 from cli.run import RUN_TENANT, pipeline
 from cli.servers import DevServers
 from scheduling.kubelet import kubelet_refusal
-from shared.env import StackSettings
 from shared.models import Manifests, PriorityClass, cluster_meta
-from shared.objects import apply_manifests, delete_object
-from shared.redisconn import connect
-from shared.security import RedisSecurity
+from shared.runtime.env import StackSettings
+from shared.runtime.redisconn import connect
+from shared.runtime.security import RedisSecurity
 from shared.store import ClusterStore, StoreKeys
+from shared.store.objects import apply_manifests, delete_object
 from tests.builders import make_node, make_pod
 from tests.conftest import delete_prefixed
 from tests.security.redis_acl import (

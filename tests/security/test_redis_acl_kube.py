@@ -11,7 +11,7 @@ import kmock
 
 from cli.servers import DevServers
 from cli.supervisor import start_stack
-from shared.redisconn import connect
+from shared.runtime.redisconn import connect
 from tests.conftest import delete_prefixed
 from tests.kube.conftest import write_kubeconfig
 from tests.kube.emulator import ApiEmulator

@@ -11,8 +11,8 @@ import kubernetes_validate
 import pytest
 import redis.asyncio as aioredis
 
-from shared.redisconn import connect, ping_or_refuse
-from shared.security import ConnectError, RedisSecurity
+from shared.runtime.redisconn import connect, ping_or_refuse
+from shared.runtime.security import ConnectError, RedisSecurity
 from tests.deploy.chart import CHART_DIR, KUBE_VERSION, render
 from tests.security.redis_acl import (
     RULES_FILE,

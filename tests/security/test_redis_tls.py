@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cli.stack_commands import get_main
-from shared.redisconn import open_redis
-from shared.security import ConnectError, RedisSecurity
+from shared.runtime.redisconn import open_redis
+from shared.runtime.security import ConnectError, RedisSecurity
 from tests.security.tls import REDIS_PASSWORD, TLSRedis
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 from cli.run import pipeline
 from cli.servers import DevServers, Endpoints
 from shared.models import Manifests, Pod
-from shared.security import KafkaSecurity, RedisSecurity
+from shared.runtime.security import KafkaSecurity, RedisSecurity
 from tests.builders import make_node, make_pod
 from tests.security.tls import REDIS_PASSWORD, TLSProxy, TLSRedis
 

@@ -1,1 +1,1 @@
-"""Tests of the typed settings (shared/settings.py), their docs and the chart's env."""
+"""Tests of the typed settings (shared/runtime/settings.py), their docs and the chart's env."""

@@ -7,7 +7,7 @@ import importlib
 import re
 from pathlib import Path
 
-from shared.service import PROCESS_SETTINGS
+from shared.runtime.service import PROCESS_SETTINGS
 from tests.settings.catalog import DOC, OWN, render
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""shared/settings.py: flag, else variable, else the settings file, else the default; one
+"""shared/runtime/settings.py: flag, else variable, else the settings file, else the default; one
 line naming the setting and its value for every refused value; and a service given a bad
 value exits 2 with that line, no traceback."""
 
@@ -16,8 +16,8 @@ from msgspec import Meta
 
 from services.queue.config import FAIR_SHARING_STRATEGIES, QueueSettings
 from services.queue.quota.fair_preemption import STRATEGIES
-from shared.env import StackError, StackSettings
-from shared.settings import (
+from shared.runtime.env import StackError, StackSettings
+from shared.runtime.settings import (
     ENV_SETTINGS_FILE,
     SettingsError,
     add_flags,
@@ -276,7 +276,7 @@ def test_a_service_reads_its_settings_file(tmp_path: Path, text: str, line: str)
 
 
 def test_secrets_are_taken_as_given_and_never_printed() -> None:
-    from shared.security import KafkaSecurity, RedisSecurity
+    from shared.runtime.security import KafkaSecurity, RedisSecurity
 
     assert RedisSecurity.from_env({"BERTH_REDIS_PASSWORD": " pw "}).password == " pw "
     assert RedisSecurity.from_env({"BERTH_REDIS_CA": " /ca.pem "}).ca == "/ca.pem"

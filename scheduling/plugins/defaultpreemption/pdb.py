@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduling.framework.pod_index import PodIndex
-from shared.eviction import disrupted_pods_of
+from shared.lifecycle.eviction import disrupted_pods_of
 from shared.models import LabelSelector, Pod, PodDisruptionBudget
 
 

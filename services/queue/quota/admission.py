@@ -67,8 +67,7 @@ from services.queue.quota.workload import (
     usage_field,
 )
 from services.queue.records import PodRecord
-from shared.messages import decode_pod
-from shared.metrics import default_metrics
+from shared.messaging.messages import decode_pod
 from shared.models import (
     DEFAULT_SCHEDULER_NAME,
     Namespace,
@@ -88,6 +87,7 @@ from shared.models.kueue import (
 )
 from shared.models.quantity import parse_quantity
 from shared.models.selectors import selector_matches
+from shared.observability.metrics import default_metrics
 from shared.store import ClusterStore
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,9 @@ from services.queue.quota.estimate import estimates
 from services.queue.quota.heads import Backlog, SortKey
 from services.queue.quota.workload import Verdict, Workload
 from services.queue.records import PodRecord
+from shared.messaging.wire import MessageError
 from shared.models import POD_GROUP_LABEL
 from shared.models.kueue import QUEUE_NAME_LABEL, STOP_NONE
-from shared.wire import MessageError
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from services.queue.quota.preemption import Candidate
 from services.queue.records import PodRecord
-from shared.eviction import EvictionResult, evict
+from shared.lifecycle.eviction import EvictionResult, evict
 from shared.models import Pod, PodDisruptionBudget
 from shared.models.kueue import ResourceFlavor
 from shared.models.taints import Toleration
@@ -71,7 +71,7 @@ async def requeue(store: ClusterStore, key: str, uid: str) -> None:
 @dataclass
 class Budgets:
     """The PodDisruptionBudgets a quota preemption honours, as the eviction API enforces
-    them (shared.eviction: each budget's status recomputed from its namespace's pods). The
+    them (shared.lifecycle.eviction: each budget's status recomputed from its namespace's pods). The
     store's pods are read only when a budget exists (preemption is rare; budgets rarer), and
     kept by namespace: a budget selects pods of its own namespace only."""
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from services.queue.quota.backlog import pending_counts
 from services.queue.quota.report_local import report_local_counters, report_local_gauges
-from shared.metrics import BerthMetrics
 from shared.models.kueue import STOP_NONE
+from shared.observability.metrics import BerthMetrics
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission

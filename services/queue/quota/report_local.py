@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from shared.metrics import BerthMetrics
 from shared.models.kueue import QUEUE_NAME_LABEL, STOP_NONE
+from shared.observability.metrics import BerthMetrics
 
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission

@@ -4,6 +4,6 @@ usage in Redis is always the sum of the admitted pods' charges."""
 
 from __future__ import annotations
 
-from shared.lua import LuaScripts
+from shared.runtime.lua import LuaScripts
 
 QUOTA_LUA = LuaScripts("services.queue.quota", prelude=None)

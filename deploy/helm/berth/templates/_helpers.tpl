@@ -111,7 +111,7 @@ unless kubernetes.takeOverDefaultScheduler: berth would take kube-scheduler's po
 {{- end }}
 
 {{/*
-Kafka. Topic names are fixed in berth (shared.kafka.Topics); kafka.topicSuffix is appended.
+Kafka. Topic names are fixed in berth (shared.messaging.kafka.Topics); kafka.topicSuffix is appended.
 (dict "root" $ "topic" "schedule") -> berth.schedule[.<suffix>]
 */}}
 {{- define "berth.topicName" -}}
@@ -127,7 +127,7 @@ Kafka. Topic names are fixed in berth (shared.kafka.Topics); kafka.topicSuffix i
 {{- end }}
 {{- end }}
 
-{{/* A service's consumer group: berth-<service>[.<suffix>] (shared.env.StackSettings). */}}
+{{/* A service's consumer group: berth-<service>[.<suffix>] (shared.runtime.env.StackSettings). */}}
 {{- define "berth.groupId" -}}
 {{- if .root.Values.kafka.topicSuffix }}
 {{- printf "berth-%s.%s" .component .root.Values.kafka.topicSuffix }}
@@ -165,7 +165,7 @@ topic (the scheduler: berth.schedule).
 {{- end }}
 {{- end }}
 
-{{/* Environment shared by every service (the names shared.env.StackSettings.env uses). */}}
+{{/* Environment shared by every service (the names shared.runtime.env.StackSettings.env uses). */}}
 {{- define "berth.env" -}}
 {{- $root := .root }}
 {{- $values := index $root.Values .component -}}

@@ -1,7 +1,7 @@
 {{/*
-Secured connections (shared.security): the Redis password and the Kafka SASL password from
+Secured connections (shared.runtime.security): the Redis password and the Kafka SASL password from
 Secrets (secretKeyRef), TLS CAs and client certificates from Secret volumes under
-/etc/berth-tls. The combinations shared.security refuses are refused here first, in the same
+/etc/berth-tls. The combinations shared.runtime.security refuses are refused here first, in the same
 words.
 */}}
 

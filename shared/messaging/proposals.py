@@ -1,6 +1,6 @@
 """`berth.proposals`: what a scheduler worker asks the binder to do (msgpack, like
-shared.wire: ``{"v": SCHEMA_VERSION, "t": "proposal", ...}``, key = node name; workers send
-the proposals of one schedule batch as one "proposals" batch per partition, each item routed
+shared.messaging.wire: ``{"v": SCHEMA_VERSION, "t": "proposal", ...}``, key = node name; workers
+send the proposals of one schedule batch as one "proposals" batch per partition, each item routed
 by its node's name).
 
 A *bind* proposal carries the node the worker chose after Reserve and Permit, the node's
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from shared.wire import (
+from shared.messaging.wire import (
     SCHEMA_VERSION,
     BatchItem,
     batch_items,
@@ -56,8 +56,8 @@ class Proposal:
     """The node's resourceVersion in the worker's snapshot (0: unknown). When the node changed
     since, the binder re-runs NodeAffinity on the current node."""
     pod_fingerprint: str = field(default="", metadata=wire("fp"))
-    """shared.messages.pod_fingerprint of the pod the worker scheduled ("": not checked); the
-    binder answers "conflict" when the stored pod's spec differs."""
+    """shared.messaging.messages.pod_fingerprint of the pod the worker scheduled ("": not checked);
+    the binder answers "conflict" when the stored pod's spec differs."""
     pod_resource_version: int = field(default=0, metadata=wire("prv"))
     """The resourceVersion of the pod the worker scheduled (0: unknown). When the binder's
     copy has the same one, it is the same pod and the fingerprint need not be computed."""
@@ -84,8 +84,8 @@ class Proposal:
 
     TYPE = "proposal"
     BATCH = "proposals"
-    """A batch of proposals in one record (shared.wire.pack_batch): the worker sends one per
-    partition for the pods it decided together."""
+    """A batch of proposals in one record (shared.messaging.wire.pack_batch): the worker sends one
+    per partition for the pods it decided together."""
 
     def encode(self) -> bytes:
         return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
@@ -106,7 +106,7 @@ class Proposal:
     def items_of(
         cls, data: bytes | bytearray | memoryview, headers: Sequence[tuple[str, bytes]] = ()
     ) -> list[BatchItem]:
-        """The proposals of a record: one, or a batch (see shared.wire.batch_items)."""
+        """The proposals of a record: one, or a batch (see shared.messaging.wire.batch_items)."""
         return batch_items(data, cls.TYPE, cls.BATCH, headers)
 
     @classmethod

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from shared.message_auth import ENV_MESSAGE_KEYS, MessageKeys, MessageKeysError
-from shared.settings import read, setting
+from shared.messaging.message_auth import ENV_MESSAGE_KEYS, MessageKeys, MessageKeysError
+from shared.runtime.settings import read, setting
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +231,8 @@ class KafkaSecurity:
         str,
         setting(ENV_MESSAGE_KEYS, "the message-signing keys file (unset: messages unsigned)"),
     ] = ""
-    """The message keys file (BERTH_MESSAGE_KEYS, shared.message_auth): "" signs nothing."""
+    """The message keys file (BERTH_MESSAGE_KEYS, shared.messaging.message_auth): "" signs
+    nothing."""
 
     @property
     def tls(self) -> bool:

@@ -4,7 +4,7 @@ Everything here works on the embedded Tansu broker and on Apache Kafka: no idemp
 producer, no transactions, consumer lag from `highwater` (Tansu's end_offsets is wrong).
 
 Every client (producer, group consumer, group-less reader, admin) is made here, with the
-TLS and SASL settings of a `shared.security.KafkaSecurity` (PLAINTEXT when none is given).
+TLS and SASL settings of a `shared.runtime.security.KafkaSecurity` (PLAINTEXT when none is given).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError, TopicAlreadyExistsError
 
-from shared.message_auth import Signer, Verifier, topic_roles
-from shared.retry import Backoff
-from shared.security import ENV_KAFKA_CA, ENV_KAFKA_CERT, ConnectError, KafkaSecurity
+from shared.messaging.message_auth import Signer, Verifier, topic_roles
 
-# Topics lives in shared.topics (no aiokafka there); importing it from here still works.
-from shared.topics import Topics as Topics
+# Topics lives in shared.messaging.topics (no aiokafka there); importing it from here still works.
+from shared.messaging.topics import Topics as Topics
+from shared.runtime.retry import Backoff
+from shared.runtime.security import ENV_KAFKA_CA, ENV_KAFKA_CERT, ConnectError, KafkaSecurity
 
 # aiokafka headers: a list of (name, value) pairs.
 Headers = list[tuple[str, bytes]]
@@ -132,7 +132,7 @@ def make_admin(bootstrap: str, *, security: KafkaSecurity | None = None) -> AIOK
 
 class SigningProducer(AIOKafkaProducer):  # type: ignore[misc]
     """A producer whose every message carries its sender's authenticator
-    (shared.message_auth); send_and_wait goes through send."""
+    (shared.messaging.message_auth); send_and_wait goes through send."""
 
     def __init__(self, signer: Signer, **options: Any) -> None:
         super().__init__(**options)

@@ -1,7 +1,7 @@
-"""Kafka message schemas between the berth services: dataclasses with msgpack encode/decode.
+"""Kafka message schemas between the berth services: dataclasses on shared.messaging.wire's codec.
 
 Every payload is a msgpack map ``{"v": SCHEMA_VERSION, "t": <type>, ...}``. Kafka carries
-work only (schedule requests, proposals in shared.proposals, outcomes, dead letters); the
+work only (schedule requests, proposals in shared.messaging.proposals, outcomes, dead letters); the
 cluster's objects travel once, on the store's change stream (shared.store).
 
 =====================  =============================  ===================================
@@ -13,10 +13,11 @@ berth.outcomes         Outcome, or a batch of them    pod uid (a batch: the firs
 berth.dlq              DeadLetter                     the original key
 =====================  =============================  ===================================
 
-Batches (shared.wire.pack_batch, written by shared.batch_sender) carry the outcomes or
-proposals that ended or were decided together, one record per partition; readers accept a
-single message too. W3C trace context travels in Kafka headers (`shared.tracing.inject_headers`
-and `dispatch_headers`), a batch item's in its own "hdr" field, not in the payload.
+Batches (shared.messaging.wire.pack_batch, written by shared.messaging.batch_sender) carry
+the outcomes or proposals that ended or were decided together, one record per partition;
+readers accept a single message too. W3C trace context travels in Kafka headers
+(`shared.observability.tracing.inject_headers` and `dispatch_headers`), a batch item's in its
+own "hdr" field, not in the payload.
 
 Errors::
 
@@ -32,9 +33,7 @@ from typing import Any, Literal, Protocol, get_args
 
 import msgpack
 
-from shared.models import Pod
-from shared.models.codec import CodecError, decode, encode_fields
-from shared.wire import (
+from shared.messaging.wire import (
     SCHEMA_VERSION,
     BatchItem,
     MessageError,
@@ -49,6 +48,8 @@ from shared.wire import (
     unpack,
     wire,
 )
+from shared.models import Pod
+from shared.models.codec import CodecError, decode, encode_fields
 
 OutcomeResult = Literal["scheduled", "unschedulable", "error", "conflict", "extend"]
 """
@@ -207,8 +208,8 @@ class Outcome:
 
     TYPE = "outcome"
     BATCH = "outcomes"
-    """A batch of outcomes in one record (shared.wire.pack_batch): binders and workers send
-    one per partition for the attempts that ended together."""
+    """A batch of outcomes in one record (shared.messaging.wire.pack_batch): binders and workers
+    send one per partition for the attempts that ended together."""
 
     def encode(self) -> bytes:
         return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})

@@ -7,11 +7,11 @@ server ($BERTH_METRICS_PORT), turns SIGTERM/SIGINT into a stop event, and runs
 (`wait_for_servers`), starts its service, reports ready, waits for `stop`, then drains
 (`health.set_ready(False, "draining")` first, so a load balancer stops sending work before
 the service stops taking it). A service that cannot use its servers as configured
-(shared.security: a bad setting, a certificate or password refused) exits with status 2 and
+(shared.runtime.security: a bad setting, a certificate or password refused) exits with status 2 and
 one line saying why, not a traceback.
 
 Once started, a service outlives Redis and broker outages: its loops pause with growing,
-logged pauses (shared.retry) and carry on where they were when the server answers again.
+logged pauses (shared.runtime.retry) and carry on where they were when the server answers again.
 """
 
 from __future__ import annotations
@@ -40,17 +40,17 @@ from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaConnectionError
 from redis.asyncio import Redis
 
-from shared.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError, StackSettings
-from shared.health import HealthConfigError, HealthServer, MetricsSettings
-from shared.kafka import explain_kafka_failure
-from shared.logs import LogConfigError, LogSettings, configure_logging, log_start
-from shared.redisconn import ping_or_refuse
-from shared.retry import until_answered
-from shared.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
-from shared.settings import fields as settings_fields
-from shared.settings import with_settings_file
-from shared.tracing_config import TracingConfig, TracingConfigError, TracingSettings
-from shared.tracing_setup import setup_tracing
+from shared.messaging.kafka import explain_kafka_failure
+from shared.observability.health import HealthConfigError, HealthServer, MetricsSettings
+from shared.observability.logs import LogConfigError, LogSettings, configure_logging, log_start
+from shared.observability.tracing_config import TracingConfig, TracingConfigError, TracingSettings
+from shared.observability.tracing_setup import setup_tracing
+from shared.runtime.env import ENV_OTLP_ENDPOINT, ENV_PROFILE_DIR, StackError, StackSettings
+from shared.runtime.redisconn import ping_or_refuse
+from shared.runtime.retry import until_answered
+from shared.runtime.security import ConnectError, KafkaSecurity, RedisSecurity, SecurityError
+from shared.runtime.settings import fields as settings_fields
+from shared.runtime.settings import with_settings_file
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -234,8 +234,8 @@ class ServiceRunner:
 
 
 PROCESS_SETTINGS = (
-    ("BERTH_PROFILE_DIR", "shared/service.py", "write a cProfile dump there on stop"),
-    ("BERTH_SETTINGS_FILE", "shared/settings.py", "a YAML map of BERTH_* settings"),
+    ("BERTH_PROFILE_DIR", "shared/runtime/service.py", "write a cProfile dump there on stop"),
+    ("BERTH_SETTINGS_FILE", "shared/runtime/settings.py", "a YAML map of BERTH_* settings"),
 )
 """Read by every service process, each by the module named (with its own one-line errors;
 docs/settings.md lists them)."""

@@ -5,7 +5,7 @@ sends scripts with tens of thousands of arguments, so `FastConnection` packs wit
 `hiredis.pack_command` (C) instead. Replies are parsed by hiredis whenever it is installed.
 
 Every client is made by `connect` (redis:// and rediss:// alike, with the password and TLS
-settings of shared.security); `open_redis` also checks that the server answers, and turns a
+settings of shared.runtime.security); `open_redis` also checks that the server answers, and turns a
 refusal (certificate, password, nothing listening) into one line naming the URL.
 """
 
@@ -20,7 +20,7 @@ from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shared.security import ConnectError, RedisSecurity
+from shared.runtime.security import ConnectError, RedisSecurity
 
 
 class _HiredisPacking:

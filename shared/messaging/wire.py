@@ -1,11 +1,12 @@
 """The wire format every berth message shares: msgpack maps ``{"v": SCHEMA_VERSION, "t":
 <type>, ...}``, packed and unpacked here, and the one codec of their fields.
 
-A message is a dataclass (shared.messages, shared.proposals): its fields' types, defaults and
-`wire` metadata (name on the wire, identity check) are its schema. `encode_body` writes it,
-leaving out what holds its default; `decode_body` reads it through shared.models.decoding
-(the decoder models and the scheduler configuration use, with the WIRE dialect's leaves),
-with a MessageError naming the field ("victims[0]: field 'uid': invalid uid ''")."""
+A message is a dataclass (shared.messaging.messages, shared.messaging.proposals): its fields'
+types, defaults and `wire` metadata (name on the wire, identity check) are its schema.
+`encode_body` writes it, leaving out what holds its default; `decode_body` reads it through
+shared.models.decoding (the decoder models and the scheduler configuration use, with the WIRE
+dialect's leaves), with a MessageError naming the field ("victims[0]: field 'uid': invalid
+uid ''")."""
 
 from __future__ import annotations
 
@@ -304,7 +305,7 @@ def expect_message(data: bytes | bytearray | memoryview, kind: str) -> dict[str,
 # batches: several messages of one type in one Kafka record
 
 MAX_BATCH_ITEMS = 1024
-"""Items one batch message may carry (writers send far fewer: see shared.batch_sender)."""
+"""Items one batch message may carry (writers send far fewer: see shared.messaging.batch_sender)."""
 ITEM_HEADERS = "hdr"
 """An item's own Kafka-style headers (its trace context), as [[name, bytes], ...]: the
 record's headers (its authenticator) belong to the whole batch."""

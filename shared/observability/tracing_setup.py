@@ -1,6 +1,7 @@
 """Installing tracing in a service process: berth's own TracerProvider (ratio sampler, pod
 trace ids, batched OTLP/HTTP export counted in berth_trace_export_failures_total), or none,
-and the handle that flushes and uninstalls it (the helpers that record spans: shared.tracing).
+and the handle that flushes and uninstalls it (the helpers that record spans:
+shared.observability.tracing).
 
     tracing = setup_tracing(TracingConfig.from_env("berth-queue", os.environ))
     ...
@@ -20,10 +21,10 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
 from prometheus_client import Counter
 
-from shared import tracing
-from shared.metrics import default_metrics
-from shared.tracing import INSTRUMENTATION_NAME
-from shared.tracing_config import TracingConfig
+from shared.observability import tracing
+from shared.observability.metrics import default_metrics
+from shared.observability.tracing import INSTRUMENTATION_NAME
+from shared.observability.tracing_config import TracingConfig
 
 
 class Tracing:

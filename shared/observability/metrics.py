@@ -36,7 +36,7 @@ from typing import Any, TypeVar, cast
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
-from shared.metrics_kueue import KueueMetrics
+from shared.observability.metrics_kueue import KueueMetrics
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,8 @@ from msgspec import Meta
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
-from shared.env import ENV_METRICS_HOST, ENV_METRICS_PORT
-from shared.settings import SettingsError, read, setting
+from shared.runtime.env import ENV_METRICS_HOST, ENV_METRICS_PORT
+from shared.runtime.settings import SettingsError, read, setting
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,8 @@ DEFAULT_HOST = "127.0.0.1"
 
 @dataclass(frozen=True, slots=True)
 class MetricsSettings:
-    """Where a service serves /metrics, /healthz and /readyz (shared.settings reads them)."""
+    """Where a service serves /metrics, /healthz and /readyz (shared.runtime.settings reads
+    them)."""
 
     port: Annotated[
         Annotated[int, Meta(ge=0, le=65535)] | None,

@@ -1,5 +1,5 @@
-"""Kafka topic names, apart from the clients (shared.kafka) so that settings and readers of
-the store import them without loading aiokafka."""
+"""Kafka topic names, apart from the clients (shared.messaging.kafka) so that settings and readers
+of the store import them without loading aiokafka."""
 
 from __future__ import annotations
 

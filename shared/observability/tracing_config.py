@@ -1,6 +1,6 @@
 """Tracing's settings: the OTLP endpoint, the sample ratio and the export timeout, read from
-the environment (BERTH_*, else OpenTelemetry's OTEL_* variables); shared/tracing.py uses
-them (and re-exports them)."""
+the environment (BERTH_*, else OpenTelemetry's OTEL_* variables); shared/observability/tracing.py
+uses them (and re-exports them)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from shared.env import ENV_OTLP_ENDPOINT, ENV_OTLP_TIMEOUT_SECONDS, ENV_TRACE_SAMPLE_RATIO
-from shared.settings import SettingsError, read, setting
+from shared.runtime.env import ENV_OTLP_ENDPOINT, ENV_OTLP_TIMEOUT_SECONDS, ENV_TRACE_SAMPLE_RATIO
+from shared.runtime.settings import SettingsError, read, setting
 
 ENV_ENDPOINT = ENV_OTLP_ENDPOINT
 """OTLP/HTTP endpoint: a base URL (`http://jaeger-collector:4318`, `/v1/traces` is appended)
@@ -35,7 +35,7 @@ class TracingConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class TracingSettings:
-    """Tracing's BERTH_* settings as given (shared.settings reads them); `TracingConfig`
+    """Tracing's BERTH_* settings as given (shared.runtime.settings reads them); `TracingConfig`
     adds OpenTelemetry's OTEL_* fallbacks."""
 
     endpoint: Annotated[

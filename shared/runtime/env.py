@@ -2,8 +2,9 @@
 process reads from them (servers, key prefixes, topic names, the scheduler config).
 
 The supervisor (`berth up`, the Helm chart) sets these variables; each service reads them with
-`StackSettings.from_env`. Tracing and the health server read their own (shared.tracing,
-shared.health), named here too so that one file lists them all.
+`StackSettings.from_env`. Tracing and the health server read their own
+(shared.observability.tracing,
+shared.observability.health), named here too so that one file lists them all.
 """
 
 from __future__ import annotations
@@ -17,26 +18,26 @@ from typing import TYPE_CHECKING, Annotated, Any
 from msgspec import Meta
 
 from shared.config import SchedulerConfiguration, default_config, load_config
+from shared.messaging.topics import Topics
 from shared.models import DEFAULT_SCHEDULER_NAME
 
-# How the services authenticate and encrypt (shared.security, which reads them):
-from shared.security import ENV_KAFKA_CA as ENV_KAFKA_CA
-from shared.security import ENV_KAFKA_CERT as ENV_KAFKA_CERT
-from shared.security import ENV_KAFKA_KEY as ENV_KAFKA_KEY
-from shared.security import ENV_KAFKA_SASL_MECHANISM as ENV_KAFKA_SASL_MECHANISM
-from shared.security import ENV_KAFKA_SASL_PASSWORD as ENV_KAFKA_SASL_PASSWORD
-from shared.security import ENV_KAFKA_SASL_USERNAME as ENV_KAFKA_SASL_USERNAME
-from shared.security import ENV_KAFKA_SECURITY_PROTOCOL as ENV_KAFKA_SECURITY_PROTOCOL
-from shared.security import ENV_REDIS_CA as ENV_REDIS_CA
-from shared.security import ENV_REDIS_CERT as ENV_REDIS_CERT
-from shared.security import ENV_REDIS_KEY as ENV_REDIS_KEY
-from shared.security import ENV_REDIS_PASSWORD as ENV_REDIS_PASSWORD
-from shared.security import ENV_REDIS_USERNAME as ENV_REDIS_USERNAME
-from shared.security import KafkaSecurity, RedisSecurity
-from shared.security import redact_url as redact_url
-from shared.settings import StackError as StackError
-from shared.settings import read, setting, to_env
-from shared.topics import Topics
+# How the services authenticate and encrypt (shared.runtime.security, which reads them):
+from shared.runtime.security import ENV_KAFKA_CA as ENV_KAFKA_CA
+from shared.runtime.security import ENV_KAFKA_CERT as ENV_KAFKA_CERT
+from shared.runtime.security import ENV_KAFKA_KEY as ENV_KAFKA_KEY
+from shared.runtime.security import ENV_KAFKA_SASL_MECHANISM as ENV_KAFKA_SASL_MECHANISM
+from shared.runtime.security import ENV_KAFKA_SASL_PASSWORD as ENV_KAFKA_SASL_PASSWORD
+from shared.runtime.security import ENV_KAFKA_SASL_USERNAME as ENV_KAFKA_SASL_USERNAME
+from shared.runtime.security import ENV_KAFKA_SECURITY_PROTOCOL as ENV_KAFKA_SECURITY_PROTOCOL
+from shared.runtime.security import ENV_REDIS_CA as ENV_REDIS_CA
+from shared.runtime.security import ENV_REDIS_CERT as ENV_REDIS_CERT
+from shared.runtime.security import ENV_REDIS_KEY as ENV_REDIS_KEY
+from shared.runtime.security import ENV_REDIS_PASSWORD as ENV_REDIS_PASSWORD
+from shared.runtime.security import ENV_REDIS_USERNAME as ENV_REDIS_USERNAME
+from shared.runtime.security import KafkaSecurity, RedisSecurity
+from shared.runtime.security import redact_url as redact_url
+from shared.runtime.settings import StackError as StackError
+from shared.runtime.settings import read, setting, to_env
 
 if TYPE_CHECKING:
     from shared.kube.client import ClientSettings, KubeApi
@@ -112,7 +113,7 @@ default), and the binder runs hundreds of proposals at once."""
 @dataclass(frozen=True, slots=True)
 class StackSettings:
     """Where the services meet: servers, key prefixes, topic names, the scheduler config
-    (every field a setting of shared.settings, read by `from_env`)."""
+    (every field a setting of shared.runtime.settings, read by `from_env`)."""
 
     redis_url: Annotated[str, Meta(min_length=1), setting(ENV_REDIS_URL, "Redis URL")]
     kafka_bootstrap: Annotated[

@@ -158,7 +158,7 @@ def keys_from_env(env: Mapping[str, str]) -> MessageKeys | None:
 
 
 def topic_roles(topics: object) -> dict[str, str]:
-    """Topic name -> role, from a shared.kafka.Topics (its field names are the roles)."""
+    """Topic name -> role, from a shared.messaging.kafka.Topics (its field names are the roles)."""
     names = ("schedule", "proposals", "outcomes", "dlq")
     return {getattr(topics, n): n for n in names if isinstance(getattr(topics, n, None), str)}
 

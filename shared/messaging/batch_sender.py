@@ -4,7 +4,7 @@ A record costs its writer, the broker and every reader far more than the few hun
 a proposal or an outcome (the producer's bookkeeping, an authenticator signed and checked, a
 consumer record built): measured on the distributed bench, a fifth of a worker's CPU per pod
 went to sending its proposals one record each. A `BatchSender` packs the messages submitted
-together into one batch message per partition (shared.wire.pack_batch), routed exactly as
+together into one batch message per partition (shared.messaging.wire.pack_batch), routed exactly as
 the producer's default partitioner routes each message's own key, so per-key order (every
 proposal for a node on one partition, every outcome of a pod on one) is what it was.
 
@@ -27,7 +27,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 
-from shared.wire import pack_batch, with_headers
+from shared.messaging.wire import pack_batch, with_headers
 
 MAX_ITEMS = 256
 """Messages per record: enough to make a record's fixed cost negligible, few enough that a

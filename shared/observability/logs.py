@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal, TextIO
 
 from opentelemetry import trace
 
-from shared.settings import SettingsError, read, setting
+from shared.runtime.settings import SettingsError, read, setting
 
 ENV_LOG_FORMAT = "BERTH_LOG_FORMAT"
 ENV_LOG_LEVEL = "BERTH_LOG_LEVEL"
@@ -55,7 +55,7 @@ def _upper(raw: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LogSettings:
-    """How a service process logs (shared.settings reads them)."""
+    """How a service process logs (shared.runtime.settings reads them)."""
 
     format: Annotated[
         Literal["json", "text"] | None,

@@ -68,10 +68,10 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from shared.tracing_config import ENV_ENDPOINT as ENV_ENDPOINT
-from shared.tracing_config import ENV_SAMPLE_RATIO as ENV_SAMPLE_RATIO
-from shared.tracing_config import TracingConfig as TracingConfig
-from shared.tracing_config import TracingConfigError as TracingConfigError
+from shared.observability.tracing_config import ENV_ENDPOINT as ENV_ENDPOINT
+from shared.observability.tracing_config import ENV_SAMPLE_RATIO as ENV_SAMPLE_RATIO
+from shared.observability.tracing_config import TracingConfig as TracingConfig
+from shared.observability.tracing_config import TracingConfigError as TracingConfigError
 
 Headers = list[tuple[str, bytes]]
 """aiokafka record headers."""
@@ -123,7 +123,7 @@ _provider_of_tracer: TracerProvider | None = None
 
 def install(tracer: Tracer | None, provider: TracerProvider | None) -> None:
     """Make `tracer` (of `provider`) the one the helpers record with; None: no-ops
-    (shared/tracing_setup.py calls it)."""
+    (shared/observability/tracing_setup.py calls it)."""
     global _tracer, _provider_of_tracer
     _tracer, _provider_of_tracer = tracer, provider
 

@@ -33,7 +33,7 @@ _KEY = "berth_setting"
 
 
 class StackError(RuntimeError):
-    """The stack could not start, or a client found no running stack (shared.env re-exports
+    """The stack could not start, or a client found no running stack (shared.runtime.env re-exports
     it: every service and client catches it)."""
 
 

@@ -14,6 +14,15 @@ from typing import Any, cast
 from redis.asyncio import Redis
 
 from shared.lifecycle.node_lifecycle import ready_status
+from shared.messaging.wire import (
+    MessageError,
+    decode_body,
+    encode_body,
+    pack_message,
+    unpack_map,
+    wire,
+    wire_names,
+)
 from shared.models import (
     KubeObject,
     ManifestError,
@@ -25,15 +34,6 @@ from shared.models import (
 )
 from shared.models.admission import admit
 from shared.store import ClusterStore, Snapshot, StoreKeys, object_key
-from shared.wire import (
-    MessageError,
-    decode_body,
-    encode_body,
-    pack_message,
-    unpack_map,
-    wire,
-    wire_names,
-)
 
 NodeCheck = Callable[[Pod, Node], str]
 """Why a node's kubelet would refuse a pod bound to it by name ("" when it would run it)."""

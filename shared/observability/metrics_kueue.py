@@ -1,7 +1,7 @@
 """Kueue's metric families (kubernetes-sigs/kueue pkg/metrics: names, labels, buckets), per
 ClusterQueue and per LocalQueue; the queue's quota admission records them
-(services/queue/quota/report.py, report_local.py). BerthMetrics (shared/metrics.py) carries
-them with the others.
+(services/queue/quota/report.py, report_local.py). BerthMetrics (shared/observability/metrics.py)
+carries them with the others.
 
 berth counts pods: a pod is a workload, and a coscheduling PodGroup's pods are one workload
 whose pods each count (as `kueue_pending_workloads` always has here).
