@@ -19,62 +19,48 @@ bind proposal:
      PostBind: the outcome "scheduled" (the binding itself reaches the queue on the change
      stream).
   Unreserve on any failure after 1.
-preempt proposal: claim the attempt, evict the victims through `shared.lifecycle.eviction.evict`
-  (PodDisruptionBudget bookkeeping), delete them, nominate the pod, report it unschedulable
-  with the nomination.
+preempt proposal: services/binder/preempt.py. Outcomes, and the ends of attempts re-sent for
+duplicates: services/binder/report.py.
 
 An attempt that ends without a binding is streamed by the store (scripts unreserve, claim,
 ended; reserve's conflicts with the node's usage): workers forget their assumptions and stop
 waiting on a preemption from their views, not from outcomes.
-
-Every outcome carries the pod uid and attempt. A duplicate or stale proposal (same pod and
-attempt, or an older attempt) changes nothing; a pod is bound at most once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Protocol
-
-from opentelemetry.trace import Span
+from dataclasses import dataclass
 
 from scheduling.cache.cache import ClusterCache
 from scheduling.framework.status import Status
-from scheduling.framework.waiting_pods import go_duration
 from scheduling.plugins import binding, names
 from services.binder.checks import Checks, ProfileChecks
 from services.binder.config import BinderConfig
 from services.binder.gang import GangMonitor
 from services.binder.kube_api import KubeWriter
 from services.binder.order import CheckOrder
-from services.binder.refusals import victims_refusal
+from services.binder.preempt import Preemption
+from services.binder.report import CYCLE, Cycle, Emitter, Reporter, pod_group, stored_pod
 from services.queue.client import lease_reader
-from shared.lifecycle.eviction import evict
 from shared.messaging.kafka import Headers
 from shared.messaging.messages import (
-    Outcome,
-    OutcomeResult,
     pod_fingerprint,
 )
 from shared.messaging.proposals import Proposal
-from shared.models import Pod, PodDisruptionBudget, PodGroup, priority_of
+from shared.models import Pod, priority_of
 from shared.models.evolve import evolve
 from shared.observability.logs import DecisionLog
 from shared.observability.metrics import BerthMetrics, default_metrics
 from shared.observability.tracing import (
-    add_victim_events,
     binding_cycle_span,
     binding_step_span,
-    inject_headers,
-    set_result,
 )
 from shared.runtime.retry import OutageGate, describe, is_outage, is_redis_outage
 from shared.runtime.tasks import finish
@@ -85,16 +71,8 @@ from shared.store import (
     ReserveResult,
     ReserveStatus,
 )
-from shared.store.bindings import AttemptState
-from shared.store.records import unpack
 
 log = logging.getLogger(__name__)
-
-_REPLAYED_CONFLICTS = {
-    "c": "the attempt ended in a conflict",
-    "x": "the reservation expired",
-}
-"""Conflict messages of re-sent outcomes (the original reasons are not kept)."""
 
 
 def _scheduled_as(pod: Pod, p: Proposal) -> bool:
@@ -103,38 +81,6 @@ def _scheduled_as(pod: Pod, p: Proposal) -> bool:
     if p.pod_resource_version and pod.metadata.resource_version == p.pod_resource_version:
         return True
     return not p.pod_fingerprint or pod_fingerprint(pod) == p.pod_fingerprint
-
-
-class Emitter(Protocol):
-    """Where the binder's messages go (Kafka in the service). `headers` carry the binding
-    cycle's trace context (empty when tracing is off)."""
-
-    async def outcome(self, outcome: Outcome, headers: Headers | None = None) -> None: ...
-
-    async def refused(self, proposal: Proposal, reason: str) -> None:
-        """A proposal not obeyed (forged, or stale against the queue): to the dead letters."""
-
-
-@dataclass(slots=True)
-class _Cycle:
-    """The proposal a task is handling: its span and start, for the outcome's metrics."""
-
-    span: Span
-    started: float
-    result: str = ""
-    replay: bool = False
-    """The outcome re-sends an attempt's end (counted when it first ended)."""
-
-
-_CYCLE: contextvars.ContextVar[_Cycle | None] = contextvars.ContextVar(
-    "binding_cycle", default=None
-)
-
-
-def _mark_replay() -> None:
-    cycle = _CYCLE.get()
-    if cycle is not None:
-        cycle.replay = True
 
 
 class Slot:
@@ -213,6 +159,14 @@ class Binder:
         self._tasks: set[asyncio.Task[None]] = set()
         self.redis_gate = OutageGate("binder: reaching Redis", log, self.store.redis.ping)
         """Closed while Redis is away: proposals wait at their first Redis call."""
+        self.report = Reporter(
+            store, view, self.checks, emitter, self.metrics, self.stats, self.decisions,
+            self.redis_gate,
+        )  # fmt: skip
+        self.preemption = Preemption(
+            store, view, self.checks, self.config, self.report, emitter, self.stats,
+            self.decisions, kube,
+        )  # fmt: skip
         prefix = self.config.queue_key_prefix
         self._leases = (
             None
@@ -276,12 +230,12 @@ class Binder:
                 return
             self._active[p.uid] = p.attempt
             with binding_cycle_span(p, headers) as span:
-                cycle = _Cycle(span, time.perf_counter())
-                _CYCLE.set(cycle)
+                cycle = Cycle(span, time.perf_counter())
+                CYCLE.set(cycle)
                 try:
                     if p.kind == "preempt":
                         self._order.done(ticket)
-                        await self._preempt(p)
+                        await self.preemption.run(p)
                     else:
                         await self._bind_cycle(p, slot, ticket)
                 except asyncio.CancelledError:
@@ -294,7 +248,7 @@ class Binder:
                     else:
                         log.exception("binding %s (attempt %d) failed", p.pod_key, p.attempt)
                     self._order.done(ticket)
-                    await self._fail(p, exc)
+                    await self.report.fail(p, exc)
                 finally:
                     if self._active.get(p.uid) == p.attempt:
                         del self._active[p.uid]
@@ -328,18 +282,18 @@ class Binder:
         # (POD_CHANGED below re-reads the store).
         pod: Pod | None = self.view.pods.get(p.pod_key)
         if pod is None or pod.metadata.uid != p.uid or not _scheduled_as(pod, p):
-            pod = await self._stored_pod(p)  # the view may be behind: ask the store
+            pod = await stored_pod(self.store, p)  # the view may be behind: ask the store
         if pod is None:
-            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
+            await self.report.outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
             return None
         if pod.spec.node_name:
-            await self._already_bound(p, pod.spec.node_name)
+            await self.report.already_bound(p, pod.spec.node_name)
             return None
         if pod.metadata.deletion_timestamp is not None:
-            await self._outcome(p, "error", message=f"pod {p.pod_key} is being deleted")
+            await self.report.outcome(p, "error", message=f"pod {p.pod_key} is being deleted")
             return None
         if not _scheduled_as(pod, p):
-            await self._final_conflict(p, "the pod changed since it was scheduled")
+            await self.report.final_conflict(p, "the pod changed since it was scheduled")
             return None
         profile = self.checks.for_pod(pod)
         gang, min_member, wait_seconds = "", 0, 0.0
@@ -349,9 +303,9 @@ class Binder:
         # labelled pod is an ordinary pod (the reservation's gang "").
         group_key = binding.group_key(pod) if profile.coscheduling is not None else ""
         if group_key:
-            group = await self._pod_group(group_key)
+            group = await pod_group(self.store, self.view, group_key)
             if group is None:
-                await self._claim_and_report(
+                await self.report.claim_and_report(
                     p, "e", "unschedulable", f"PodGroup {group_key} not found", names.COSCHEDULING
                 )
                 return None
@@ -366,7 +320,7 @@ class Binder:
         if self.kube is None and not gang and p.permit != "wait":
             alone = profile.check_alone(pod, p.node_name, p.node_resource_version)
             if alone is not None and not alone.is_success():
-                await self._final_conflict(p, alone.message(), alone.plugin)
+                await self.report.final_conflict(p, alone.message(), alone.plugin)
                 return None
         at_once = alone is not None
         request = self._request(p, pod, profile, gang, min_member, wait_seconds, at_once)
@@ -378,18 +332,18 @@ class Binder:
                 if node is not None:
                     static = profile.check_node_static(pod, node)
                     if not static.is_success():
-                        await self._final_conflict(p, static.message(), static.plugin)
+                        await self.report.final_conflict(p, static.message(), static.plugin)
                         return None
                     version = node.metadata.resource_version
                     request = evolve(request, node_resource_version=version)
                 continue
             if result.status is ReserveStatus.POD_CHANGED:
-                fresh = await self._stored_pod(p)
+                fresh = await stored_pod(self.store, p)
                 if fresh is None or fresh.spec.node_name:
                     continue  # the next reserve reports gone / bound
                 if not _scheduled_as(fresh, p):
                     # The view's copy was the scheduled one; the store's is newer and differs.
-                    await self._final_conflict(p, "the pod changed since it was scheduled")
+                    await self.report.final_conflict(p, "the pod changed since it was scheduled")
                     return None
                 pod = fresh
                 node_rv = request.node_resource_version
@@ -442,12 +396,12 @@ class Binder:
             self._order.done(ticket)
             self.stats["bound"] += 1
             self.stats["bound_at_once"] += 1
-            await self._outcome(p, "scheduled", node=p.node_name)
+            await self.report.outcome(p, "scheduled", node=p.node_name)
         elif status is ReserveStatus.CONFLICT:
             # The store streamed the refusal with the node's usage: the worker's view checks
             # itself against it there (scheduling/cache).
             self.stats["conflict"] += 1
-            await self._outcome(
+            await self.report.outcome(
                 p, "conflict", message=", ".join(result.reasons), conflict="reserve"
             )
         elif status is ReserveStatus.STALE:
@@ -461,13 +415,13 @@ class Binder:
                 taken_at = self.view.take_over(a.pod.metadata.uid)
                 at = self.view.resource_version if taken_at is None else taken_at
                 return await self._check_cross_node(p, a, ticket, result.node, at)
-            await self._replay(p, result.seen_state, a.pod)
+            await self.report.replay(p, result.seen_state, a.pod)
         elif status is ReserveStatus.BOUND:
-            await self._already_bound(p, result.node)
+            await self.report.already_bound(p, result.node)
         elif status is ReserveStatus.GONE:
-            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
+            await self.report.outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
         else:  # the pod or node kept changing under us
-            await self._final_conflict(
+            await self.report.final_conflict(
                 p, f"the {status.value.split('_')[0]} kept changing", conflict="kept_changing"
             )
         return None
@@ -497,7 +451,7 @@ class Binder:
             await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c")
             self.stats["conflict"] += 1
             plugins = (status.plugin,) if status.plugin else ()
-            await self._outcome(
+            await self.report.outcome(
                 p, "conflict", message=status.message(), plugins=plugins, conflict="cross_node"
             )
             return None
@@ -517,7 +471,7 @@ class Binder:
             slot.release()  # waiting pods do not hold an in-flight slot
         async with self._waiting:
             lease = r.wait_seconds + self.config.lease_margin_seconds
-            await self._outcome(p, "extend", lease=lease)
+            await self.report.outcome(p, "extend", lease=lease)
             waiting_since = time.perf_counter()
             allowed = await self._permit_verdict(p, r)
             waited = time.perf_counter() - waiting_since
@@ -530,7 +484,7 @@ class Binder:
         await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "u")
         self.view.forget(p.uid)
         self.stats["permit_rejected"] += 1
-        await self._permit_rejected(p, r.wait_seconds, plugins)
+        await self.report.permit_rejected(p, r.wait_seconds, plugins)
         return False
 
     async def _permit_verdict(self, p: Proposal, r: _Reserved) -> bool:
@@ -546,18 +500,6 @@ class Binder:
             verdict = "permit" if rejected.status == "permitted" else "rejected"
         return verdict == "permit"
 
-    async def _permit_rejected(
-        self, p: Proposal, wait_seconds: float, plugins: Sequence[str]
-    ) -> None:
-        waited = go_duration(wait_seconds)  # upstream reports the plugin's timeout
-        plugin = plugins[0] if plugins else ""
-        await self._outcome(
-            p,
-            "unschedulable",
-            message=f"rejected due to timeout after waiting {waited} at plugin {plugin}",
-            plugins=tuple(plugins),
-        )
-
     async def _bind(self, p: Proposal, r: _Reserved) -> None:
         # No PreBind span: berth has no volumes or other pre-binding work.
         with binding_step_span("Bind"):
@@ -567,16 +509,16 @@ class Binder:
         if result.status != "ok":
             self.view.forget(p.uid)
             if result.status == "gone":
-                await self._outcome(p, "error", message=f"pod {p.pod_key} was deleted")
+                await self.report.outcome(p, "error", message=f"pod {p.pod_key} was deleted")
             else:  # the reservation expired, or a newer attempt or a gang timeout took it
                 self.stats["lost"] += 1
-                await self._outcome(
+                await self.report.outcome(
                     p, "conflict", message="the reservation was lost", conflict="reservation_lost"
                 )
             return
         with binding_step_span("PostBind"):
             self.stats["bound"] += 1
-            await self._outcome(p, "scheduled", node=r.node)
+            await self.report.outcome(p, "scheduled", node=r.node)
 
     async def _api_bind(self, p: Proposal, node: str) -> bool:
         """Kubernetes mode: POST pods/binding first; a refusal gives the node back."""
@@ -588,12 +530,12 @@ class Binder:
         conflict = answer.result == "conflict"
         await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "c" if conflict else "e")
         self.stats["api_" + answer.result] += 1
-        await self._outcome(
+        await self.report.outcome(
             p, "conflict" if conflict else "error", message=answer.message, conflict="api"
         )
         return False
 
-    # ---------------------------------------------------------------- preempt
+    # ------------------------------------------------------------------ lease
     async def _lease_refusal(self, p: Proposal) -> str | None:
         """Why the queue's lease does not cover this proposal (None: it does; see
         services/binder/refusals.py). A refusal is dead-lettered."""
@@ -612,317 +554,6 @@ class Binder:
         log.warning("refused %s proposal for %s: %s", p.kind, p.pod_key, verdict.reason)
         await self.emitter.refused(p, verdict.reason)
         return verdict.reason
-
-    async def _preempt(self, p: Proposal) -> None:
-        pod = await self._stored_pod(p)
-        if pod is None:
-            await self._outcome(p, "error", message=f"pod {p.pod_key} ({p.uid}) not found")
-            return
-        victims: list[Pod] = []
-        for victim_ref in p.victims:
-            namespace, name = victim_ref.pod_key.split("/", 1)
-            victim = await self.store.get_pod(namespace, name)
-            if victim is not None and victim.metadata.uid == victim_ref.uid:
-                victims.append(victim)  # the others are gone already
-        refusal = victims_refusal(p, pod, victims)
-        if refusal:
-            self.stats["refused"] += 1
-            log.warning("refused preemption for %s: %s", p.pod_key, refusal)
-            await self.emitter.refused(p, refusal)
-            # Forged or a duplicate of one that ended: no worker waits on it, nothing is
-            # written.
-            message = f"preemption refused: {refusal}"
-            _mark_replay()  # not an attempt's end: counted (if ever) when it ended
-            await self._outcome(p, "error", message=message, stream_end=False)
-            return
-        unjustified = await self._unjustified(p, pod, victims)
-        if unjustified:
-            self.stats["unjustified"] += 1
-            log.warning("refused preemption for %s: %s", p.pod_key, unjustified)
-            await self.emitter.refused(p, unjustified)
-            # Perhaps only stale (the cluster changed since the worker looked): the pod
-            # tries again after a backoff, and the worker waiting on it stops waiting.
-            await self._outcome(p, "error", message=f"preemption refused: {unjustified}")
-            return
-        status, _, seen = await self.bindings.claim(p.uid, p.attempt, "p")
-        if status == "stale":
-            self.stats["stale"] += 1
-            return
-        if status == "dup":
-            if seen != "p":
-                await self._replay(p, seen)
-                return
-            # Claimed by a binder that may have died half-way: evicting the victims left,
-            # nominating and reporting are idempotent, so do it all again.
-            self.stats["duplicate"] += 1
-        pods = self.view.bound_pods()
-        pdbs: dict[str, PodDisruptionBudget] = dict(self.view.pdbs)
-        evicted = 0
-        if self.kube is not None:
-            stopped = await self._api_evict(p, pod, victims)
-            if stopped is not None:
-                await self._outcome(
-                    p, "unschedulable", message=stopped, plugins=p.unschedulable_plugins
-                )
-                return
-            victims = []  # the adapter deletes them from the store once the server has
-        for victim in victims:
-            namespace, name = victim.metadata.namespace, victim.metadata.name
-            answer = evict(victim, list(pdbs.values()), pods)
-            if not answer.allowed:
-                if self.config.preemption_honors_pdb:
-                    await self._outcome(
-                        p,
-                        "unschedulable",
-                        message=f"preemption stopped: {victim.key}: {answer.message}",
-                        plugins=p.unschedulable_plugins,
-                    )
-                    return
-                log.info("preempting %s despite its budget: %s", victim.key, answer.message)
-            elif answer.pdb is not None and answer.status is not None:
-                budget = replace(answer.pdb, status=answer.status)
-                await self.store.apply([budget])
-                pdbs[budget.key] = budget
-            uid = victim.metadata.uid
-            if await self.store.delete("Pod", namespace, name, uid=uid) is None:
-                continue
-            evicted += 1
-            pods = [q for q in pods if q.metadata.uid != uid]
-        await self.bindings.nominate(
-            p.pod_key, p.uid, p.node_name, priority_of(pod), PodCharge.of(pod)
-        )
-        await self._clear_lower_nominations(p, priority_of(pod))
-        self.stats["preempted"] += evicted
-        cycle = _CYCLE.get()
-        if cycle is not None:
-            evicted_refs = [(v.pod_key, v.uid) for v in p.victims]
-            add_victim_events(cycle.span, evicted_refs, p.node_name)
-        self.decisions.info(
-            "preemption",
-            "preempted %d pod(s) on %s for %s: %s",
-            len(p.victims),
-            p.node_name,
-            p.pod_key,
-            ", ".join(v.pod_key for v in p.victims),
-            pod=p.pod_key,
-            node=p.node_name,
-            victims=[v.pod_key for v in p.victims],
-        )
-        await self._outcome(
-            p,
-            "unschedulable",
-            message=p.message,
-            plugins=p.unschedulable_plugins,
-            nominated=p.node_name,
-        )
-
-    async def _unjustified(self, p: Proposal, pod: Pod, victims: Sequence[Pod]) -> str:
-        """Why this binder's own view, caught up with the store, does not call for evicting
-        `victims` for `pod` ("" when it does; see checks.ProfileChecks.preemption_refusal)."""
-        target = await self.store.resource_version()
-        if not await self.view.wait_for(target, self.config.view_timeout_seconds):
-            return "the binder's view of the cluster is behind"
-        profile = self.checks.for_pod(pod)
-        return profile.preemption_refusal(pod, p.node_name, victims)
-
-    async def _api_evict(self, p: Proposal, pod: Pod, victims: Sequence[Pod]) -> str | None:
-        """Kubernetes mode: evict each victim through the API (PodDisruptionBudgets are the
-        server's to enforce). Returns why preemption stopped, or None."""
-        assert self.kube is not None
-        for victim in victims:
-            answer = await self.kube.evict(victim, pod, p.node_name)
-            if answer.result != "ok":
-                return f"preemption stopped: {victim.key}: {answer.message}"
-            self.stats["preempted"] += 1
-        return None
-
-    async def _clear_lower_nominations(self, p: Proposal, priority: int) -> None:
-        """Pods of lower priority nominated to the node the preemptor took lose their
-        nomination, so they look elsewhere (upstream prepareCandidate; the dry run does the
-        same)."""
-        keys = self.store.keys
-        nominated = await self.store.redis.hgetall(keys.nominated(p.node_name))
-        for raw_key, raw_record in nominated.items():
-            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
-            record = raw_record if isinstance(raw_record, bytes) else raw_record.encode()
-            if key == p.pod_key or not binding.loses_nomination(
-                unpack(record).get("prio", 0), priority
-            ):
-                continue
-            meta = await self.store.redis.hget(keys.meta("Pod"), key)
-            if meta is None:
-                continue
-            uid = (meta.decode() if isinstance(meta, bytes) else str(meta)).partition(" ")[2]
-            await self.bindings.nominate(key, uid, "", 0, PodCharge())
-            self.stats["nominations_cleared"] += 1
-
-    # ---------------------------------------------------------------- helpers
-    async def _already_bound(self, p: Proposal, node: str) -> None:
-        """A proposal for a bound pod: report the binding unless the attempt is stale."""
-        seen = await self.bindings.attempt_of(p.uid)
-        if seen is not None and seen[0] > p.attempt:
-            self.stats["stale"] += 1
-            return
-        self.stats["duplicate"] += 1
-        _mark_replay()
-        await self._outcome(p, "scheduled", node=node)
-
-    async def _stored_pod(self, p: Proposal) -> Pod | None:
-        namespace, name = p.pod_key.split("/", 1)
-        pod = await self.store.get_pod(namespace, name)
-        if pod is None or pod.metadata.uid != p.uid:
-            return None
-        return pod
-
-    async def _pod_group(self, key: str) -> PodGroup | None:
-        group = self.view.pod_groups.get(key)
-        if group is not None:
-            return group
-        namespace, name = key.split("/", 1)
-        return await self.store.get_as(PodGroup, namespace, name)
-
-    async def _final_conflict(
-        self, p: Proposal, message: str, plugin: str = "", *, conflict: str = "kept_changing"
-    ) -> None:
-        await self._claim_and_report(p, "c", "conflict", message, plugin, conflict=conflict)
-
-    async def _claim_and_report(
-        self,
-        p: Proposal,
-        state: AttemptState,
-        result: OutcomeResult,
-        message: str,
-        plugin: str,
-        *,
-        conflict: str = "kept_changing",
-    ) -> None:
-        """Record the attempt's end (so duplicates are dropped) and report it."""
-        claimed, _, seen = await self.bindings.claim(p.uid, p.attempt, state, p.pod_key)
-        if claimed == "stale":
-            return
-        if claimed == "dup" and seen == "r":
-            # A reservation of this attempt that a binder which died left behind.
-            await self.bindings.unreserve(p.pod_key, p.uid, p.attempt, state)
-        elif claimed == "dup" and seen != state:
-            await self._replay(p, seen)
-            return
-        if result == "conflict":
-            self.stats["conflict"] += 1
-        await self._outcome(
-            p, result, message=message, plugins=(plugin,) if plugin else (), conflict=conflict
-        )
-
-    async def _replay(self, p: Proposal, state: str, pod: Pod | None = None) -> None:
-        """A duplicate of an attempt that ended already: send its outcome again. The binder
-        that ended it may have died before reporting (the queue would wait for the pod's
-        lease); if it did report, the queue drops this copy as stale."""
-        self.stats["duplicate"] += 1
-        self.stats["replayed"] += 1
-        _mark_replay()
-        if state == "b":
-            node = await self.bindings.bound_node(p.pod_key)
-            if node:
-                await self._outcome(p, "scheduled", node=node)
-        elif state == "u":
-            await self._replay_permit_rejection(p, pod)
-        elif state == "p":
-            await self._outcome(
-                p,
-                "unschedulable",
-                message=p.message,
-                plugins=p.unschedulable_plugins,
-                nominated=p.node_name,
-            )
-        elif state == "e":
-            await self._outcome(p, "error", message="binder: the attempt failed")
-        else:
-            reason = _REPLAYED_CONFLICTS.get(state, "the reservation was lost")
-            await self._outcome(p, "conflict", message=reason)
-
-    async def _replay_permit_rejection(self, p: Proposal, pod: Pod | None) -> None:
-        if pod is None:
-            pod = self.view.pods.get(p.pod_key) or await self._stored_pod(p)
-        args = self.checks.for_pod(pod).coscheduling if pod is not None else None
-        group_key = binding.group_key(pod) if pod is not None and args is not None else ""
-        if not group_key:
-            await self._permit_rejected(p, p.permit_timeout_seconds, p.permit_plugins)
-            return
-        group = await self._pod_group(group_key)
-        wait_seconds = binding.wait_seconds(group, args)
-        await self._permit_rejected(p, wait_seconds, (names.COSCHEDULING,))
-
-    async def _fail(self, p: Proposal, exc: BaseException) -> None:
-        # While Redis is away the reservation would stay (charging its node) until its ttl:
-        # release it once Redis answers again.
-        with contextlib.suppress(Exception):
-            await self.redis_gate.call(
-                lambda: self.bindings.unreserve(p.pod_key, p.uid, p.attempt, "e")
-            )
-        self.view.forget(p.uid)
-        self.stats["error"] += 1
-        with contextlib.suppress(Exception):
-            await self._outcome(p, "error", message=f"binder: {type(exc).__name__}: {exc}")
-
-    async def _outcome(
-        self,
-        p: Proposal,
-        result: OutcomeResult,
-        *,
-        node: str = "",
-        message: str = "",
-        plugins: Sequence[str] = (),
-        nominated: str | None = None,
-        lease: float | None = None,
-        stream_end: bool = True,
-        conflict: str = "reserve",
-    ) -> None:
-        if p.kind == "preempt" and result != "extend" and stream_end:
-            # Streamed first: the worker that proposed it waits for its victims' deletion
-            # or for this (refused, stopped, or done with victims the API server deletes).
-            await self.bindings.ended(p.pod_key, p.uid, p.attempt)
-        cycle = _CYCLE.get()
-        if cycle is not None and result != "extend":
-            cycle.result = result
-            set_result(cycle.span, result, node_name=node, message=message, plugins=plugins)
-            if not cycle.replay:
-                self._count_attempt(p, result, conflict)
-        await self.emitter.outcome(
-            Outcome(
-                tenant=p.tenant,
-                pod_key=p.pod_key,
-                uid=p.uid,
-                attempt=p.attempt,
-                result=result,
-                unschedulable_plugins=tuple(plugins),
-                message=message,
-                node_name=node,
-                nominated_node_name=nominated,
-                pods_to_activate=p.pods_to_activate if result != "extend" else (),
-                lease_seconds=lease,
-            ),
-            inject_headers(),
-        )
-
-    def _count_attempt(self, p: Proposal, result: OutcomeResult, conflict: str) -> None:
-        """kube-scheduler's attempt metrics for the attempt this outcome ends (a preempting
-        attempt is unschedulable, as upstream counts it)."""
-        now = time.time()
-        seconds = now - p.cycle_started if p.cycle_started else None
-        self.metrics.record_attempt(result, seconds)
-        if result == "conflict":
-            self.metrics.conflict(conflict)
-            self.decisions.info(
-                "conflict",
-                "conflict: %s on %s (%s)",
-                p.pod_key,
-                p.node_name,
-                conflict,
-                pod=p.pod_key,
-                node=p.node_name,
-                reason=conflict,
-            )
-        elif result == "scheduled":
-            self.metrics.record_scheduled(p.attempt, now - p.queued_at if p.queued_at else None)
 
     @contextlib.asynccontextmanager
     async def _node_lock(self, node: str) -> AsyncIterator[None]:
