@@ -27,7 +27,7 @@ Errors::
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
@@ -35,15 +35,11 @@ import msgpack
 
 from shared.messaging.wire import (
     SCHEMA_VERSION,
-    BatchItem,
+    BatchedMessage,
     MessageError,
+    WireBody,
+    WireMessage,
     array_header,
-    batch_items,
-    decode_body,
-    decode_items,
-    encode_body,
-    expect_message,
-    pack_message,
     pack_value,
     unpack,
     wire,
@@ -103,7 +99,7 @@ def pod_fingerprint_of_fields(fields: Mapping[str, Any]) -> str:
 # Not frozen: the dispatcher builds 100k of these per second, and frozen dataclasses
 # construct five times slower.
 @dataclass(slots=True)
-class ScheduleRequest:
+class ScheduleRequest(WireBody):
     """One leased pod: schedule it, then publish an Outcome (or a proposal) for `attempt`."""
 
     tenant: str = field(metadata=wire("tenant", "tenant"))
@@ -135,24 +131,14 @@ class ScheduleRequest:
         """Decode the pod (MessageError if the bytes are not a Pod)."""
         return decode_pod(self.pod, f"pod {self.pod_key}")
 
-    def to_body(self) -> dict[str, Any]:
-        return encode_body(self)
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> ScheduleRequest:
-        return decode_body(cls, body)
-
 
 @dataclass(frozen=True, slots=True)
-class ScheduleBatch:
+class ScheduleBatch(WireMessage):
     """Schedule requests in queue order (one tenant's pop, or a few tenants' in WRR order)."""
 
     requests: tuple[ScheduleRequest, ...] = field(metadata=wire("requests"))
 
     TYPE = "schedule"
-
-    def encode(self) -> bytes:
-        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
 
     @classmethod
     def encode_raw(cls, count: int, parts: Iterable[bytes]) -> bytes:
@@ -162,14 +148,6 @@ class ScheduleBatch:
         pieces without building a ScheduleRequest per pod. `decode` reads it like any other.
         """
         return _SCHEDULE_HEAD + array_header(count) + b"".join(parts)
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> ScheduleBatch:
-        return decode_body(cls, body)
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> ScheduleBatch:
-        return cls.from_body(expect_message(data, cls.TYPE))
 
 
 # The fixed start of every ScheduleBatch payload, up to the requests array (`encode_raw`).
@@ -183,7 +161,7 @@ _SCHEDULE_HEAD = b"\x83" + b"".join(
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(BatchedMessage):
     """The end (or a heartbeat) of one scheduling attempt of one pod."""
 
     tenant: str = field(metadata=wire("tenant", "tenant"))
@@ -211,39 +189,6 @@ class Outcome:
     """A batch of outcomes in one record (shared.messaging.wire.pack_batch): binders and workers
     send one per partition for the attempts that ended together."""
 
-    def encode(self) -> bytes:
-        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
-
-    def to_body(self) -> dict[str, Any]:
-        """The message's fields (without "v" and "t"): a single message's or a batch item's."""
-        return encode_body(self)
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> Outcome:
-        return decode_body(cls, body)
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> Outcome:
-        return cls.from_body(expect_message(data, cls.TYPE))
-
-    @classmethod
-    def items_of(
-        cls, data: bytes | bytearray | memoryview, headers: Sequence[tuple[str, bytes]] = ()
-    ) -> list[BatchItem]:
-        """The outcomes of a record, one or a batch, unchecked (`from_body` checks each):
-        a reader interested in few outcomes looks at `result` and `uid` before building
-        one."""
-        return batch_items(data, cls.TYPE, cls.BATCH, headers)
-
-    @classmethod
-    def decode_all(
-        cls, data: bytes | bytearray | memoryview, *, lenient: bool = False
-    ) -> list[Outcome]:
-        """Every outcome of a record; MessageError if the record or (unless `lenient`:
-        then they are skipped) one of them is invalid. For readers that dead-letter nothing
-        (tools, the dashboard, tests)."""
-        return decode_items(cls.items_of(data), cls.from_body, lenient=lenient)
-
 
 # ---------------------------------------------------------------------------------------------
 # dead letters
@@ -269,7 +214,7 @@ class ConsumedRecord(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class DeadLetter:
+class DeadLetter(WireMessage):
     """A message a service could not use, with where it came from and why."""
 
     service: str = field(metadata=wire("service"))
@@ -298,17 +243,6 @@ class DeadLetter:
             key=record.key,
             payload=(record.value or b"") if payload is None else payload,
         )
-
-    def encode(self) -> bytes:
-        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> DeadLetter:
-        return decode_body(cls, body)
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> DeadLetter:
-        return cls.from_body(expect_message(data, cls.TYPE))
 
 
 Message = ScheduleBatch | Outcome | DeadLetter

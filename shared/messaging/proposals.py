@@ -11,19 +11,12 @@ nomination and reports the attempt unschedulable (with the nomination), as upstr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 from shared.messaging.wire import (
-    SCHEMA_VERSION,
-    BatchItem,
-    batch_items,
-    decode_body,
-    decode_items,
-    encode_body,
-    expect_message,
-    pack_message,
+    BatchedMessage,
+    WireBody,
     wire,
 )
 
@@ -34,7 +27,7 @@ PERMIT_CODES: tuple[str, ...] = get_args(PermitCode)
 
 
 @dataclass(frozen=True, slots=True)
-class Victim:
+class Victim(WireBody):
     """A pod the worker's preemption chose to evict."""
 
     pod_key: str = field(metadata=wire("key", "pod-key"))
@@ -42,7 +35,7 @@ class Victim:
 
 
 @dataclass(frozen=True, slots=True)
-class Proposal:
+class Proposal(BatchedMessage):
     tenant: str = field(metadata=wire("tenant", "tenant"))
     pod_key: str = field(metadata=wire("key", "pod-key"))
     """namespace/name"""
@@ -86,34 +79,3 @@ class Proposal:
     BATCH = "proposals"
     """A batch of proposals in one record (shared.messaging.wire.pack_batch): the worker sends one
     per partition for the pods it decided together."""
-
-    def encode(self) -> bytes:
-        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
-
-    def to_body(self) -> dict[str, Any]:
-        """The message's fields (without "v" and "t"): a single message's or a batch item's."""
-        return encode_body(self)
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> Proposal:
-        return decode_body(cls, body)
-
-    @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> Proposal:
-        return cls.from_body(expect_message(data, cls.TYPE))
-
-    @classmethod
-    def items_of(
-        cls, data: bytes | bytearray | memoryview, headers: Sequence[tuple[str, bytes]] = ()
-    ) -> list[BatchItem]:
-        """The proposals of a record: one, or a batch (see shared.messaging.wire.batch_items)."""
-        return batch_items(data, cls.TYPE, cls.BATCH, headers)
-
-    @classmethod
-    def decode_all(
-        cls, data: bytes | bytearray | memoryview, *, lenient: bool = False
-    ) -> list[Proposal]:
-        """Every proposal of a record; MessageError if the record or (unless `lenient`:
-        then they are skipped) one of them is invalid. For readers that dead-letter nothing
-        (tools, tests)."""
-        return decode_items(cls.items_of(data), cls.from_body, lenient=lenient)

@@ -15,10 +15,11 @@ import functools
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, ClassVar, Literal, Self, TypeVar, cast
 
 import msgpack
 
+from shared.models import codec
 from shared.models.decoding import Decoder, Dialect, FieldError, object_decoder
 from shared.models.names import dns1123_label, dns1123_subdomain
 from shared.models.schema import fields_of
@@ -249,6 +250,59 @@ def _differs(value: str, default: Any, index: int, scope: dict[str, Any]) -> str
     return f"{value} != default{index}"
 
 
+class WireBody:
+    """A dataclass on this codec: `to_body` / `from_body` are its fields (a batch item's, or a
+    single message's without "v" and "t")."""
+
+    __slots__ = ()
+
+    def to_body(self) -> dict[str, Any]:
+        return encode_body(self)
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Self:
+        return decode_body(cls, body)
+
+
+class WireMessage(WireBody):
+    """A message with an envelope of its own: ``{"v": SCHEMA_VERSION, "t": TYPE, ...}``."""
+
+    __slots__ = ()
+    TYPE: ClassVar[str]
+
+    def encode(self) -> bytes:
+        return pack_message({"v": SCHEMA_VERSION, "t": self.TYPE, **encode_body(self)})
+
+    @classmethod
+    def decode(cls, data: bytes | bytearray | memoryview) -> Self:
+        return cls.from_body(expect_message(data, cls.TYPE))
+
+
+class BatchedMessage(WireMessage):
+    """A message also sent in batches (type `BATCH`, see `pack_batch`): one record carries
+    those that ended or were decided together."""
+
+    __slots__ = ()
+    BATCH: ClassVar[str]
+
+    @classmethod
+    def items_of(
+        cls, data: bytes | bytearray | memoryview, headers: Sequence[tuple[str, bytes]] = ()
+    ) -> list[BatchItem]:
+        """The messages of a record, one or a batch, unchecked (`from_body` checks each): a
+        reader interested in few of them looks at a field or two before building one."""
+        return batch_items(data, cls.TYPE, cls.BATCH, headers)
+
+    @classmethod
+    def decode_all(
+        cls, data: bytes | bytearray | memoryview, *, lenient: bool = False
+    ) -> list[Self]:
+        """Every message of a record; MessageError if the record or (unless `lenient`: then
+        they are skipped) one of them is invalid. For readers that dead-letter nothing
+        (tools, the dashboard, tests)."""
+        return decode_items(cls.items_of(data), cls.from_body, lenient=lenient)
+
+
 def wire_names(cls: Any) -> tuple[str, ...]:
     """Every field name a message of `cls` may carry."""
     return tuple(spec.json for spec in fields_of(cls))
@@ -274,12 +328,9 @@ def array_header(count: int) -> bytes:
 def unpack_map(data: bytes | bytearray | memoryview) -> dict[str, Any]:
     """A msgpack map; MessageError if `data` is not one."""
     try:
-        body = msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except Exception as e:  # msgpack raises many unrelated exception types on bad input
-        raise MessageError(f"undecodable msgpack: {e}") from e
-    if not isinstance(body, dict):
-        raise MessageError(f"expected a map, got {type(body).__name__}")
-    return body
+        return codec.unpack_map(data)
+    except codec.CodecError as e:
+        raise MessageError(str(e)) from e
 
 
 def unpack(data: bytes | bytearray | memoryview) -> tuple[str, dict[str, Any]]:

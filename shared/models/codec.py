@@ -143,14 +143,21 @@ def encode(obj: KubeObject, fields: dict[str, Any] | None = None) -> bytes:
     return cast(bytes, data)
 
 
-def decode(data: bytes | bytearray | memoryview) -> KubeObject:
-    """Inverse of ``encode``; CodecError for bad bytes, another version or an invalid object."""
+def unpack_map(data: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """A msgpack map (an envelope: an object's here, a message's in shared.messaging.wire);
+    CodecError if `data` is not one."""
     try:
         message = msgpack.unpackb(data, raw=False, strict_map_key=False)
     except Exception as e:  # msgpack raises many unrelated exception types on bad input
         raise CodecError(f"undecodable msgpack: {e}") from e
     if not isinstance(message, dict):
         raise CodecError(f"expected a map, got {type(message).__name__}")
+    return message
+
+
+def decode(data: bytes | bytearray | memoryview) -> KubeObject:
+    """Inverse of ``encode``; CodecError for bad bytes, another version or an invalid object."""
+    message = unpack_map(data)
     version = message.get("v")
     if version != SCHEMA_VERSION:
         raise CodecError(f"unsupported schema version {version!r} (expected {SCHEMA_VERSION})")
