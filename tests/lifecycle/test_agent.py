@@ -385,26 +385,28 @@ async def test_a_stage_survives_its_replica(redis_client: Redis, config: AgentCo
     b_name = "agent-1"
     theirs = next(n for n in names if owner(["agent-0", b_name], n) == b_name)
     await store.apply([make_node(n).capacity(cpu="1").obj() for n in names])
-    await store.apply([make_pod("job").node(theirs).annotation(C, "2500ms").obj()])
-    # Heartbeats of 1 s: b stays a member 3 s after its last one, past the pod's 2.5 s; b dies
-    # at 1.2 s, with a second and more of slack before the pod's time on a loaded machine.
-    slow = replace(config, heartbeat_seconds=1.0, node_monitor_grace_period=10.0)
+    await store.apply([make_pod("job").node(theirs).annotation(C, "5s").obj()])
+    # Heartbeats of 2 s: b stays a member 6 s after its last one, past the pod's 5 s; b dies
+    # at 2.4 s, with 2.6 s of slack before the pod's time on a loaded machine (1.3 s was not
+    # always enough under a second test run).
+    slow = replace(config, heartbeat_seconds=2.0, node_monitor_grace_period=20.0)
     a = AgentService(redis_client, slow)
     b = AgentService(redis_client, replace(slow, name=b_name))
     try:
         await a.start()
         await b.start()
-        await asyncio.sleep(1.2)  # both have heard of each other (a beat each after both start)
+        await asyncio.sleep(2.4)  # both have heard of each other (a beat each after both start)
         assert b.owns(theirs)
         assert not a.owns(theirs)
         b._stop.set()  # b dies: its loops end, its membership entry stays until the TTL
         for task in b._tasks:
             await task
+        assert b.counts["completed"] == 0  # died before the pod's time
 
         async def completed() -> bool:
             return await store.get_pod("default", "job") is None
 
-        await until(completed)
+        await until(completed, 15.0)
         assert a.counts["completed"] == 1
         assert b.counts["completed"] == 0
     finally:
