@@ -6,8 +6,10 @@ plugin, service and metric holds for the ones already there."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -106,6 +108,12 @@ DEFINED = [
     ("Stack", "cli/supervisor.py"),
     ("COMPONENTS", "tests/deploy/chart.py"),
     ("SERVICES", "tests/deploy/test_image.py"),
+    # Add a message
+    ("WireMessage", "shared/messaging/wire.py"),
+    ("BatchedMessage", "shared/messaging/wire.py"),
+    ("WireBody", "shared/messaging/wire.py"),
+    ("wire", "shared/messaging/wire.py"),
+    ("_FULL", "tests/binder/test_proposal_wire.py"),
     # Add a metric
     ("BerthMetrics", "shared/observability/metrics.py"),
     ("default_metrics", "shared/observability/metrics.py"),
@@ -181,3 +189,36 @@ def test_every_metric_family_is_listed_in_the_readme() -> None:
     readme = (ROOT / "README.md").read_text()
     missing = [name for name in families if name not in readme]
     assert not missing, f"metric families missing from README.md: {missing}"
+
+
+def _messages() -> list[type]:
+    """Every message class in shared/messaging (a WireBody subclass defined there)."""
+    from shared.messaging.wire import BatchedMessage, WireBody, WireMessage
+
+    found = []
+    for path in sorted((ROOT / "shared" / "messaging").glob("*.py")):
+        module = importlib.import_module(f"shared.messaging.{path.stem}")
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, WireBody)
+                and value not in (WireBody, WireMessage, BatchedMessage)
+                and value.__module__ == module.__name__
+            ):
+                found.append(value)
+    return found
+
+
+def test_every_message_follows_the_message_recipe() -> None:
+    from tests.binder.test_proposal_wire import _FULL
+
+    messages = _messages()
+    assert messages, "no message found: the recipe's path is wrong"
+    pinned = {type(message) for message, _ in _FULL}
+    for cls in messages:
+        for field in dataclasses.fields(cls):
+            assert "json" in field.metadata, f"{cls.__name__}.{field.name} has no wire(...) name"
+        # A part of a message (a proposal's Victim) is pinned inside the message that holds it.
+        parts = {arg for m in pinned for hint in typing.get_type_hints(m).values()
+                 for arg in typing.get_args(hint)}  # fmt: skip
+        assert cls in pinned | parts, f"{cls.__name__} is not in _FULL"

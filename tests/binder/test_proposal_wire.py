@@ -145,6 +145,10 @@ _FULL: list[tuple[object, dict[str, Any]]] = [
         },
     ),
     (
+        ScheduleBatch((ScheduleRequest("t", "ns/p", "u", 1, 2),)),
+        {"requests": [{"tenant": "t", "key": "ns/p", "uid": "u", "attempt": 1, "cycle": 2}]},
+    ),
+    (
         DeadLetter("binder", "berth.proposals", 1, 2, "bad", b"k", b"x"),
         {
             "service": "binder", "topic": "berth.proposals", "partition": 1, "offset": 2,
