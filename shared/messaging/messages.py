@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol
 
 import msgpack
 
@@ -54,7 +54,6 @@ OutcomeResult = Literal["scheduled", "unschedulable", "error", "conflict", "exte
 - conflict: the binder found a conflict; the pod goes straight back to active, no backoff.
 - extend: the attempt is still running (e.g. waiting on a permit); renew the lease.
 """
-OUTCOME_RESULTS: tuple[str, ...] = get_args(OutcomeResult)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ nomination and reports the attempt unschedulable (with the nomination), as upstr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import Literal
 
 from shared.messaging.wire import (
     BatchedMessage,
@@ -22,8 +22,6 @@ from shared.messaging.wire import (
 
 ProposalKind = Literal["bind", "preempt"]
 PermitCode = Literal["allow", "wait"]
-PROPOSAL_KINDS: tuple[str, ...] = get_args(ProposalKind)
-PERMIT_CODES: tuple[str, ...] = get_args(PermitCode)
 
 
 @dataclass(frozen=True, slots=True)

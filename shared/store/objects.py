@@ -5,7 +5,6 @@ apply/delete/get` talking to Redis directly (cli/client.py) and the dashboard's 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +20,6 @@ from shared.messaging.wire import (
     pack_message,
     unpack_map,
     wire,
-    wire_names,
 )
 from shared.models import (
     KubeObject,
@@ -33,6 +31,7 @@ from shared.models import (
     resolve_priorities,
 )
 from shared.models.admission import admit
+from shared.models.schema import fields_of
 from shared.store import ClusterStore, Snapshot, StoreKeys, object_key
 
 NodeCheck = Callable[[Pod, Node], str]
@@ -203,13 +202,7 @@ class WorkerHeartbeat:
 
     def as_json(self) -> dict[str, Any]:
         """Every field by its wire name (`berth get queues -o json`, the dashboard)."""
-        return {name: getattr(self, attr) for attr, name in _HEARTBEAT_FIELDS}
-
-
-_HEARTBEAT_FIELDS = tuple(zip(
-    (f.name for f in dataclasses.fields(WorkerHeartbeat)), wire_names(WorkerHeartbeat),
-    strict=True,
-))  # fmt: skip
+        return {spec.json: getattr(self, spec.attr) for spec in fields_of(WorkerHeartbeat)}
 
 
 async def read_heartbeats(
