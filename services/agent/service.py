@@ -359,6 +359,8 @@ class AgentService:
     # ---------------------------------------------------------------- stages
     async def _fire_stages(self, now: float) -> None:
         later: list[tuple[float, str, str, str]] = []
+        completing: list[tuple[Pod, float | None]] = []
+        deleting: list[Pod] = []
         while self.stages and self.stages[0][0] <= now:
             due, key, uid, action = heapq.heappop(self.stages)
             pod = self.view.pods.get(key)
@@ -376,19 +378,22 @@ class AgentService:
                 later.append((again, key, uid, action))
                 continue
             if action == COMPLETE:
-                done = await actions.complete(
-                    self.store, self.state, pod, now=now, started=self._started.get(key)
-                )
-                self.counts["completed"] += int(done)
+                completing.append((pod, self._started.get(key)))
             else:
-                done = await actions.delete(self.store, self.state, pod, now=now)
-                self.counts["deleted"] += int(done)
-            self._planned.pop(key, None)
-            self._started.pop(key, None)
-            if done:
-                self.view.drop_pod(key)
+                deleting.append(pod)
         for item in later:
             heapq.heappush(self.stages, item)
+        # The stages due together end together: a few round trips for all of them.
+        done = await actions.complete_all(self.store, self.state, completing, now=now)
+        self.counts["completed"] += sum(done)
+        gone = await actions.delete_all(self.store, self.state, deleting, now=now)
+        self.counts["deleted"] += sum(gone)
+        ended = zip([p for p, _ in completing] + deleting, done + gone, strict=True)
+        for pod, over in ended:
+            self._planned.pop(pod.key, None)
+            self._started.pop(pod.key, None)
+            if over:
+                self.view.drop_pod(pod.key)
 
     # --------------------------------------------------------- taint eviction
     async def _evict(self, now: float) -> None:

@@ -350,7 +350,8 @@ class QueueService:
 
     async def _gate(self, events: Sequence[QueueEvent]) -> list[QueueEvent]:
         """Quota objects reload admission (once a batch: it reads the store as it is now,
-        with every change of the batch); a pod waiting for quota is taken gated."""
+        with every change of the batch); a pod waiting for quota is taken gated; a pod gone
+        gives its quota back."""
         assert self.admission is not None
         out: list[QueueEvent] = []
         reloaded = False
@@ -363,6 +364,8 @@ class QueueService:
                 if gated is not event.pod:
                     event = PodChange(event.op, gated, event.old)
             out.append(event)
+        # The batch's releases (pods gone), in one call, before the informer moves past it.
+        await self.admission.flush()
         return out
 
     async def _settle(self, verdict: Verdict) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
@@ -81,6 +81,26 @@ class PodEvent:
         return cls(**{k: data[k] for k in data if k in cls.__dataclass_fields__})
 
 
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """A pod's end, as the `finished` record keeps it."""
+
+    pod_key: str
+    phase: str
+    node: str
+    uid: str
+    time: float
+    started: float | None = None
+    """When its node started it (the agent saw it bound; a pod's startTime)."""
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"phase": self.phase, "node": self.node, "uid": self.uid}
+        out["time"] = self.time
+        if self.started is not None:
+            out["started"] = self.started
+        return out
+
+
 class LifecycleState:
     """Reads and writes of the keys above."""
 
@@ -89,17 +109,24 @@ class LifecycleState:
         self.keys = LifecycleKeys(keys)
 
     async def record(self, pod_key: str, event: PodEvent) -> None:
-        body = json.dumps(asdict(event), separators=(",", ":"))
+        await self.record_all([(pod_key, event)])
+
+    async def record_all(self, events: Sequence[tuple[str, PodEvent]]) -> None:
+        """Each (pod key, event), in one round trip."""
+        if not events:
+            return
         pipe = self.redis.pipeline(transaction=False)
-        key = self.keys.events(pod_key)
-        pipe.lpush(key, body)
-        pipe.ltrim(key, 0, EVENTS_PER_POD - 1)
-        pipe.xadd(
-            self.keys.event_stream,
-            {"pod": pod_key, "event": body},
-            maxlen=EVENT_STREAM_MAXLEN,
-            approximate=True,
-        )
+        for pod_key, event in events:
+            body = json.dumps(asdict(event), separators=(",", ":"))
+            key = self.keys.events(pod_key)
+            pipe.lpush(key, body)
+            pipe.ltrim(key, 0, EVENTS_PER_POD - 1)
+            pipe.xadd(
+                self.keys.event_stream,
+                {"pod": pod_key, "event": body},
+                maxlen=EVENT_STREAM_MAXLEN,
+                approximate=True,
+            )
         await pipe.execute()
 
     async def events(self, pod_key: str) -> list[PodEvent]:
@@ -117,11 +144,14 @@ class LifecycleState:
         started: float | None = None,
     ) -> None:
         """`started`: when its node started it (the agent saw it bound; a pod's startTime)."""
-        record: dict[str, Any] = {"phase": phase, "node": node, "uid": uid, "time": now}
-        if started is not None:
-            record["started"] = started
-        body = json.dumps(record)
-        await self.redis.hset(self.keys.finished, pod_key, body)
+        await self.finish_all([Finish(pod_key, phase, node, uid, now, started)])
+
+    async def finish_all(self, ends: Sequence[Finish]) -> None:
+        """Each pod's end record, in one write."""
+        if not ends:
+            return
+        bodies = {end.pod_key: json.dumps(end.record()) for end in ends}
+        await self.redis.hset(self.keys.finished, mapping=cast(Any, bodies))
 
     async def unfinish(self, pod_key: str, uid: str) -> None:
         """Withdraw the end record of `uid` (its pod was gone before it could end)."""

@@ -234,12 +234,22 @@ class ClusterStore:
         """Delete an object (only if its uid is `uid`, when given). Returns the change's
         resourceVersion, or None when there was nothing (with that uid) to delete. A pod gives
         back its reservation or binding (node usage) and its nomination in the same script."""
-        key = object_key(check_kind(kind), namespace, name)
-        reply = await self.scripts.delete(
-            keys=[self.keys.rv], args=[self.stream_maxlen, kind, key, uid or ""]
-        )
-        rv = int(reply[0])
-        return rv if rv > 0 else None
+        (rv,) = await self.delete_all([(kind, namespace, name, uid)])
+        return rv
+
+    async def delete_all(
+        self, objects: Sequence[tuple[str, str, str, str | None]]
+    ) -> list[int | None]:
+        """`delete` of each (kind, namespace, name, uid), in order, in one round trip (a
+        script call each): the node agent ends hundreds of pods a second."""
+        if not objects:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for kind, namespace, name, uid in objects:
+            key = object_key(check_kind(kind), namespace, name)
+            args: list[str | int] = [self.stream_maxlen, kind, key, uid or ""]
+            await self.scripts.delete(keys=[self.keys.rv], args=args, client=pipe)
+        return [rv if (rv := int(reply[0])) > 0 else None for reply in await pipe.execute()]
 
     # ------------------------------------------------------------------- reads
     async def resource_version(self) -> int:

@@ -87,6 +87,47 @@ async def test_stages_complete_and_delete_pods(agent: AgentService) -> None:
     assert agent.counts["completed"] == agent.counts["deleted"] == 1
 
 
+async def test_stages_due_together_end_in_a_few_round_trips(
+    agent: AgentService, monkeypatch: Any
+) -> None:
+    """Pods whose stages fall due together end together: their deletions in one round
+    trip, whatever their number, and one that is gone already is not counted as ended.
+    One round trip after another, a few hundred pods ending per second kept the agent (and
+    their quota) hundreds of ms behind their end."""
+    store = agent.store
+    await store.apply([make_node("n1").capacity(cpu="64", pods=64).obj()])
+    pods = [
+        make_pod(f"p{i}").req(cpu="1").node("n1").annotation(C, "400ms").obj() for i in range(20)
+    ]
+    pods += [
+        make_pod(f"k{i}").req(cpu="1").node("n1").annotation(D, "400ms").obj() for i in range(5)
+    ]
+    await store.apply(pods)
+    calls: list[int] = []
+    delete_all = store.delete_all
+
+    async def counted(objects: Any) -> Any:
+        calls.append(len(objects))
+        if len(objects) == 20:  # one goes away meanwhile (its user deleted it)
+            await delete_all([("Pod", "default", "p0", None)])
+        return await delete_all(objects)
+
+    monkeypatch.setattr(store, "delete_all", counted)
+    await agent.start()
+
+    async def all_gone() -> bool:
+        return (await store.usage("n1")).pods == 0
+
+    await until(all_gone)
+    assert sorted(calls) == [5, 20]
+    finished = await agent.state.finished()
+    assert sorted(finished) == sorted(f"default/p{i}" for i in range(1, 20))
+    assert agent.counts["completed"] == 19
+    assert agent.counts["deleted"] == 5
+    assert [e.reason for e in await agent.state.events("default/p1")] == ["Completed"]
+    assert await agent.state.events("default/p0") == []
+
+
 async def test_a_pod_bound_again_runs_its_full_time_again(agent: AgentService) -> None:
     """Quota preemption puts a pod back to waiting with its uid; bound again, its stage
     counts from the new binding, not from the first (which would end it early)."""

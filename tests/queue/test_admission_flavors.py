@@ -221,6 +221,7 @@ async def test_a_pod_bound_after_its_eviction_is_evicted_again_not_charged(
     await admission.gate(PodRecord.from_pod(stored), "add")
     stale = PodRecord.from_pod(stored)
     await admission.gate(replace(stale, node_name="n1"), "update")  # the stale binding
+    await admission.flush()  # as the informer's batch ends
     assert await usage_in_redis(admission) == {}
     again = await admission.store.get_pod("team", "first")
     assert again is not None

@@ -347,3 +347,75 @@ async def test_a_flush_during_a_flush_writes_nothing_twice(
     assert sorted(p.name for p in verdict.admitted) == ["p0", "p1"]
     assert calls == [2]
     assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
+
+
+async def test_the_releases_of_a_batch_are_written_in_one_call(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """Pods that finish give their quota back at once (the next round may use it) and in
+    Redis with the informer's batch, one script call for all of them: one await per pod
+    kept the informer, and the quota, behind when hundreds finish per second."""
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    admitted = await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(3)))
+    await admission.admit()
+    release = admission._release
+    calls: list[list[Any]] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(list(kwargs["args"]))
+        return await release(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_release", counted)
+    for record in admitted.values():
+        await admission.gate(record, "delete")
+    assert not admission.admitted  # free for the next round already
+    assert calls == []
+    await admission.flush()  # the informer's batch ends
+    assert [len(args) // 2 for args in calls] == [3]
+    assert await usage_in_redis(admission) == {}
+    assert await redis_client.hlen(admission.admitted_key) == 0
+
+
+async def test_a_name_released_and_admitted_again_in_one_flush_keeps_the_new_charge(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """Releases and admissions are written in the order they were made: the old life's
+    release must not come after the new life's admission (it would find the new record,
+    another uid, and leave the old charge in Redis for good)."""
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    (old,) = (await submit(admission, pod("p", "c1", "1"))).values()
+    await admission.admit()
+    await admission.gate(old, "delete")  # not flushed: the round's flush writes it
+    again = pod("p", "c1", "2")
+    again.metadata.uid = old.uid + "-again"
+    await submit(admission, again)
+    verdict = await admission.admit()
+    assert [p.uid for p in verdict.admitted] == [again.metadata.uid]
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
+    record = await redis_client.hget(admission.admitted_key, "c1/p")
+    assert record is not None
+    assert again.metadata.uid.encode() in record
+
+
+async def test_releases_redis_did_not_take_are_written_by_the_next_flush(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    admitted = await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(2)))
+    await admission.admit()
+    release = admission._release
+    failures = [ConnectionError("Redis went away")]
+
+    async def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return await release(*args, **kwargs)
+
+    monkeypatch.setattr(admission, "_release", flaky)
+    for record in admitted.values():
+        await admission.gate(record, "delete")
+    with pytest.raises(ConnectionError):
+        await admission.flush()
+    assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
+    await admission.flush()
+    assert await usage_in_redis(admission) == {}

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -59,7 +59,7 @@ from services.queue.quota.heads import Backlog
 from services.queue.quota.ready import Readiness
 from services.queue.quota.report import report, report_gauges
 from services.queue.quota.rounds import cohort_round
-from services.queue.quota.scripts import QUOTA_LUA
+from services.queue.quota.scripts import QUOTA_LUA, QuotaWrites
 from services.queue.quota.status import read_reserved
 from services.queue.quota.workload import (
     Verdict,
@@ -146,10 +146,9 @@ class Admission:
         self.admitted_key = self.keys.quota_admitted
         self.usage_key = self.keys.quota_usage
         self._commit = QUOTA_LUA.register(redis, "commit")
-        self._unflushed_records: list[Any] = []
-        """Admissions `write` deferred: pod key, packed record, ..."""
-        self._unflushed_deltas: defaultdict[str, int] = defaultdict(int)
-        """Their usage: field -> amount."""
+        self._unflushed: list[QuotaWrites] = []
+        """Admissions and releases not yet in Redis, as runs of alike writes in the order
+        they were made (`flush` writes each run with one script call)."""
         self._unsettled: list[PodRecord] = []
         """Pods a round admitted that Redis trouble kept from its verdict: the next one's."""
         self._release = QUOTA_LUA.register(redis, "release")
@@ -284,7 +283,7 @@ class Admission:
         if op == "delete":
             self._forget(pod.key)
             if pod.key in self.admitted:
-                await self.release(pod.key, pod.uid)
+                self.release(pod.key, pod.uid)
             return pod
         if pod.node_name:
             self._forget(pod.key)
@@ -319,9 +318,11 @@ class Admission:
         # update that ungates it (the queue's "gates removed" path).
         return replace(pod, quota_wait=reason, fingerprint=pod.fingerprint + "|quota")
 
-    async def release(self, key: str, uid: str) -> None:
-        """Give back what the pod `key` (this life of it: `uid`) was charged."""
-        await self.flush()  # its admission may be among the deferred ones: written first
+    def release(self, key: str, uid: str) -> None:
+        """Give back what the pod `key` (this life of it: `uid`) was charged: here at once,
+        in Redis at the next `flush` (the informer's batch ends with one: hundreds of pods
+        finishing per second cost one script call per batch, not one await each, which
+        kept the informer behind and their quota idle)."""
         record = self.admitted.get(key)
         if record is None or (uid and record.get("uid") != uid):
             return  # not admitted, or an older life of the name (its charge is gone already)
@@ -329,7 +330,7 @@ class Admission:
         self.dirty = True
         amounts = {f.split("|", 2)[2]: a for f, a in record["charge"].items()}
         self.releases.record(record["cq"], time.time(), amounts)
-        await self._release(keys=[self.admitted_key, self.usage_key], args=[key, uid])
+        self._writes(admit=False).args += [key, uid]
         queue = record["cq"]
         cohort = self.cohorts.get(self.cohort_of.get(queue, ""))
         if cohort is not None:
@@ -434,8 +435,8 @@ class Admission:
         `defer`, at the next `flush` (a round flushes its admissions together before their
         pods are ungated: one script call instead of one await per workload, during which
         the round's earlier admissions held their quota with their pods still gated)."""
-        records = self._unflushed_records
-        deltas = self._unflushed_deltas
+        writes = self._writes(admit=True)
+        records, deltas = writes.args, writes.deltas
         for pod, queue, request, flavors in pods:
             charge = {
                 usage_field(queue, flavors[r], r): a for r, a in request.items() if r in flavors
@@ -461,25 +462,33 @@ class Admission:
         if not defer:
             await self.flush()
 
+    def _writes(self, *, admit: bool) -> QuotaWrites:
+        """The run the next admission (`admit`) or release joins: the last one if alike."""
+        if not self._unflushed or self._unflushed[-1].admit != admit:
+            self._unflushed.append(QuotaWrites(admit))
+        return self._unflushed[-1]
+
     async def flush(self) -> None:
-        """Write the admissions `write` deferred (their records and usage), in one call.
-        Taken off the queue before the call: a flush that runs meanwhile (gate() releases
-        and charges outside the round's lock) must not write them a second time (usage is
-        counted up, not set). A failed call puts them back for the next flush."""
-        records, deltas = self._unflushed_records, self._unflushed_deltas
-        if not records:
-            return
-        self._unflushed_records, self._unflushed_deltas = [], defaultdict(int)
-        args: list[Any] = [len(records) // 2, *records, len(deltas)]
-        for fld, amount in deltas.items():
-            args += [fld, amount]
-        try:
-            await self._commit(keys=[self.admitted_key, self.usage_key], args=args)
-        except BaseException:
-            self._unflushed_records = records + self._unflushed_records
-            for fld, amount in deltas.items():
-                self._unflushed_deltas[fld] += amount
-            raise
+        """Write the admissions and releases not yet in Redis, one script call per run, in
+        the order they were made (a name released and admitted again, or admitted and
+        released, within one flush). Taken off the queue before the calls: a flush that runs
+        meanwhile (gate() charges outside the round's lock) must not write them a second
+        time (usage is counted up, not set). A failed call puts the runs it did not write
+        back for the next flush."""
+        runs, self._unflushed = self._unflushed, []
+        keys = [self.admitted_key, self.usage_key]
+        for i, run in enumerate(runs):
+            try:
+                if run.admit:
+                    args: list[Any] = [len(run.args) // 2, *run.args, len(run.deltas)]
+                    for fld, amount in run.deltas.items():
+                        args += [fld, amount]
+                    await self._commit(keys=keys, args=args)
+                else:
+                    await self._release(keys=keys, args=run.args)
+            except BaseException:
+                self._unflushed = runs[i:] + self._unflushed
+                raise
 
     # ------------------------------------------------------------------ helpers
     def queue_of(self, pod: PodRecord) -> tuple[str | None, str]:
