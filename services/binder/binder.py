@@ -263,10 +263,12 @@ class Binder:
     # ------------------------------------------------------------------- bind
     async def _bind_cycle(self, p: Proposal, slot: Slot | None, ticket: int) -> None:
         with binding_step_span("Reserve"):
-            # Proposals for one node reserve one at a time, in arrival order; the cross-node
-            # check that follows only waits for its turn among all proposals (CheckOrder).
-            async with self._node_lock(p.node_name):
-                attempt = await self._reserve(p)
+            # Proposals for one node make their check-and-reserve calls in arrival order (a
+            # turn each, until its call is queued: the batcher keeps that order in Redis);
+            # the cross-node check that follows only waits for its turn among all proposals
+            # (CheckOrder).
+            async with self._node_turn(p.node_name) as turn_over:
+                attempt = await self._reserve(p, turn_over)
             if attempt is None:
                 return
             reserved = await self._reserved(p, attempt, ticket)
@@ -277,7 +279,10 @@ class Binder:
         if permitted:
             await self._bind(p, reserved)
 
-    async def _reserve(self, p: Proposal) -> _Attempt | None:
+    async def _reserve(self, p: Proposal, turn_over: Callable[[], None]) -> _Attempt | None:
+        """Check-and-reserve; `turn_over` once its first call is queued (the node's next
+        proposal may then queue its own: it runs after this one in Redis, while this one's
+        reply is on its way). A retry (the node or the pod changed) queues after them."""
         # The view's copy saves a round trip; check-and-reserve verifies its resourceVersion
         # (POD_CHANGED below re-reads the store).
         pod: Pod | None = self.view.pods.get(p.pod_key)
@@ -326,7 +331,9 @@ class Binder:
         request = self._request(p, pod, profile, gang, min_member, wait_seconds, at_once)
         result: ReserveResult | None = None
         for _ in range(self.config.node_changed_retries + 1):
-            result = await self.bindings.reserve(request, self.clock())
+            pending = self.bindings.submit_reserve(request, self.clock())
+            turn_over()
+            result = await pending
             if result.status is ReserveStatus.NODE_CHANGED:
                 node = await self.store.get_node(p.node_name)
                 if node is not None:
@@ -556,18 +563,31 @@ class Binder:
         return verdict.reason
 
     @contextlib.asynccontextmanager
-    async def _node_lock(self, node: str) -> AsyncIterator[None]:
-        """Proposals for one node reserve one at a time, in arrival order (asyncio locks
-        are fair)."""
+    async def _node_turn(self, node: str) -> AsyncIterator[Callable[[], None]]:
+        """The node's proposals take turns in arrival order (asyncio locks are fair); a
+        turn ends with the block, or earlier when the callable it yields is called. Holding
+        it until the reply came made a burst of proposals for one node one round trip each,
+        one after the other (with 19 nodes, ~60 ms of waiting per pod in Kueue's baseline)."""
         entry = self._node_locks.get(node)
         if entry is None:
             entry = self._node_locks[node] = (asyncio.Lock(), [0])
         lock, users = entry
         users[0] += 1
+
+        held = False
+
+        def over() -> None:
+            nonlocal held
+            if held:
+                held = False
+                lock.release()
+
         try:
-            async with lock:
-                yield
+            await lock.acquire()
+            held = True
+            yield over
         finally:
+            over()
             users[0] -= 1
             if users[0] == 0:
                 del self._node_locks[node]

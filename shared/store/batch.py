@@ -1,20 +1,23 @@
-"""Script calls issued in the same event-loop turn, sent to Redis as one pipeline.
+"""Script calls sent to Redis as pipelines, one pipeline at a time, in the order they were made.
 
 The binder runs hundreds of proposals at once; each one's check-and-reserve and bind is one
 EVALSHA. Sent one by one, every call pays redis-py's per-command cost (taking a pooled
 connection, its health and retry wrappers, a write, a timeout around the read), which was the
-largest part of the binder's CPU after the pods' own encoding. Calls made while the loop runs
-other tasks are queued and go out together on the next turn: one connection, one write, the
-replies read in order.
+largest part of the binder's CPU after the pods' own encoding. Calls are queued and go out
+together: the ones made in one loop turn, and the ones made while the pipeline before them
+was on its way (one pipeline in flight: the busier Redis is, the larger the pipelines).
 
     batcher = ScriptBatcher(redis)
     reply = await batcher.call(scripts.reserve, keys, args)
+    pending = batcher.submit(scripts.reserve, keys, args)  # queued now, awaited later
 
-Order: calls run in Redis in the order they were made (one pipeline after the other, each
-in order), except the rare call retried after NOSCRIPT (a flushed script cache), which runs
-after its batch. Callers that need an order (proposals for one node) wait for each reply
-before the next call anyway. A failed pipeline fails every call in it with the same error,
-as the calls one by one would have failed.
+Order: calls run in Redis in the order they were made (submitted), also across pipelines
+(the next is sent when the one before it has been answered), except the rare call retried
+after NOSCRIPT (a flushed script cache), which runs right after its pipeline. So a caller
+that needs its calls in a given order (the binder's proposals for one node) need not wait for
+one reply before making the next call: it only has to make them in that order. A failed
+pipeline fails every call in it with the same error, as the calls one by one would have
+failed.
 """
 
 from __future__ import annotations
@@ -38,25 +41,39 @@ class ScriptBatcher:
         self._redis = redis
         self._max_batch = max_batch
         self._queued: list[_Call] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sender: asyncio.Task[None] | None = None
+        """Sends the queued calls, one pipeline after the other, until none is left."""
         self.batches = 0
         """Pipelines sent (for tests and metrics)."""
 
     async def call(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """`script(keys, args)`, sent with the other calls of this loop turn."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._flush)
-        self._queued.append((script, keys, args, future))
-        return await future
+        """`script(keys, args)`, sent with the other calls queued meanwhile."""
+        return await self.submit(script, keys, args)
 
-    def _flush(self) -> None:
-        queued, self._queued = self._queued, []
-        for start in range(0, len(queued), self._max_batch):
-            task = asyncio.create_task(self._send(queued[start : start + self._max_batch]))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+    def submit(
+        self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]
+    ) -> asyncio.Future[Any]:
+        """Queue `script(keys, args)` now (its place in Redis's order); its reply later."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._queued.append((script, keys, args, future))
+        if self._sender is None:
+            # Starts on the next loop turn: the calls of this one join the first pipeline.
+            self._sender = asyncio.create_task(self._send_queued(), name="script-batcher")
+        return future
+
+    async def _send_queued(self) -> None:
+        try:
+            while self._queued:
+                calls = self._queued[: self._max_batch]
+                del self._queued[: self._max_batch]
+                await self._send(calls)
+        finally:
+            self._sender = None
+            if self._queued:  # cancelled: the calls left fail as their pipeline would have
+                queued, self._queued = self._queued, []
+                for *_, future in queued:
+                    if not future.done():
+                        future.set_exception(ConnectionError("script batcher cancelled"))
 
     async def _send(self, calls: list[_Call]) -> None:
         self.batches += 1

@@ -12,9 +12,9 @@ Attempt states recorded per pod uid (`attempt_of`):
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from redis.asyncio import Redis
 
@@ -25,6 +25,8 @@ from shared.store.fields import NodeChecks
 from shared.store.keys import StoreKeys
 from shared.store.records import NodeUsage, PodCharge, pack, tolerations_wire, unpack
 from shared.store.scripts import StoreScripts
+
+_T = TypeVar("_T")
 
 DEFAULT_RESERVATION_TTL = 120.0
 """Seconds a reservation survives without a bind or unreserve (a binder died holding it)."""
@@ -217,12 +219,17 @@ class Bindings:
     async def reserve(self, request: ReserveRequest, now: float) -> ReserveResult:
         """Check the node-local constraints against the authoritative usage and, if they hold,
         reserve the pod's charge on the node (one script). See reserve.lua."""
+        return await self.submit_reserve(request, now)
+
+    def submit_reserve(self, request: ReserveRequest, now: float) -> Awaitable[ReserveResult]:
+        """`reserve`, its call queued now (in Redis it runs after every call made before
+        it, ScriptBatcher): its result when awaited."""
         r = request
         check = {
             "n": [name for name, _ in r.check],
             "a": [bounded_amount(amount) for _, amount in r.check],
         }
-        reply = await self.batcher.call(
+        reply = self.batcher.submit(
             self.scripts.reserve,
             [self.keys.rv],
             [
@@ -246,7 +253,7 @@ class Bindings:
                 "1" if r.bind_at_once else "0",
             ],
         )
-        return ReserveResult.parse(reply)
+        return _parsed(reply, ReserveResult.parse)
 
     async def bind(self, pod_key: str, uid: str, attempt: int, node: str) -> BindResult:
         """Turn the reservation of (uid, attempt) on `node` into the binding; streamed."""
@@ -358,3 +365,7 @@ class Bindings:
     async def bound_node(self, pod_key: str) -> str | None:
         raw = await self.redis.hget(self.keys.pod_node, pod_key)
         return None if raw is None else _text(raw)
+
+
+async def _parsed(reply: Awaitable[Any], parse: Callable[[Any], _T]) -> _T:
+    return parse(await reply)

@@ -92,6 +92,20 @@ async def test_many_concurrent_proposals_never_overcommit(harness: Harness):
     assert await harness.store.usage("n1") == NodeUsage(8, {"cpu": 4000})
 
 
+async def test_proposals_for_one_node_do_not_wait_for_each_others_replies(harness: Harness):
+    """Proposals for one node queue their check-and-reserve calls in arrival order, each
+    without waiting for the reply to the one before (the batcher keeps the order in Redis):
+    a burst for one node is a few pipelines, not one round trip per proposal."""
+    pods = [make_pod(f"p{i:02}").req(cpu="500m").obj() for i in range(40)]
+    await harness.store.apply([node("n1", cpu="4").obj(), *pods])  # room for 8
+    batcher = harness.binder.bindings.batcher
+    before = batcher.batches
+    await harness.run(*(proposal(p, "n1") for p in pods))
+    assert batcher.batches - before <= 3
+    scheduled = sorted(k for k, r in harness.recorder.results().items() if r == ["scheduled"])
+    assert scheduled == [f"default/p{i:02}" for i in range(8)]  # still in arrival order
+
+
 async def test_two_binders_racing_never_overcommit(
     harness: Harness, redis_client: aioredis.Redis, redis_prefix: str
 ):

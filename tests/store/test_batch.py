@@ -54,3 +54,39 @@ async def test_a_flushed_script_cache_is_reloaded(redis_client: aioredis.Redis, 
     assert await batcher.call(echo, [key], ["1"]) == [key.encode(), b"1"]
     await redis_client.script_flush()
     assert await batcher.call(echo, [key], ["2"]) == [key.encode(), b"2"]
+
+
+async def test_one_pipeline_at_a_time_the_next_one_after_it(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Calls made while a pipeline is on its way wait for it and go together in the next:
+    pipelines run in Redis in the order the calls were made, whichever connection they get."""
+    batcher = ScriptBatcher(redis_client)
+    append = redis_client.register_script(APPEND)
+    key = f"{redis_prefix}list"
+    await batcher.call(append, [key], ["warm"])  # the script is loaded
+    execute = batcher._execute
+    in_flight = {"now": 0, "most": 0}
+    sizes: list[int] = []
+
+    async def slow(calls):
+        in_flight["now"] += 1
+        in_flight["most"] = max(in_flight["most"], in_flight["now"])
+        sizes.append(len(calls))
+        await asyncio.sleep(0.05)
+        try:
+            return await execute(calls)
+        finally:
+            in_flight["now"] -= 1
+
+    monkeypatch.setattr(batcher, "_execute", slow)
+    first = [batcher.submit(append, [key], [f"a{i}"]) for i in range(3)]
+    await asyncio.sleep(0.01)  # the first pipeline is on its way
+    second = [batcher.submit(append, [key], [f"b{i}"]) for i in range(4)]
+    await asyncio.sleep(0)
+    third = [batcher.submit(append, [key], [f"c{i}"]) for i in range(2)]
+    await asyncio.gather(*first, *second, *third)
+    assert sizes == [3, 6]
+    assert in_flight["most"] == 1
+    names = [v.decode() for v in await redis_client.lrange(key, 1, -1)]
+    assert names == ["a0", "a1", "a2", "b0", "b1", "b2", "b3", "c0", "c1"]
