@@ -88,5 +88,5 @@ async def test_one_pipeline_at_a_time_the_next_one_after_it(
     await asyncio.gather(*first, *second, *third)
     assert sizes == [3, 6]
     assert in_flight["most"] == 1
-    names = [bytes(v).decode() for v in await redis_client.lrange(key, 1, -1)]
-    assert names == ["a0", "a1", "a2", "b0", "b1", "b2", "b3", "c0", "c1"]
+    names = await redis_client.lrange(key, 1, -1)
+    assert names == [n.encode() for n in ["a0", "a1", "a2", "b0", "b1", "b2", "b3", "c0", "c1"]]
