@@ -379,10 +379,12 @@ class QueueService:
             )
             self._work.set()
             await asyncio.sleep(0)
-        if self.admission is not None:
-            await self.admission.explain(verdict)
+        explained = 0.0 if self.admission is None else await self.admission.explain(verdict)
         written = None if self.admission is None else self.admission.written
+        started = time.perf_counter()
         await verdict.write_whys(self.redis, self.store.keys, self.store.tenant_of, written)
+        if explained and self.admission is not None:
+            self.admission.reasons_took(explained + time.perf_counter() - started)
         self.metrics["quota_admitted"] += len(verdict.admitted)
         self.metrics["quota_rounds"] += 1
 

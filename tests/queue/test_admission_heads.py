@@ -8,12 +8,14 @@ period."""
 from __future__ import annotations
 
 import random
+import time
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
-from services.queue.quota.admission import Admission
+from services.queue.quota import rounds as rounds_module
+from services.queue.quota.admission import REASONS_BUDGET, Admission
 from services.queue.quota.admission_fair import LocalQueueUsage
 from services.queue.quota.assign import assign_pods
 from services.queue.quota.backlog import sort_key
@@ -419,3 +421,128 @@ async def test_releases_redis_did_not_take_are_written_by_the_next_flush(
     assert await usage_in_redis(admission) == {"c1|default|cpu": 2000}
     await admission.flush()
     assert await usage_in_redis(admission) == {}
+
+
+async def test_reasons_that_cost_much_are_written_less_often(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """Working out and writing the waiting pods' reasons takes at most REASONS_BUDGET of the
+    time: a pass of 0.1 s waits 0.1 / REASONS_BUDGET before the next, a cheap one the
+    configured interval."""
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    admission.reasons_every = 0.5
+    await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(30)))
+    verdict = await admission.admit_pods()
+    assert await admission.explain(verdict) > 0  # the first pass is due
+    admission.reasons_took(0.1)
+    assert await admission.explain(verdict) == 0.0  # not due yet: stale
+    due = admission.reasons_due()
+    assert due is not None
+    assert due - time.monotonic() == pytest.approx(0.1 / REASONS_BUDGET, abs=0.2)
+    admission.reasons_took(0.001)
+    due = admission.reasons_due()
+    assert due is not None
+    assert due - time.monotonic() == pytest.approx(0.5, abs=0.2)
+
+
+def _two_flavor_queues(rng: random.Random) -> str:
+    """Four queues of one cohort over flavors "one" then "two" (random quotas, borrowing
+    limits and flavorFungibility), and one queue alone."""
+    docs = [
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: one}",
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: two}",
+    ]
+    for name in ["m1", "m2", "m3", "m4", "m5"]:
+        flavors = []
+        for flavor in ["one", "two"]:
+            limit = rng.choice(["", ", borrowingLimit: 0", ", borrowingLimit: 2"])
+            limit = "" if name == "m5" else limit  # no cohort, nothing to borrow
+            quota = rng.randrange(0, 9)
+            flavors.append(
+                f"{{name: {flavor}, resources: [{{name: cpu, nominalQuota: {quota}{limit}}}]}}"
+            )
+        borrow = rng.choice(["Borrow", "TryNextFlavor"])
+        preempt = rng.choice(["Preempt", "TryNextFlavor"])
+        docs.append(
+            f"""apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  cohort: "{"" if name == "m5" else "many"}"
+  namespaceSelector: {{}}
+  flavorFungibility: {{whenCanBorrow: {borrow}, whenCanPreempt: {preempt}}}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{", ".join(flavors)}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{name: lq, namespace: {name}}}
+spec: {{clusterQueue: {name}}}"""
+        )
+    return "\n---\n".join(docs)
+
+
+async def _admissions_of_a_random_run(
+    redis_client: aioredis.Redis, prefix: str, seed: int
+) -> list[list[tuple[str, ...]]]:
+    """Each round's admissions (pod, flavor) in order, for a run of random arrivals and
+    completions on `_two_flavor_queues`."""
+    rng = random.Random(seed)
+    admission = await setup(redis_client, prefix, _two_flavor_queues(rng))
+    live: dict[str, PodRecord] = {}
+    rounds = []
+    for step in range(30):
+        for i in range(rng.randrange(1, 10)):
+            made = pod(
+                f"p{step}-{i}",
+                rng.choice(["m1", "m2", "m3", "m4", "m5"]),
+                rng.choice(["1", "1", "2", "3"]),
+                created=float(step * 10 + i),
+                priority=rng.choice([0, 5]),
+            )
+            live.update({r.key: r for r in (await submit(admission, made)).values()})
+        for _ in range(rng.randrange(2, 9)):
+            done = sorted(k for k in live if k in admission.admitted)
+            if done:
+                await admission.gate(live.pop(rng.choice(done)), "delete")
+        verdict = await admission.admit_pods()
+        rounds.append([(p.key, *admission.admitted[p.key]["charge"]) for p in verdict.admitted])
+    return rounds
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_kept_candidates_admit_what_working_each_out_again_admits(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any, seed: int
+) -> None:
+    """A round keeps each queue's candidate across admissions while it still fits in the
+    same flavors (`_Round.still`): the same workloads, in the same order, in the same flavors
+    as a round that works every candidate out again after each admission."""
+    kept = await _admissions_of_a_random_run(redis_client, redis_prefix + "kept:", seed)
+    monkeypatch.setattr(rounds_module._Round, "still", lambda *_: False)
+    again = await _admissions_of_a_random_run(redis_client, redis_prefix + "again:", seed)
+    assert kept == again
+    assert sum(len(r) for r in kept) > 20
+
+
+async def test_a_round_works_out_a_few_assignments_per_admission(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    """With six queues in a cohort, admitting 30 workloads works out about one assignment per
+    admission, not six."""
+    quotas: dict[str, tuple[str, int, int | None, str]] = {
+        f"q{i}": ("six", 10, None, "BestEffortFIFO") for i in range(6)
+    }
+    admission = await setup(redis_client, redis_prefix, _queues(quotas))
+    await submit(admission, *(pod(f"p{i}", f"q{i % 6}", "1", created=i) for i in range(30)))
+    calls = 0
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return assign_pods(*args, **kwargs)
+
+    monkeypatch.setattr(rounds_module, "assign_pods", counted)
+    verdict = await admission.admit_pods()
+    assert len(verdict.admitted) == 30
+    assert calls <= 30 + 6

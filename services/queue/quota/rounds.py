@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from services.queue.quota import backlog as quota_backlog
 from services.queue.quota import fair as quota_fair
 from services.queue.quota.assign import assign_pods
-from services.queue.quota.cohorts import Cohort
+from services.queue.quota.cohorts import Cohort, FlavorResource
 from services.queue.quota.effects import place_on_flavors
 from services.queue.quota.evict import preempt
 from services.queue.quota.flavor_assign import FIT, PREEMPT_MODE, Assignment
@@ -22,8 +22,10 @@ from shared.models.kueue import STOP_NONE
 if TYPE_CHECKING:
     from services.queue.quota.admission import Admission
 
-_Best = tuple[int, tuple[int, float, str], Workload, dict[str, dict[str, str]]]
-"""A queue's candidate in a round: share, order, workload, each pod's flavors."""
+_Best = tuple[
+    int, tuple[int, float, str], Workload, dict[str, dict[str, str]], dict[FlavorResource, int]
+]
+"""A queue's candidate in a round: share, order, workload, each pod's flavors, its usage."""
 
 
 async def cohort_round(self: Admission, backlog: Backlog, cohort: Cohort, verdict: Verdict) -> None:
@@ -35,15 +37,26 @@ async def cohort_round(self: Admission, backlog: Backlog, cohort: Cohort, verdic
         if quota_fair.fair(self, queue):
             backlog.queues[queue].reorder(backlog.workloads, quota_backlog.sort_key(self, queue))
     one_round = _Round(self, backlog, cohort)
+    kept: dict[str, _Best | None] = {}
+    """Each queue's candidate, until an admission may have changed it (`_Round.still`) or a
+    pod change came during the round's awaits."""
+    changes = self.changes
     while True:
+        if self.changes != changes:
+            kept.clear()
+            changes = self.changes
         best: _Best | None = None
         for queue in queues:
-            candidate = await one_round.candidate(queue)
+            if queue in kept and one_round.still(queue, kept[queue]):
+                candidate = kept[queue]
+            else:
+                candidate = kept[queue] = await one_round.candidate(queue)
             if candidate is not None and (best is None or candidate[:2] < best[:2]):
                 best = candidate
         if best is None:
             break
-        _, _, wl, flavors = best
+        _, _, wl, flavors, _ = best
+        del kept[wl.queue]  # its heads move on
         await _admit(self, backlog, wl, flavors, verdict)
 
 
@@ -82,8 +95,24 @@ class _Round:
                     return None
                 continue
             share = self.cohort.share(queue, assignment.usage)
-            return (share, wl.order, wl, flavors)
+            return (share, wl.order, wl, flavors, assignment.usage)
         return None
+
+    def still(self, queue: str, candidate: _Best | None) -> bool:
+        """Whether `candidate`, the queue's answer before the round's latest admissions, is
+        what `candidate()` would answer now, without working it out again (with 6 queues a
+        cohort, each admission worked out 6 assignments). None stays None: admissions free no
+        quota and park no head of another queue. A head that fit still fits in the same
+        flavors while each takes no more than is available now (availability only shrinks
+        within a round; a flavor that did not fit before does not fit now), and its share
+        (the queue's own usage) and order are the same, unless fair sharing orders the
+        queue's heads by usage."""
+        if candidate is None:
+            return True
+        if quota_fair.fair(self.admission, queue):
+            return False
+        usage = candidate[4]
+        return all(self.cohort.available(queue, fr) >= amount for fr, amount in usage.items())
 
     def _waits(self, queue: str, key: str, wl: Workload, heads: Heads, now: float) -> bool:
         """Parks a head that is not ready to be admitted (pods not ready after an eviction,
