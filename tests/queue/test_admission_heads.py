@@ -546,3 +546,63 @@ async def test_a_round_works_out_a_few_assignments_per_admission(
     verdict = await admission.admit_pods()
     assert len(verdict.admitted) == 30
     assert calls <= 30 + 6
+
+
+RECLAIM = """apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: owner}
+spec:
+  cohort: c
+  namespaceSelector: {}
+  preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 4}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: borrower}
+spec:
+  cohort: c
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{name: default, resources: [{name: cpu, nominalQuota: 0}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: owner}
+spec: {clusterQueue: owner}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {name: lq, namespace: borrower}
+spec: {clusterQueue: borrower}"""
+
+
+async def test_quota_its_first_victims_free_is_held_for_the_preemptor(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """A queue reclaims its nominal quota from a borrower: the quota its first victims free
+    is not given to the borrower's other workloads while the last victims are leaving
+    (Kueue holds it for the preemptor: resourcesToReserve); once all have left, the
+    preemptor is admitted."""
+    admission = await setup(redis_client, redis_prefix, RECLAIM)
+    borrowed = await submit(admission, *(pod(f"b{i}", "borrower", created=i) for i in range(4)))
+    assert len((await admission.admit()).admitted) == 4
+    await submit(admission, pod("big", "owner", "4", created=10))
+    assert not (await admission.admit()).admitted
+    assert admission.evicted == 4
+    victims = list(borrowed.values())
+    for victim in victims[:2]:  # two of them have left
+        await admission.gate(victim, "delete")
+    await submit(admission, *(pod(f"late{i}", "borrower", created=20 + i) for i in range(2)))
+    assert (await admission.admit()).admitted == []
+    for victim in victims[2:]:
+        await admission.gate(victim, "delete")
+    assert [p.name for p in (await admission.admit()).admitted] == ["big"]
+    assert await usage_in_redis(admission) == {"owner|default|cpu": 4000}
