@@ -303,20 +303,24 @@ async def test_a_round_writes_its_admissions_in_one_call_before_they_are_settled
     ]
 
 
-async def test_admissions_redis_did_not_take_are_written_and_settled_by_the_next_round(
-    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
-) -> None:
-    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
-    await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(2)))
-    commit = admission._commit
+def _fails_once(call: Any) -> Any:
+    """`call`, whose first call fails as a lost connection would."""
     failures = [ConnectionError("Redis went away")]
 
     async def flaky(*args: Any, **kwargs: Any) -> Any:
         if failures:
             raise failures.pop()
-        return await commit(*args, **kwargs)
+        return await call(*args, **kwargs)
 
-    monkeypatch.setattr(admission, "_commit", flaky)
+    return flaky
+
+
+async def test_admissions_redis_did_not_take_are_written_and_settled_by_the_next_round(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: Any
+) -> None:
+    admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
+    await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(2)))
+    monkeypatch.setattr(admission, "_commit", _fails_once(admission._commit))
     with pytest.raises(ConnectionError):
         await admission.admit_pods()
     assert admission.dirty
@@ -405,15 +409,7 @@ async def test_releases_redis_did_not_take_are_written_by_the_next_flush(
     admission = await setup(redis_client, redis_prefix, _queues({"c1": QUOTAS["c1"]}))
     admitted = await submit(admission, *(pod(f"p{i}", "c1", "1", created=i) for i in range(2)))
     await admission.admit()
-    release = admission._release
-    failures = [ConnectionError("Redis went away")]
-
-    async def flaky(*args: Any, **kwargs: Any) -> Any:
-        if failures:
-            raise failures.pop()
-        return await release(*args, **kwargs)
-
-    monkeypatch.setattr(admission, "_release", flaky)
+    monkeypatch.setattr(admission, "_release", _fails_once(admission._release))
     for record in admitted.values():
         await admission.gate(record, "delete")
     with pytest.raises(ConnectionError):
