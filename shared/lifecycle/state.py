@@ -94,8 +94,12 @@ class Finish:
     """When its node started it (the agent saw it bound; a pod's startTime)."""
 
     def record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"phase": self.phase, "node": self.node, "uid": self.uid}
-        out["time"] = self.time
+        out: dict[str, Any] = {
+            "phase": self.phase,
+            "node": self.node,
+            "uid": self.uid,
+            "time": self.time,
+        }
         if self.started is not None:
             out["started"] = self.started
         return out

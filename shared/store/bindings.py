@@ -12,9 +12,9 @@ Attempt states recorded per pod uid (`attempt_of`):
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 
@@ -25,8 +25,6 @@ from shared.store.fields import NodeChecks
 from shared.store.keys import StoreKeys
 from shared.store.records import NodeUsage, PodCharge, pack, tolerations_wire, unpack
 from shared.store.scripts import StoreScripts
-
-_T = TypeVar("_T")
 
 DEFAULT_RESERVATION_TTL = 120.0
 """Seconds a reservation survives without a bind or unreserve (a binder died holding it)."""
@@ -253,7 +251,7 @@ class Bindings:
                 "1" if r.bind_at_once else "0",
             ],
         )
-        return _parsed(reply, ReserveResult.parse)
+        return _reserve_result(reply)
 
     async def bind(self, pod_key: str, uid: str, attempt: int, node: str) -> BindResult:
         """Turn the reservation of (uid, attempt) on `node` into the binding; streamed."""
@@ -367,5 +365,5 @@ class Bindings:
         return None if raw is None else _text(raw)
 
 
-async def _parsed(reply: Awaitable[Any], parse: Callable[[Any], _T]) -> _T:
-    return parse(await reply)
+async def _reserve_result(reply: Awaitable[Any]) -> ReserveResult:
+    return ReserveResult.parse(await reply)

@@ -27,6 +27,14 @@ from tests.builders import make_pod_group
 from tests.queue.test_admission import pod, setup, submit, usage_in_redis
 
 
+def _local_queue(queue: str, namespace: str) -> str:
+    """A LocalQueue "lq" in `namespace` for the ClusterQueue `queue`."""
+    return (
+        f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
+        f"metadata: {{name: lq, namespace: {namespace}}}\nspec: {{clusterQueue: {queue}}}"
+    )
+
+
 def _queues(quotas: dict[str, tuple[str, int, int | None, str]]) -> str:
     """name -> (cohort, nominal cpu, borrowingLimit, queueingStrategy)."""
     docs = ["apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: default}"]
@@ -34,10 +42,7 @@ def _queues(quotas: dict[str, tuple[str, int, int | None, str]]) -> str:
         limit = "" if borrowing is None else f", borrowingLimit: {borrowing}"
         if name.startswith("f"):  # admission fair sharing, and a second LocalQueue
             strategy += "\n  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}"
-            docs.append(
-                f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\n"
-                f"metadata: {{name: lq, namespace: {name}-b}}\nspec: {{clusterQueue: {name}}}"
-            )
+            docs.append(_local_queue(name, f"{name}-b"))
         docs.append(
             f"""apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
@@ -48,13 +53,9 @@ spec:
   namespaceSelector: {{}}
   resourceGroups:
   - coveredResources: [cpu]
-    flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: {nominal}{limit}}}]}}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {{name: lq, namespace: {name}}}
-spec: {{clusterQueue: {name}}}"""
+    flavors: [{{name: default, resources: [{{name: cpu, nominalQuota: {nominal}{limit}}}]}}]"""
         )
+        docs.append(_local_queue(name, name))
     return "\n---\n".join(docs)
 
 
@@ -469,13 +470,9 @@ spec:
   flavorFungibility: {{whenCanBorrow: {borrow}, whenCanPreempt: {preempt}}}
   resourceGroups:
   - coveredResources: [cpu]
-    flavors: [{", ".join(flavors)}]
----
-apiVersion: kueue.x-k8s.io/v1beta1
-kind: LocalQueue
-metadata: {{name: lq, namespace: {name}}}
-spec: {{clusterQueue: {name}}}"""
+    flavors: [{", ".join(flavors)}]"""
         )
+        docs.append(_local_queue(name, name))
     return "\n---\n".join(docs)
 
 

@@ -129,10 +129,10 @@ class Admission:
         self.quota_version = 0
         """Bumped whenever usage or quota changes (a memo of unfit shapes is that old)."""
         self.round_no = 0
+        """Rounds run (a reason found by a later round is fresher)."""
         self.changes = 0
         """Bumped by every pod change and reload (they may run during a round's awaits: a
         round's kept candidates are that old)."""
-        """Rounds run (a reason found by a later round is fresher)."""
         self.written: dict[str, str] = {}
         """Pending pod key -> the reason last written to its `why` (not written again)."""
         self.since: dict[str, float] = {}
@@ -346,10 +346,11 @@ class Admission:
         queue = record["cq"]
         cohort = self.cohorts.get(self.cohort_of.get(queue, ""))
         if cohort is not None:
+            charged = {}
             for fld, amount in record["charge"].items():
                 _, flavor, resource = fld.split("|", 2)
-                usage = cohort.usage.setdefault(queue, {})
-                usage[(flavor, resource)] = usage.get((flavor, resource), 0) - amount
+                charged[(flavor, resource)] = amount
+            cohort.add_usage(queue, charged, -1)
         self.quota_version += 1
         quota_backlog.unpark_tree(self, queue)  # room in the tree: its parked look again
 

@@ -272,11 +272,13 @@ class Cohort:
         return _Walk(self, fr).potential((True, queue))
 
     def charge(self, queue: str, request: Mapping[str, int], flavors: Mapping[str, str]) -> None:
+        self.add_usage(queue, {(flavors[r], r): a for r, a in request.items() if r in flavors})
+
+    def add_usage(self, queue: str, amounts: Mapping[FlavorResource, int], sign: int = 1) -> None:
+        """`amounts` added to the queue's usage (taken off with `sign` -1)."""
         usage = self.usage.setdefault(queue, {})
-        for resource, amount in request.items():
-            if resource in flavors:
-                fr = (flavors[resource], resource)
-                usage[fr] = usage.get(fr, 0) + amount
+        for fr, amount in amounts.items():
+            usage[fr] = usage.get(fr, 0) + sign * amount
 
     def release(self, queue: str, request: Mapping[str, int], flavors: Mapping[str, str]) -> None:
         self.charge(queue, {r: -a for r, a in request.items()}, flavors)

@@ -128,17 +128,13 @@ class _Round:
                 usage[fr] = amount
             else:
                 usage[fr] = max(0, min(amount, limits.nominal + limits.borrowing - used))
-        charged = self.cohort.usage.setdefault(queue, {})
-        for fr, amount in usage.items():
-            charged[fr] = charged.get(fr, 0) + amount
+        self.cohort.add_usage(queue, usage)
         self.held.append((queue, usage))
 
     def let_go(self) -> None:
         """The round's holds end with it (the next round holds again while pods leave)."""
         for queue, usage in self.held:
-            charged = self.cohort.usage.setdefault(queue, {})
-            for fr, amount in usage.items():
-                charged[fr] = charged.get(fr, 0) - amount
+            self.cohort.add_usage(queue, usage, -1)
         self.held.clear()
 
     def still(self, queue: str, candidate: _Best | None) -> bool:
