@@ -35,45 +35,57 @@ class AffinityWake:
         Every tenant gets an entry, even an empty one: upstream sets moveRequestCycle on this
         path whether or not a pod moves.
         """
-        labels_of: dict[str, Mapping[str, str]] = {}
-        for pod in assigned:
-            if pod.namespace not in labels_of:
-                labels_of[pod.namespace] = await self._namespace_labels(pod.namespace)
-        targets: list[tuple[str, str, Sequence[str]]] = []
-        for tenant in tenants:
-            matching: list[str] = []
-            candidates = await self._states(tenant, await self._affinity_keys(tenant))
-            parked = [(key, st) for key, st in candidates if await self._is_parked(tenant, key, st)]
-            if parked:
-                bodies = await self.redis.hmget(
-                    self.keys.key(tenant, "pod"),
-                    [body_field(key, st.resource_version) for key, st in parked],
-                )
-                for (key, _), body in zip(parked, bodies, strict=True):
-                    if isinstance(body, bytes) and self._affinity_matches(
-                        key, body, assigned, labels_of
-                    ):
-                        matching.append(key)
-            targets.append((tenant, "keys", matching))
-        return targets
+        # Every tenant's affinity set in one round trip (one per tenant, in turn, cost the
+        # informer a round trip per tenant for every batch of bound pods).
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant in tenants:
+                pipe.smembers(self.keys.key(tenant, "aff"))
+            members: list[set[bytes]] = await pipe.execute()
+        waiting = {
+            tenant: sorted(text(k) for k in keys)
+            for tenant, keys in zip(tenants, members, strict=True)
+            if keys
+        }
+        matching: dict[str, list[str]] = {tenant: [] for tenant in tenants}
+        if waiting:
+            labels_of: dict[str, Mapping[str, str]] = {}
+            for pod in assigned:
+                if pod.namespace not in labels_of:
+                    labels_of[pod.namespace] = await self._namespace_labels(pod.namespace)
+            parked = await self._parked(waiting)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for tenant, key, st in parked:
+                    pipe.hget(self.keys.key(tenant, "pod"), body_field(key, st.resource_version))
+                bodies = await pipe.execute()
+            for (tenant, key, _), body in zip(parked, bodies, strict=True):
+                if isinstance(body, bytes) and self._affinity_matches(
+                    key, body, assigned, labels_of
+                ):
+                    matching[tenant].append(key)
+        return [(tenant, "keys", matching[tenant]) for tenant in tenants]
 
-    async def _affinity_keys(self, tenant: str) -> list[str]:
-        return sorted(text(k) for k in await self.redis.smembers(self.keys.key(tenant, "aff")))
-
-    async def _states(self, tenant: str, keys: Sequence[str]) -> list[tuple[str, PodState]]:
-        if not keys:
-            return []
-        blobs = await self.redis.hmget(self.keys.key(tenant, "st"), list(keys))
-        return [
-            (key, PodState.unpack(blob))
-            for key, blob in zip(keys, blobs, strict=True)
-            if isinstance(blob, bytes)
+    async def _parked(
+        self, waiting: Mapping[str, Sequence[str]]
+    ) -> list[tuple[str, str, PodState]]:
+        """(tenant, key, state) of the pods of `waiting` parked unschedulable (in their
+        bucket): two round trips for all tenants."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, keys in waiting.items():
+                pipe.hmget(self.keys.key(tenant, "st"), list(keys))
+            blobs = await pipe.execute()
+        bucketed = [
+            (tenant, key, st)
+            for (tenant, keys), tenant_blobs in zip(waiting.items(), blobs, strict=True)
+            for key, blob in zip(keys, tenant_blobs, strict=True)
+            if isinstance(blob, bytes) and (st := PodState.unpack(blob)).bucket
         ]
-
-    async def _is_parked(self, tenant: str, key: str, st: PodState) -> bool:
-        if not st.bucket:
-            return False
-        return await self.redis.zscore(self.keys.bucket(tenant, st.bucket), key) is not None
+        if not bucketed:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, key, st in bucketed:
+                pipe.zscore(self.keys.bucket(tenant, st.bucket), key)
+            scores = await pipe.execute()
+        return [found for found, score in zip(bucketed, scores, strict=True) if score is not None]
 
     @staticmethod
     def _affinity_matches(

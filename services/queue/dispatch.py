@@ -110,7 +110,7 @@ class Dispatcher:
         return current.pods
 
     async def _pop_round(self) -> _Round:
-        tenants = await self.store.tenants()
+        tenants = await self.store.tenants_to_pop()
         if not tenants:
             return _Round([], 0)
         wanted = [(t, self.config.dispatch_batch * self.config.weight(t)) for t in tenants]

@@ -166,6 +166,25 @@ class QueueReads:
         self._known_tenants.update(found)
         return found
 
+    async def tenants_to_pop(self) -> list[str]:
+        """The tenants a pop may take pods from, in one round trip: every known tenant whose
+        index of active priority levels (`prios`) is not empty, and every tenant first seen
+        now. Exactly the tenants whose pop can return pods (pop.lua walks that index, and
+        every activation adds to it); popping all tenants made Redis run one pop script per
+        tenant per dispatch round, most of them for nothing, and the queue pack and parse
+        them."""
+        known = sorted(self._known_tenants)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.smembers(self.keys.tenants)
+            for tenant in known:
+                pipe.exists(self.keys.key(tenant, "prios"))
+            replies = await pipe.execute()
+        found = {text(m) for m in replies[0]}
+        busy = {tenant for tenant, n in zip(known, replies[1:], strict=True) if n}
+        new = found - self._known_tenants
+        self._known_tenants.update(found)
+        return sorted((busy & found) | new)
+
     async def quota_waits(self) -> dict[str, str]:
         """Pod key -> why the queue holds it gated for quota admission (its message)."""
         names = await self.tenants()

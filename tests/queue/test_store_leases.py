@@ -4,10 +4,13 @@ the 100,000-pod wake, on real Redis."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
+from redis.asyncio.connection import AbstractConnection
 
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
@@ -304,6 +307,91 @@ async def test_affinity_honours_match_label_keys(store: QueueStore, clock: Manua
     assert (await store.assigned_pod_added(PodRecord.from_pod(older))).moved == 0
     same = make_pod("db-1", labels={"app": "db", "gen": "1"}, node_name="n1")
     assert (await store.assigned_pod_added(PodRecord.from_pod(same))).moved == 1
+
+
+def count_sends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the requests the Redis clients send (a pipeline is one), on the real server."""
+    sent = [0]
+    send = AbstractConnection.send_packed_command
+
+    async def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        sent[0] += 1
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
+    return sent
+
+
+async def park(store: QueueStore, pods: list[PodRecord]) -> None:
+    """Add the pods and leave them unschedulable for InterPodAffinity."""
+    await store.add(pods)
+    for tenant in sorted({pod.namespace for pod in pods}):
+        requests = await store.pop(tenant, len(pods))
+        await store.record_outcomes([outcome(r, plugins=("InterPodAffinity",)) for r in requests])
+
+
+async def test_waking_for_bound_pods_costs_as_many_round_trips_for_any_number_of_tenants(
+    store: QueueStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every tenant's affinity set is read in one round trip: read one tenant after the
+    other, each batch of bound pods cost the informer a round trip per tenant."""
+    sent = count_sends(monkeypatch)
+
+    async def wake(name: str) -> tuple[int, int]:
+        clock.advance(5)
+        before = sent[0]
+        bound = make_pod(name, "team-0", labels={"app": "db"}, node_name="n1")
+        moved = await store.assigned_pods_added([PodRecord.from_pod(bound)])
+        return moved.to_active, sent[0] - before
+
+    await park(store, [record("fan-1", "team-0", affinity_to={"app": "db"}), record("x", "team-1")])
+    woken, few = await wake("db-1")
+    assert woken == 1
+    more = [record("y", f"team-{i}", affinity_to={"app": "web"}) for i in range(2, 12)]
+    await park(store, [record("fan-2", "team-0", affinity_to={"app": "db"}), *more])
+    woken, many = await wake("db-2")
+    assert woken == 2  # fan-1 parked again by the second park's pop, and fan-2
+    assert await store.location("team-0", "default/fan-2") is None  # keyed by its namespace
+    assert await store.location("team-0", "team-0/fan-2") == "active"
+    assert await store.location("team-5", "team-5/y") == "unschedulable"
+    assert many == few <= 7
+    for tenant in ("team-0", "team-1", "team-11"):  # moveRequestCycle set in every tenant
+        assert await store.move_request_cycle(tenant) == await store.scheduling_cycle(tenant)
+
+
+async def test_pops_go_to_the_tenants_with_active_pods(
+    store: QueueStore, queue_config: QueueConfig, clock: ManualClock
+) -> None:
+    """`tenants_to_pop` names every tenant whose pop can return pods, also to a replica that
+    has never seen them, and leaves out those with none active; random steps, checked
+    against each tenant's counts."""
+    rng = random.Random(7)
+    tenants = [f"t{i}" for i in range(6)]
+    other = QueueStore(store.redis, queue_config, clock)  # another replica, warm after a call
+    for step in range(60):
+        tenant = rng.choice(tenants)
+        roll = rng.random()
+        if roll < 0.4:
+            await store.add([record(f"p{step}", tenant)])
+        elif roll < 0.7:
+            for request in await store.pop(tenant, rng.randint(1, 3)):
+                await store.record_outcomes([outcome(request)])
+        elif roll < 0.8:
+            await store.add([record(f"g{step}", tenant, gates=["g"])])
+        else:
+            clock.advance(rng.choice([0.5, 2.0, 20.0]))
+            await store.move_all(NODE_ADD)
+            await store.flush_backoff_completed()
+        counts = await store.counts(await store.tenants())
+        active = {t for t, c in counts.items() if c.active > 0}
+        fresh = QueueStore(store.redis, queue_config, clock)
+        for replica in (store, other, fresh):
+            to_pop = set(await replica.tenants_to_pop())
+            assert active <= to_pop, (step, replica is store)
+            assert to_pop <= set(counts), step
+            for t in to_pop - active:
+                assert not await replica.pop(t, 1, max_inflight=0), (step, t)
+    assert active, "the random steps left some tenant with active pods"
 
 
 @pytest.mark.parametrize(
