@@ -44,6 +44,7 @@ from services.queue.views import (
 )
 from services.queue.wire import EncodedBatch, PoppedPods, TenantPop, request_blob, split_blobs
 from shared.messaging.messages import Outcome, ScheduleRequest
+from shared.store.batch import ScriptPipeline
 
 _SCAN_LIMIT = 100_000
 
@@ -174,33 +175,33 @@ class QueueStore(QueueReads):
         await self._register(by_tenant)
         now = self._now()
         calls: list[tuple[str, list[int]]] = []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant, indexes in by_tenant.items():
-                keys = self._keys(tenant)
-                bodies: dict[Any, Any] = {
-                    body_field(items[i][1].key, items[i][1].resource_version): items[i][1].body
-                    for i in indexes
-                }
-                pipe.hset(self.keys.key(tenant, "pod"), mapping=bodies)
-                for run in _split_unique(indexes, lambda i: items[i][1].key):
-                    args: list[Any] = [now, self._initial_us, self._max_us, len(run)]
-                    for i in run:
-                        op, pod = items[i]
-                        args += [
-                            op,
-                            pod.key,
-                            pod.uid,
-                            pod.resource_version,
-                            pod.priority,
-                            "1" if pod.scheduling_gates or pod.quota_wait else "",
-                            pod.nominated_node_name,
-                            pod.fingerprint,
-                            "1" if pod.required_pod_affinity else "",
-                            pod.scheduler_name,
-                        ]
-                    await self.scripts.upsert(keys=keys, args=args, client=pipe)
-                    calls.append((tenant, run))
-            replies = [r for r in await pipe.execute() if isinstance(r, list)]
+        pipe = ScriptPipeline(self.redis)
+        for tenant, indexes in by_tenant.items():
+            keys = self._keys(tenant)
+            bodies: dict[Any, Any] = {
+                body_field(items[i][1].key, items[i][1].resource_version): items[i][1].body
+                for i in indexes
+            }
+            pipe.pipe.hset(self.keys.key(tenant, "pod"), mapping=bodies)
+            for run in _split_unique(indexes, lambda i: items[i][1].key):
+                args: list[Any] = [now, self._initial_us, self._max_us, len(run)]
+                for i in run:
+                    op, pod = items[i]
+                    args += [
+                        op,
+                        pod.key,
+                        pod.uid,
+                        pod.resource_version,
+                        pod.priority,
+                        "1" if pod.scheduling_gates or pod.quota_wait else "",
+                        pod.nominated_node_name,
+                        pod.fingerprint,
+                        "1" if pod.required_pod_affinity else "",
+                        pod.scheduler_name,
+                    ]
+                pipe.call(self.scripts.upsert, keys, args)
+                calls.append((tenant, run))
+        replies = [r for r in await pipe.execute() if isinstance(r, list)]
         gated: dict[str, dict[Any, Any]] = defaultdict(dict)
         for (tenant, run), reply in zip(calls, replies, strict=True):
             for i, loc in zip(run, reply, strict=True):
@@ -213,10 +214,10 @@ class QueueStore(QueueReads):
                         else _gated_why(pod.scheduling_gates)
                     )
         if gated:
-            async with self.redis.pipeline(transaction=False) as pipe:
+            async with self.redis.pipeline(transaction=False) as writes:
                 for tenant, whys in gated.items():
-                    pipe.hset(self.keys.key(tenant, "why"), mapping=whys)
-                await pipe.execute()
+                    writes.hset(self.keys.key(tenant, "why"), mapping=whys)
+                await writes.execute()
         return results
 
     async def delete(self, pods: Sequence[PodRecord]) -> int:
@@ -224,13 +225,17 @@ class QueueStore(QueueReads):
         by_tenant: dict[str, list[PodRecord]] = defaultdict(list)
         for pod in pods:
             by_tenant[self.tenant_of(pod)].append(pod)
-        removed = 0
+        if not by_tenant:
+            return 0
+        # Every tenant's removal in one round trip (the informer's batches mix tenants).
+        pipe = ScriptPipeline(self.redis)
         for tenant, group in by_tenant.items():
             args: list[Any] = [len(group)]
             for pod in group:
                 args += [pod.key, pod.uid]
-            removed += int(await self.scripts.delete(keys=self._keys(tenant), args=args))
-        return removed
+            pipe.call(self.scripts.delete, self._keys(tenant), args)
+        replies = await pipe.execute()
+        return sum(int(removed) for removed in replies)
 
     async def delete_in(self, tenant: str, pods: Sequence[tuple[str, str]]) -> int:
         """Delete pods (key, uid) of one tenant's queue (a relist found them gone)."""
@@ -300,12 +305,10 @@ class QueueStore(QueueReads):
         cap = self.config.max_inflight_per_tenant if max_inflight is None else max_inflight
         lease_us = to_micros(self.config.lease_seconds if lease_seconds is None else lease_seconds)
         now = self._now()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant, count in wanted:
-                await self.scripts.pop(
-                    keys=self._keys(tenant), args=[now, count, cap, lease_us], client=pipe
-                )
-            replies = await pipe.execute()
+        popping = ScriptPipeline(self.redis)
+        for tenant, count in wanted:
+            popping.call(self.scripts.pop, self._keys(tenant), [now, count, cap, lease_us])
+        replies = await popping.execute()
         pops = [
             TenantPop.of(tenant, reply) for (tenant, _), reply in zip(wanted, replies, strict=True)
         ]
@@ -391,6 +394,10 @@ class QueueStore(QueueReads):
             by_tenant[outcome.tenant].append(index)
         now = self._now()
         lease_us = to_micros(self.config.lease_seconds)
+        # Two round trips for all tenants: their outcome scripts (in order within a tenant),
+        # then their failure messages and activations.
+        pipe = ScriptPipeline(self.redis)
+        calls: list[list[int]] = []
         for tenant, indexes in by_tenant.items():
             keys = self._keys(tenant)
             for run in _split_unique(indexes, lambda i: outcomes[i].pod_key):
@@ -409,9 +416,14 @@ class QueueStore(QueueReads):
                         nominate,
                         lease,
                     ]
-                reply = await self.scripts.outcome(keys=keys, args=args)
-                for i, effect in zip(run, reply, strict=True):
-                    results[i] = text(effect)
+                pipe.call(self.scripts.outcome, keys, args)
+                calls.append(run)
+        replies = await pipe.execute()
+        for run, reply in zip(calls, replies, strict=True):
+            for i, effect in zip(run, reply, strict=True):
+                results[i] = text(effect)
+        pipe = ScriptPipeline(self.redis)
+        for tenant, indexes in by_tenant.items():
             whys: dict[Any, Any] = {
                 outcomes[i].pod_key: _why_blob(
                     outcomes[i].unschedulable_plugins,
@@ -424,14 +436,16 @@ class QueueStore(QueueReads):
                 or (results[i] == "active" and outcomes[i].result == "conflict")
             }
             if whys:
-                await self.redis.hset(self.keys.key(tenant, "why"), mapping=whys)
+                pipe.pipe.hset(self.keys.key(tenant, "why"), mapping=whys)
             activations = [
                 key
                 for i in indexes
                 if results[i] != "stale"
                 for key in outcomes[i].pods_to_activate
             ]
-            await self.activate(tenant, activations)
+            if activations:
+                pipe.call(self.scripts.activate, self._keys(tenant), activations)
+        await pipe.execute()
         return results
 
     # ------------------------------------------------------------------ cluster events
@@ -458,14 +472,11 @@ class QueueStore(QueueReads):
             return MoveResult()
         now = self._now()
         plugins = self._plugins_arg(event)
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant, mode, keys in targets:
-                await self.scripts.move(
-                    keys=self._keys(tenant),
-                    args=[now, self._initial_us, self._max_us, mode, plugins, *keys],
-                    client=pipe,
-                )
-            replies = await pipe.execute()
+        pipe = ScriptPipeline(self.redis)
+        for tenant, mode, keys in targets:
+            args = [now, self._initial_us, self._max_us, mode, plugins, *keys]
+            pipe.call(self.scripts.move, self._keys(tenant), args)
+        replies = await pipe.execute()
         total = MoveResult()
         for to_active, to_backoff, kept in replies:
             total += MoveResult(int(to_active), int(to_backoff), int(kept))
@@ -521,8 +532,8 @@ class QueueStore(QueueReads):
         names = await self.tenants()
         if not names:
             return 0
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for tenant in names:
-                await script(keys=self._keys(tenant), args=args, client=pipe)
-            replies = await pipe.execute()
+        pipe = ScriptPipeline(self.redis)
+        for tenant in names:
+            pipe.call(script, self._keys(tenant), args)
+        replies = await pipe.execute()
         return sum(int(r) for r in replies)

@@ -18,6 +18,9 @@ that needs its calls in a given order (the binder's proposals for one node) need
 one reply before making the next call: it only has to make them in that order. A failed
 pipeline fails every call in it with the same error, as the calls one by one would have
 failed.
+
+`ScriptPipeline` is the one-off form: script calls and plain commands in one pipeline, without
+the SCRIPT EXISTS round trip redis-py's pipelines make first for their scripts.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
@@ -78,11 +82,7 @@ class ScriptBatcher:
     async def _send(self, calls: list[_Call]) -> None:
         self.batches += 1
         try:
-            missing = self._deliver(calls, await self._execute(calls))
-            if missing:  # the script cache was flushed: load what is missing, run those again
-                for script in {id(call[0]): call[0] for call in missing}.values():
-                    script.sha = await self._redis.script_load(script.script)
-                self._deliver(missing, await self._execute(missing), retried=True)
+            replies = await self._execute(calls)
         except BaseException as exc:  # the connection failed (or we were cancelled)
             error = exc if isinstance(exc, Exception) else ConnectionError(repr(exc))
             for *_, future in calls:
@@ -90,26 +90,74 @@ class ScriptBatcher:
                     future.set_exception(error)
             if not isinstance(exc, Exception):
                 raise
-
-    @staticmethod
-    def _deliver(calls: list[_Call], replies: list[Any], retried: bool = False) -> list[_Call]:
-        """Each reply to its caller; returns the calls that met NOSCRIPT (first time)."""
-        missing: list[_Call] = []
-        for call, reply in zip(calls, replies, strict=True):
-            future = call[3]
+            return
+        for (*_, future), reply in zip(calls, replies, strict=True):
             if future.done():  # the caller was cancelled: the command ran all the same
                 continue
-            if isinstance(reply, NoScriptError) and not retried:
-                missing.append(call)
-            elif isinstance(reply, Exception):
+            if isinstance(reply, Exception):
                 future.set_exception(reply)
             else:
                 future.set_result(reply)
-        return missing
 
     async def _execute(self, calls: list[_Call]) -> list[Any]:
-        pipe = self._redis.pipeline(transaction=False)
+        pipe = ScriptPipeline(self._redis)
         for script, keys, args, _ in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        replies: list[Any] = await pipe.execute(raise_on_error=False)
+            pipe.call(script, keys, args)
+        return await pipe.execute(raise_on_error=False)
+
+
+class ScriptPipeline:
+    """Script calls (and plain commands, on `pipe`) sent as one pipeline, in order.
+
+    redis-py's pipeline asks Redis whether its scripts are loaded (SCRIPT EXISTS) before
+    every pipeline that calls one: a second round trip each time. Here the calls go as
+    EVALSHA alone; one that meets NOSCRIPT (Redis restarted or its script cache flushed)
+    has its script loaded and is sent again right after the pipeline, the calls that met it
+    in their order. So a pipeline whose script calls all met it (a cache emptied before it
+    ran) keeps its calls' order among themselves; its plain commands ran before them.
+
+        pipe = ScriptPipeline(redis)
+        pipe.call(scripts.delete, keys, args)
+        pipe.pipe.hset(key, mapping=fields)
+        replies = await pipe.execute()
+    """
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+        self.pipe: Pipeline = redis.pipeline(transaction=False)
+        self._calls: dict[int, tuple[AsyncScript, Sequence[Any], Sequence[Any]]] = {}
+
+    def call(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> None:
+        self._calls[len(self.pipe)] = (script, keys, args)
+        self.pipe.evalsha(script.sha, len(keys), *keys, *args)
+
+    def __len__(self) -> int:
+        return len(self.pipe)
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """Every command's reply, in order; the first error raised (`raise_on_error`), else
+        errors in place of their replies."""
+        if not len(self.pipe):
+            return []
+        replies: list[Any] = await self.pipe.execute(raise_on_error=False)
+        missing = [
+            i
+            for i, reply in enumerate(replies)
+            if isinstance(reply, NoScriptError) and i in self._calls
+        ]
+        if missing:
+            scripts = {id(self._calls[i][0]): self._calls[i][0] for i in missing}
+            for script in scripts.values():
+                script.sha = await self._redis.script_load(script.script)
+            again = self._redis.pipeline(transaction=False)
+            for i in missing:
+                script, keys, args = self._calls[i]
+                again.evalsha(script.sha, len(keys), *keys, *args)
+            for i, reply in zip(missing, await again.execute(raise_on_error=False), strict=True):
+                replies[i] = reply
+        self._calls.clear()
+        if raise_on_error:
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
         return replies

@@ -29,6 +29,7 @@ from shared.models import Node, Pod, PodGroup, decode, decode_many, encode
 from shared.models.codec import CodecError
 from shared.models.evolve import evolve
 from shared.models.schema import KIND_BY_CLASS, KubeObject
+from shared.store.batch import ScriptPipeline
 from shared.store.bindings import Bindings, HeldReservation
 from shared.store.errors import ApplyRejectedError, CorruptObjectError, StreamGapError
 from shared.store.keys import KINDS, StoreKeys, check_kind, object_key
@@ -244,11 +245,11 @@ class ClusterStore:
         script call each): the node agent ends hundreds of pods a second."""
         if not objects:
             return []
-        pipe = self.redis.pipeline(transaction=False)
+        pipe = ScriptPipeline(self.redis)
         for kind, namespace, name, uid in objects:
             key = object_key(check_kind(kind), namespace, name)
             args: list[str | int] = [self.stream_maxlen, kind, key, uid or ""]
-            await self.scripts.delete(keys=[self.keys.rv], args=args, client=pipe)
+            pipe.call(self.scripts.delete, [self.keys.rv], args)
         return [rv if (rv := int(reply[0])) > 0 else None for reply in await pipe.execute()]
 
     # ------------------------------------------------------------------- reads

@@ -7,10 +7,8 @@ import asyncio
 import random
 import time
 from dataclasses import replace
-from typing import Any
 
 import pytest
-from redis.asyncio.connection import AbstractConnection
 
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
@@ -21,6 +19,7 @@ from shared.messaging.messages import Outcome, ScheduleRequest
 from shared.models import required_terms
 from shared.runtime.redisconn import connect
 from tests.queue.builders import make_pod, outcome, record
+from tests.redis_sends import count_sends
 
 T = "default"
 KEY = "default/p"
@@ -309,19 +308,6 @@ async def test_affinity_honours_match_label_keys(store: QueueStore, clock: Manua
     assert (await store.assigned_pod_added(PodRecord.from_pod(same))).moved == 1
 
 
-def count_sends(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the requests the Redis clients send (a pipeline is one), on the real server."""
-    sent = [0]
-    send = AbstractConnection.send_packed_command
-
-    async def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        sent[0] += 1
-        await send(self, command, check_health)
-
-    monkeypatch.setattr(AbstractConnection, "send_packed_command", counted)
-    return sent
-
-
 async def park(store: QueueStore, pods: list[PodRecord]) -> None:
     """Add the pods and leave them unschedulable for InterPodAffinity."""
     await store.add(pods)
@@ -357,6 +343,45 @@ async def test_waking_for_bound_pods_costs_as_many_round_trips_for_any_number_of
     assert many == few <= 7
     for tenant in ("team-0", "team-1", "team-11"):  # moveRequestCycle set in every tenant
         assert await store.move_request_cycle(tenant) == await store.scheduling_cycle(tenant)
+
+
+async def test_a_batch_of_many_tenants_outcomes_and_deletions_takes_a_few_round_trips(
+    store: QueueStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An informer or outcome batch mixes tenants: their scripts go together (they went one
+    tenant after the other, a round trip each), in order within a tenant."""
+    tenants = [f"team-{i}" for i in range(10)]
+    await store.add(
+        [record(n, t, uid=f"{t}-{n}") for t in [*tenants, "warm"] for n in ("a", "b", "c")]
+    )
+    requests = [r for t in tenants for r in await store.pop(t, 3)]
+    # Redis has each script once it ran once (the first call of each is loaded and sent again).
+    [warm, *_] = await store.pop("warm", 3)
+    await store.record_outcomes([outcome(warm, pods_to_activate=("warm/b",))])
+    await store.delete([record("a", "warm", uid="warm-a")])
+    sent = count_sends(monkeypatch)
+    outcomes = []
+    for r in requests:
+        name = r.pod_key.split("/")[1]
+        if name == "a":  # unschedulable, and its failure wakes the tenant's parked "c"
+            outcomes.append(outcome(r, pods_to_activate=(r.pod_key[:-1] + "c",)))
+        elif name == "b":
+            outcomes.append(outcome(r, "scheduled", node_name="n1"))
+        else:  # "c" fails first: parked, then woken by "a"'s outcome in the same batch
+            outcomes.insert(0, outcome(r))
+    effects = await store.record_outcomes(outcomes)
+    assert sent[0] <= 2
+    assert effects.count("noted") == 10
+    for t in tenants:
+        assert await store.location(t, f"{t}/a") == "unschedulable"
+        assert await store.location(t, f"{t}/b") == "inflight"
+        assert await store.location(t, f"{t}/c") == "active"
+    whys = {p.key: p.unschedulable_plugins for p in (await store.pending(tenants[3])).pods}
+    assert whys[f"{tenants[3]}/a"] == ("NodeResourcesFit",)
+    sent[0] = 0
+    assert await store.delete([record("a", t, uid=f"{t}-a") for t in tenants]) == 10
+    assert sent[0] == 1
+    assert [await store.location(t, f"{t}/a") for t in tenants] == [None] * len(tenants)
 
 
 async def test_pops_go_to_the_tenants_with_active_pods(

@@ -8,7 +8,8 @@ import pytest
 import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
-from shared.store.batch import ScriptBatcher
+from shared.store.batch import ScriptBatcher, ScriptPipeline
+from tests.redis_sends import count_sends
 
 ECHO = "return {KEYS[1], ARGV[1]}"
 APPEND = "return redis.call('RPUSH', KEYS[1], ARGV[1])"
@@ -90,3 +91,37 @@ async def test_one_pipeline_at_a_time_the_next_one_after_it(
     assert in_flight["most"] == 1
     names = await redis_client.lrange(key, 1, -1)
     assert names == [n.encode() for n in ["a0", "a1", "a2", "b0", "b1", "b2", "b3", "c0", "c1"]]
+
+
+async def test_a_script_pipeline_is_one_round_trip_and_reloads_a_flushed_cache(
+    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
+):
+    """Script calls and plain commands in one pipeline: one request to Redis (redis-py's
+    pipelines ask SCRIPT EXISTS first); after a flushed script cache, the calls that met
+    NOSCRIPT run again in their order, and every reply is in its place."""
+    append = redis_client.register_script(APPEND)
+    key = f"{redis_prefix}list"
+    await redis_client.script_load(APPEND)
+    sent = count_sends(monkeypatch)
+    pipe = ScriptPipeline(redis_client)
+    pipe.call(append, [key], ["a"])
+    pipe.pipe.rpush(key, "plain")
+    pipe.call(append, [key], ["b"])
+    assert await pipe.execute() == [1, 2, 3]
+    assert sent[0] == 1
+    await redis_client.script_flush()
+    pipe = ScriptPipeline(redis_client)
+    pipe.call(append, [key], ["c"])
+    pipe.pipe.rpush(key, "plain-2")
+    pipe.call(append, [key], ["d"])
+    assert await pipe.execute() == [5, 4, 6]  # the plain command ran before the reloaded calls
+    assert await redis_client.lrange(key, 0, -1) == [
+        n.encode() for n in ["a", "plain", "b", "plain-2", "c", "d"]
+    ]
+    pipe = ScriptPipeline(redis_client)
+    pipe.pipe.set(f"{redis_prefix}s", "x")
+    pipe.call(append, [f"{redis_prefix}s"], ["e"])  # WRONGTYPE
+    pipe.call(append, [key], ["f"])
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await pipe.execute()
+    assert (await redis_client.lrange(key, -1, -1)) == [b"f"]  # the others ran
