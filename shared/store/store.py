@@ -257,37 +257,22 @@ class ClusterStore:
         return int(await self.redis.get(self.keys.rv) or 0)
 
     async def get(self, kind: str, namespace: str, name: str) -> KubeObject | None:
-        [obj] = await self.get_all(kind, [(namespace, name)])
-        return obj
-
-    async def get_all(self, kind: str, names: Sequence[tuple[str, str]]) -> list[KubeObject | None]:
-        """The objects (namespace, name) of a kind, None for one absent, in one round trip."""
-        check_kind(kind)
-        keys = [object_key(kind, namespace, name) for namespace, name in names]
-        if not keys:
-            return []
+        key = object_key(check_kind(kind), namespace, name)
         pipe = self.redis.pipeline(transaction=True)
-        for key in keys:
-            pipe.hget(self.keys.objects(kind), key)
-            pipe.hget(self.keys.meta(kind), key)
-            if kind == "Pod":
-                pipe.hget(self.keys.pod_node, key)
-                pipe.hget(self.keys.nominated_of, key)
+        pipe.hget(self.keys.objects(kind), key)
+        pipe.hget(self.keys.meta(kind), key)
+        if kind == "Pod":
+            pipe.hget(self.keys.pod_node, key)
+            pipe.hget(self.keys.nominated_of, key)
         reply = await pipe.execute()
-        width = 4 if kind == "Pod" else 2
-        out: list[KubeObject | None] = []
-        for i, key in enumerate(keys):
-            body, meta, *placed = reply[i * width : (i + 1) * width]
-            if body is None or meta is None:
-                out.append(None)
-                continue
-            rv, uid = _meta(meta)
-            obj = self._decode(kind, key, body)
-            if kind == "Pod":
-                out.append(decorate(obj, rv, uid, _text(placed[0]), _text(placed[1])))
-            else:
-                out.append(decorate(obj, rv, uid))
-        return out
+        body, meta = reply[0], reply[1]
+        if body is None or meta is None:
+            return None
+        rv, uid = _meta(meta)
+        obj = self._decode(kind, key, body)
+        if kind == "Pod":
+            return decorate(obj, rv, uid, _text(reply[2]), _text(reply[3]))
+        return decorate(obj, rv, uid)
 
     async def get_pod(self, namespace: str, name: str) -> Pod | None:
         obj = await self.get("Pod", namespace, name)

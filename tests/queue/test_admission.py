@@ -9,11 +9,9 @@ from dataclasses import replace
 from typing import Any
 
 import msgpack
-import pytest
 import redis.asyncio as aioredis
 
 from services.queue.quota.admission import Admission
-from services.queue.quota.effects import requeue
 from services.queue.records import PodRecord
 from shared.models import POD_GROUP_LABEL, Namespace, Pod, load_manifest_text
 from shared.models.kueue import QUEUE_NAME_LABEL
@@ -21,7 +19,6 @@ from shared.models.meta import ObjectMeta
 from shared.observability.metrics import BerthMetrics
 from shared.store import ClusterStore
 from tests.builders import label_selector, make_pdb, make_pod, make_pod_group
-from tests.redis_sends import count_sends
 
 
 def queues(*specs: tuple[str, str, int, int | None, Any]) -> str:
@@ -297,31 +294,6 @@ async def test_usage_in_redis_is_always_the_sum_of_admissions(
     fresh = Admission(redis_client, admission.store, admission.admitted_key.split("{")[0])
     await fresh.load()
     assert fresh.cohorts["c"].usage == admission.cohorts["c"].usage
-
-
-async def test_a_preemptions_victims_are_put_back_to_waiting_together(
-    redis_client: aioredis.Redis, redis_prefix: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Victims go back to waiting (unbound, same uid: a deletion then a new version in the
-    change stream) in three round trips for all of them, not three each; a pod whose uid is
-    another's now, or gone, is left alone."""
-    store = ClusterStore(redis_client, cluster="c", prefix=redis_prefix + "store:")
-    bound = [make_pod(f"v{i}").node("n1").obj() for i in range(4)]
-    await store.apply(bound)
-    await store.delete("Pod", "default", "nobody")  # Redis has the deletion script now
-    before = await store.resource_version()
-    sent = count_sends(monkeypatch)
-    victims = [(p.key, p.metadata.uid) for p in bound[:3]]
-    await requeue(store, [*victims, ("default/v3", "an-older-uid"), ("default/gone", "u")])
-    assert sent[0] == 3
-    stored = {p.key: p for p in await store.list("Pod") if isinstance(p, Pod)}
-    assert [stored[key].spec.node_name for key in sorted(stored)] == ["", "", "", "n1"]
-    assert [stored[key].metadata.uid for key, _ in victims] == [uid for _, uid in victims]
-    changes = []
-    async for batch in store.follow_batches(before, block_ms=100):
-        changes = [(c.op, c.key) for c in batch]
-        break
-    assert changes == [("delete", k) for k, _ in victims] + [("put", k) for k, _ in victims]
 
 
 async def test_reclaim_within_cohort_evicts_the_newest_borrowers(

@@ -30,7 +30,6 @@ from tests.builders import (
     make_pod_group,
     make_priority_class,
 )
-from tests.redis_sends import count_sends
 
 
 async def test_apply_get_list_round_trip(store: ClusterStore):
@@ -52,29 +51,6 @@ async def test_apply_get_list_round_trip(store: ClusterStore):
     assert await store.get_pod("ns", "missing") is None
     assert [p.metadata.name for p in await store.list("Pod")] == ["p1"]
     assert await store.resource_version() == 2
-
-
-async def test_get_all_reads_many_objects_in_one_round_trip(
-    store: ClusterStore, monkeypatch: pytest.MonkeyPatch
-):
-    """In order, None for the absent, pods with where they are bound and nominated."""
-    await store.apply([make_node("n1").capacity(cpu="4", pods=10).obj()])
-    await store.apply([make_pod(f"p{i}").req(cpu="1").obj() for i in range(3)])
-    await store.apply([make_pod("p1").req(cpu="1").node("n1").obj()])
-    sent = count_sends(monkeypatch)
-    got = await store.get_all("Pod", [("default", "p2"), ("default", "nope"), ("default", "p1")])
-    assert sent[0] == 1
-    pods = [p if isinstance(p, Pod) else None for p in got]
-    assert [None if p is None else (p.metadata.name, p.spec.node_name) for p in pods] == [
-        ("p2", ""),
-        None,
-        ("p1", "n1"),
-    ]
-    assert got[0] == await store.get_pod("default", "p2")
-    [node] = await store.get_all("Node", [("", "n1")])
-    assert isinstance(node, Node)
-    assert node.metadata.name == "n1"
-    assert await store.get_all("Pod", []) == []
 
 
 async def test_update_keeps_uid_and_bumps_version(store: ClusterStore):

@@ -357,7 +357,7 @@ class Admission:
     async def _charge_bound(self, pod: PodRecord) -> None:
         if self.requeued.get(pod.key) == pod.uid:  # evicted, then bound by a stale proposal
             log.info("quota: %s was bound after its eviction; evicting it again", pod.key)
-            return await requeue(self.store, [(pod.key, pod.uid)])
+            return await requeue(self.store, pod.key, pod.uid)
         queue, _ = self.queue_of(pod)
         if queue is None:
             return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -54,28 +54,18 @@ async def place_on_flavors(
     return True
 
 
-async def requeue(store: ClusterStore, pods: Sequence[tuple[str, str]]) -> None:
-    """Evict admitted pods (key, uid) by putting them back to waiting: unbound, same uid
-    (the informer then brings each one's deletion, which releases its quota, and its
-    return). Three round trips for all of them: a preemption evicts several at once."""
-    names = [key.partition("/")[::2] for key, _ in pods]
-    stored = await store.get_all("Pod", names)
-    found = [
-        pod
-        for pod, (_, uid) in zip(stored, pods, strict=True)
-        if isinstance(pod, Pod) and pod.metadata.uid == uid
-    ]
-    if not found:
+async def requeue(store: ClusterStore, key: str, uid: str) -> None:
+    """Evict an admitted pod by putting it back to waiting: unbound, same uid (the
+    informer then brings its deletion, which releases its quota, and its return)."""
+    namespace, _, name = key.partition("/")
+    pod = await store.get_pod(namespace, name)
+    if pod is None or pod.metadata.uid != uid:
         return
-    await store.delete_all(
-        [("Pod", p.metadata.namespace, p.metadata.name, p.metadata.uid) for p in found]
-    )
-    for pod in found:
-        pod.spec.node_name = ""
-        pod.status.nominated_node_name = ""
-    await store.apply(found)
-    for pod in found:
-        log.info("quota reclaim: evicted %s (back to waiting)", pod.key)
+    await store.delete("Pod", namespace, name, uid=uid)
+    pod.spec.node_name = ""
+    pod.status.nominated_node_name = ""
+    await store.apply([pod])
+    log.info("quota reclaim: evicted %s (back to waiting)", key)
 
 
 @dataclass

@@ -4,7 +4,7 @@ store: unbound, same uid), once each."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from services.queue.quota.cohorts import Cohort, FlavorResource
@@ -76,17 +76,14 @@ async def preempt(
             victims[key] = self.admitted[key]
             reasons[key] = target.reason
     leaving: set[str] = set()
-    evicted: list[str] = []
-    for key in victims:
+    for key, rec in victims.items():
         if key in already:
             leaving.add(key)
         elif await budgets.evict(key):  # budgets may have moved since the plan
-            evicted.append(key)
+            await evict(self, key, rec["uid"])
+            count_eviction(self, rec, PREEMPTED)
+            self.preemptions[wl.queue, reasons[key]] += 1
             leaving.add(key)
-    await evict(self, [(key, victims[key]["uid"]) for key in evicted])
-    for key in evicted:
-        count_eviction(self, victims[key], PREEMPTED)
-        self.preemptions[wl.queue, reasons[key]] += 1
     if not leaving:
         return budgets.refusal, False
     self.evicting[wl.key] = leaving
@@ -95,15 +92,12 @@ async def preempt(
     return f"{verb}: evicted {len(leaving)} pod(s) of {', '.join(owners)}", True
 
 
-async def evict(self: Admission, pods: Sequence[tuple[str, str]]) -> None:
-    """Put admitted pods (key, uid) back to waiting (quota_effects.requeue), remembering
-    them: if a proposal already in flight binds one anyway, admission evicts it again
-    instead of charging it (a pod bound outside admission is otherwise charged on sight)."""
-    if not pods:
-        return
-    await requeue(self.store, pods)
-    for key, uid in pods:
-        self.requeued[key] = uid
+async def evict(self: Admission, key: str, uid: str) -> None:
+    """Put an admitted pod back to waiting (quota_effects.requeue), remembering it: if a
+    proposal already in flight binds it anyway, admission evicts it again instead of
+    charging it (a pod bound outside admission is otherwise charged on sight)."""
+    await requeue(self.store, key, uid)
+    self.requeued[key] = uid
 
 
 def count_eviction(self: Admission, record: Mapping[str, Any], reason: str) -> None:
@@ -145,12 +139,8 @@ async def drain(self: Admission) -> None:
     }
     if not draining:
         return
-    drained = [
-        (key, rec)
-        for key, rec in self.admitted.items()
-        if rec["cq"] in draining and key not in self.draining
-    ]
-    await evict(self, [(key, rec["uid"]) for key, rec in drained])
-    for key, rec in drained:
-        count_eviction(self, rec, CLUSTER_QUEUE_STOPPED)
-        self.draining.add(key)
+    for key, rec in list(self.admitted.items()):
+        if rec["cq"] in draining and key not in self.draining:
+            await evict(self, key, rec["uid"])
+            count_eviction(self, rec, CLUSTER_QUEUE_STOPPED)
+            self.draining.add(key)

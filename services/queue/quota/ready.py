@@ -89,8 +89,8 @@ async def check(self: Admission) -> None:
             continue
         n = ready.requeued[key] = ready.requeued.get(key, 0) + 1
         ready.until[key] = now + ready.backoff(n)
-        records = {pod: self.admitted[pod] for pod in pods}  # the informer may release them
-        await evict(self, [(pod, record["uid"]) for pod, record in records.items()])
-        for pod, record in records.items():
+        for pod in pods:
+            record = self.admitted[pod]
+            await evict(self, pod, record["uid"])
             ready.leaving.add(pod)
             count_eviction(self, record, PODS_READY_TIMEOUT)
