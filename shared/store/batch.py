@@ -129,10 +129,7 @@ class ScriptPipeline:
 
     def call(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> None:
         self._calls[len(self.pipe)] = (script, keys, args)
-        self.pipe.evalsha(script.sha, len(keys), *keys, *args)
-
-    def __len__(self) -> int:
-        return len(self.pipe)
+        _evalsha(self.pipe, script, keys, args)
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         """Every command's reply, in order; the first error raised (`raise_on_error`), else
@@ -151,8 +148,7 @@ class ScriptPipeline:
                 script.sha = await self._redis.script_load(script.script)
             again = self._redis.pipeline(transaction=False)
             for i in missing:
-                script, keys, args = self._calls[i]
-                again.evalsha(script.sha, len(keys), *keys, *args)
+                _evalsha(again, *self._calls[i])
             for i, reply in zip(missing, await again.execute(raise_on_error=False), strict=True):
                 replies[i] = reply
         self._calls.clear()
@@ -161,3 +157,7 @@ class ScriptPipeline:
                 if isinstance(reply, Exception):
                     raise reply
         return replies
+
+
+def _evalsha(pipe: Pipeline, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> None:
+    pipe.evalsha(script.sha, len(keys), *keys, *args)

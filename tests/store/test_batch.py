@@ -1,4 +1,5 @@
-"""ScriptBatcher: script calls of one loop turn in one pipeline, against the session's Redis."""
+"""ScriptBatcher (script calls of one loop turn in one pipeline) and ScriptPipeline (one
+pipeline without a SCRIPT EXISTS round trip), against the session's Redis."""
 
 from __future__ import annotations
 
