@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from scheduling.framework.runtime import Framework
 
 REBUILD_FRACTION = 8
-"""More than 1/8 of the rows changed since an entry's last use: evaluate all rows at once."""
+"""More than 1/8 of the rows changed since a signature's last pod: its entry costs more to
+bring up to date than the full cycle, which the pod takes instead (`ChurnedError`)."""
 LOOKAHEAD_BATCH = 64
 """Rows whose look-ahead is recomputed together (one scratch copy of the columns)."""
 SMALL_CHANGE = 64
@@ -50,6 +51,18 @@ class NotReusable(Exception):
 
 class NotReusableHere(NotReusable):
     """Nor can any pod of its signature's, until a shared change (`shared_epoch`)."""
+
+
+class ChurnedError(NotReusable):
+    """More than 1/REBUILD_FRACTION of the rows changed since the signature's last pod."""
+
+    def __init__(self) -> None:
+        super().__init__("rows churned since the signature's last pod")
+
+
+def churned(changed_rows: int, all_rows: int) -> bool:
+    """Whether an entry that saw `changed_rows` of `all_rows` change is not worth keeping."""
+    return changed_rows * REBUILD_FRACTION > all_rows
 
 
 @dataclass(slots=True)
@@ -299,7 +312,8 @@ class Entry:
 
     def refresh_rows(self, pod: Pod, nodes: NodeColumns, placed: dict[str, Entry]) -> bool:
         """Bring the rows whose pods changed up to date (the caller checked the epochs);
-        False when the entry should rather be rebuilt.
+        False when no row is feasible (the entry is rebuilt); ChurnedError when too many
+        changed.
 
         A row whose only change is one more pod of this signature, with its look-ahead
         current, takes the look-ahead ("promoted"); any other changed row runs the plugins.
@@ -308,8 +322,8 @@ class Entry:
         if changes:
             self.seen = nodes.row_log_base + len(nodes.row_log)
             promoted, evaluated = self.sort_changes(changes, placed)
-            if len(evaluated) * REBUILD_FRACTION > len(nodes):
-                return False
+            if churned(len(evaluated), len(nodes)):
+                raise ChurnedError
             if len(promoted) == 1 and not evaluated:
                 (row,) = promoted
                 scores = [int(scorer.next_raw[row]) for scorer in self.scorers]

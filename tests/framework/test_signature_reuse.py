@@ -169,6 +169,41 @@ def test_reuse_holds_across_interleaved_signatures() -> None:
     assert signatures.stats.hits == 298
 
 
+def test_a_signature_whose_rows_churn_between_its_pods_takes_the_full_cycle() -> None:
+    """Quota admission's shape: 19 nodes, 30 signatures taking turns, so most rows change
+    between two pods of one signature. Those pods take the full cycle (an entry would
+    re-evaluate most rows, and rebuilding it cost 2.7x the full cycle); a signature whose
+    pods come close together again gets an entry and its hits. Same answers as without
+    reuse throughout."""
+    nodes = [make_node(f"n{i}").capacity(cpu=64, memory="64Gi", pods=500).obj() for i in range(19)]
+    templates = [make_pod(f"t{q}").req(cpu="1").label("queue", f"q{q}") for q in range(30)]
+    clusters = [LocalCluster(nodes), LocalCluster(nodes)]
+    frameworks = [_frameworks(5, clusters[0], True), _frameworks(5, clusters[1], False)]
+    signatures = frameworks[0].signatures
+    assert signatures is not None
+
+    def place(builder: PodBuilder, name: str) -> None:
+        pod = builder.name(name).uid(name).obj()
+        answers = [_outcome(f, c, pod) for f, c in zip(frameworks, clusters, strict=True)]
+        assert answers[0] == answers[1], name
+        assert answers[0][0] == "bound"
+
+    for i in range(10):  # every signature in turn: ~19 rows change between its pods
+        for q, template in enumerate(templates):
+            place(template, f"p{i}-{q}")
+    churned = signatures.stats.fallbacks["rows churned since the signature's last pod"]
+    assert churned >= 9 * 30 - 30  # the first pod of each builds; then mostly cold
+    assert signatures.stats.builds <= 30 + 30  # not one per pod (300 before)
+    builds, hits = signatures.stats.builds, signatures.stats.hits
+    # One signature's pods back to back: the first still finds its rows churned since its
+    # last pod; the second finds one row changed and builds; the next three are hits.
+    for i in range(5):
+        place(templates[0], f"again{i}")
+    assert signatures.stats.fallbacks["rows churned since the signature's last pod"] == churned + 1
+    assert signatures.stats.builds == builds + 1
+    assert signatures.stats.hits == hits + 3
+
+
 def test_plugins_that_read_other_nodes_run_in_full_beside_the_kept_results() -> None:
     zone = "topology.kubernetes.io/zone"
     nodes = [
