@@ -5,6 +5,7 @@ tests/test_import_walls.py, let other services import this module only)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -54,22 +55,34 @@ class QueueClient:
         """What quota admission charged, per ClusterQueue and (flavor, resource)."""
         return await read_reserved(self.redis, self._keys)
 
-    async def admitted_records(self) -> dict[Any, Any]:
-        """Quota admission's record of each admitted pod (raw: pod key -> msgpack)."""
-        return dict(await self.redis.hgetall(self._keys.quota_admitted))
-
-    async def usage_counters(self) -> dict[Any, Any]:
-        """Quota admission's usage counters (raw: "queue|flavor|resource" -> amount)."""
-        return dict(await self.redis.hgetall(self._keys.quota_usage))
+    async def admission_records(self) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        """In one round trip: quota admission's record of each admitted pod (raw: pod key ->
+        msgpack) and its usage counters (raw: "queue|flavor|resource" -> amount)."""
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.hgetall(self._keys.quota_admitted)
+            pipe.hgetall(self._keys.quota_usage)
+            admitted, usage = await pipe.execute()
+        return dict(admitted), dict(usage)
 
     async def quota_waits(self) -> dict[str, str]:
         """Pod key -> why it waits for quota admission, for every pod the queue holds gated
         for quota (the adapter writes it to the pod in Kubernetes mode)."""
         return await self._reads.quota_waits()
 
-    async def why_records(self, queue: str) -> dict[Any, Any]:
-        """Why each pod of `queue` waits (raw: pod key -> msgpack, services.queue.views)."""
-        return dict(await self.redis.hgetall(self._keys.key(queue, "why")))
+    async def why_records(self, wanted: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+        """Why the pods `wanted` (tenant -> pod keys) wait, in one round trip (raw: pod key
+        -> msgpack, services.queue.views); pods without a reason are left out."""
+        tenants = [(tenant, keys) for tenant, keys in wanted.items() if keys]
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for tenant, keys in tenants:
+                pipe.hmget(self._keys.key(tenant, "why"), list(keys))
+            replies = await pipe.execute()
+        return {
+            key: blob
+            for (_, keys), blobs in zip(tenants, replies, strict=True)
+            for key, blob in zip(keys, blobs, strict=True)
+            if blob is not None
+        }
 
 
 def lease_reader(redis: Redis, prefix: str, batcher: ScriptBatcher) -> LeaseReader:

@@ -225,3 +225,29 @@ def test_admission_to_start_is_split_into_its_hops_per_class() -> None:
     # small 0 and 1 count: proposals after 10 and 20 ms, so 15 ms wall = 30 config-time ms
     assert [hops["small"][stage] for stage in STAGES] == [20, 30, 10, 40]
     assert [hops["large"][stage] for stage in STAGES] == [20, 100, 10, 40]
+
+
+def test_estimates_are_read_once_per_workload_from_the_reasons_of_those_still_waiting() -> None:
+    """The harness asks only for the reasons it still needs (waiting, never admitted, no
+    estimate read yet), per LocalQueue; the first estimate read is the one kept."""
+    from cli.bench.kueue import Tracker
+
+    plan = baseline()
+    tracker = Tracker(plan, scale=1.0, started=100.0)
+    queues = sorted({w.queue for w in plan.workloads})[:2]
+    chosen = [w for q in queues for w in [x for x in plan.workloads if x.queue == q][:3]]
+    for w in chosen:
+        tracker.created(w, 100.0)
+    keys = [f"{w.queue}/{w.name}" for w in chosen]
+    assert tracker.awaiting_estimates() == {queues[0]: keys[:3], queues[1]: keys[3:]}
+
+    def why(seconds: int) -> bytes:
+        blob: bytes = msgpack.packb({"msg": f"waiting; admission estimated in ~{seconds}s"})
+        return blob
+
+    tracker.observe({keys[0].encode(): msgpack.packb({"at": 100.2})}, 100.2)  # admitted
+    tracker.read_estimates({keys[1]: why(4), keys[3]: msgpack.packb({"msg": "no estimate"})}, 101)
+    assert tracker.predicted == {keys[1]: 105.0}
+    assert tracker.awaiting_estimates() == {queues[0]: [keys[2]], queues[1]: keys[3:]}
+    tracker.read_estimates({keys[1]: why(9)}, 102)  # a later estimate does not replace it
+    assert tracker.predicted == {keys[1]: 105.0}

@@ -47,6 +47,7 @@ async def test_small_kueue_config_end_to_end(dev_servers: DevServers) -> None:
     assert result["wallMs"] >= result["lowerBoundWallMs"]
     assert result["wallToLowerBound"] >= 1.0
     assert result["cpuSecondsTotal"] > 0
+    assert result["harnessCpuSeconds"] > 0
     # The queue's estimated admission times were read from waiting pods' reasons and
     # compared with the admissions that followed.
     estimates = result["admissionEstimates"]
