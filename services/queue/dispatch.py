@@ -9,7 +9,7 @@ import contextlib
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,9 +77,9 @@ class Dispatcher:
             while not self.stopping.is_set():
                 try:
                     popping, prefetched = prefetched, None
-                    current = await (popping or self._pop_round())
+                    current = await (popping or self._popping())
                     if current.pods and not self.stopping.is_set():
-                        prefetched = asyncio.create_task(self._pop_round())
+                        prefetched = asyncio.create_task(self._popping())
                     await self._publish_round(current)
                     sent = current.pods
                     retry.succeeded()
@@ -91,7 +91,7 @@ class Dispatcher:
                     await retry.pause(exc, self.stopping)
                     continue
                 if sent == 0:
-                    self.work.clear()
+                    # Set since the empty pop began (`_popping`): another round at once.
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.work.wait(), self.config.dispatch_idle_interval)
             if prefetched is not None:
@@ -108,6 +108,15 @@ class Dispatcher:
         current = await self._pop_round()
         await self._publish_round(current)
         return current.pods
+
+    def _popping(self) -> Coroutine[Any, Any, _Round]:
+        """A pop round; `work` is cleared as it begins, not after it came back empty: a
+        pod activated while it ran (after Redis answered it) sets `work` again, and the
+        loop pops once more instead of waiting dispatch_idle_interval for it. Clearing after
+        an empty round lost that wake-up: in Kueue's baseline, where pods are activated
+        while the dispatcher pops, a workload's admission -> dispatch took ~31 ms."""
+        self.work.clear()
+        return self._pop_round()
 
     async def _pop_round(self) -> _Round:
         tenants = await self.store.tenants_to_pop()

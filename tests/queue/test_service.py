@@ -83,6 +83,10 @@ async def pending(service: QueueService, tenant: str) -> int:
     return (await service.store.counts())[tenant].pending
 
 
+async def active(service: QueueService, tenant: str) -> int:
+    return (await service.store.counts())[tenant].active
+
+
 async def wait_for_async(
     read: Callable[[], Awaitable[int]], want: int, within: float = 20.0
 ) -> None:
@@ -117,6 +121,45 @@ async def test_pods_flow_to_the_schedule_topic_in_queue_order(
     keys = [r.pod_key for r in reader.requests()]
     assert keys == ["default/c", "default/b", "default/a", "default/d"]
     assert {r.attempt for r in reader.requests()} == {1}
+
+
+async def test_a_pod_activated_while_an_empty_pop_runs_is_dispatched_at_once(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
+) -> None:
+    """The dispatcher's wake-up is not lost: a pod the informer activates while a pop round
+    is out (after Redis answered it: the round comes back empty) is popped by the next
+    round, not after dispatch_idle_interval (30 s here). Clearing the wake-up after the
+    empty round lost it. One dispatch loop, as in ordered mode (with two, a wake-up was lost
+    only when both were out popping)."""
+    config = replace(service_config, dispatch_idle_interval=30.0, dispatch_concurrency=1)
+    async with (
+        make_service(config) as service,
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+    ):
+        await cluster.apply([make_pod("first")])
+        await reader.wait_until(lambda: len(reader.requests()) == 1)
+        reads = service.dispatcher.store
+        original = reads.tenants_to_pop
+        late: list[float] = []
+
+        async def pop_then_activate() -> list[str]:
+            tenants: list[str] = await original()
+            if not late:  # once: the informer activates a pod before this round is back
+                late.append(time.monotonic())
+                await cluster.apply([make_pod("late")])
+                await wait_for_async(lambda: active(service, "default"), 1, within=10)
+                # ... and wakes the dispatcher, as after every batch of events, before the
+                # round comes back (the informer is done with its batch meanwhile)
+                await wait_for(service.dispatcher.work.is_set, within=10, why="no wake-up")
+                await asyncio.sleep(0.5)
+            return tenants
+
+        reads.tenants_to_pop = pop_then_activate
+        service.dispatcher.work.set()  # a round, as after any batch of events
+        await wait_for(lambda: bool(late), within=10, why="no pop round")
+        await reader.wait_until(lambda: len(reader.requests()) == 2, within=10)
+        assert [r.pod_key for r in reader.requests()] == ["default/first", "default/late"]
+        assert time.monotonic() - late[0] < 10
 
 
 async def test_failure_then_node_add_redispatches(
