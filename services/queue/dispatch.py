@@ -113,8 +113,9 @@ class Dispatcher:
         """A pop round; `work` is cleared as it begins, not after it came back empty: a
         pod activated while it ran (after Redis answered it) sets `work` again, and the
         loop pops once more instead of waiting dispatch_idle_interval for it. Clearing after
-        an empty round lost that wake-up: in Kueue's baseline, where pods are activated
-        while the dispatcher pops, a workload's admission -> dispatch took ~31 ms."""
+        an empty round lost that wake-up: with one loop (ordered mode) every time, with two
+        when both were out popping. A set is only cleared by a pop that begins after it, and
+        that pop reads what the activation before it wrote."""
         self.work.clear()
         return self._pop_round()
 
