@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from scheduling.framework.runtime import Framework
 
 REBUILD_FRACTION = 8
-"""More than 1/8 of the rows changed since a signature's last pod: its entry costs more to
-bring up to date than the full cycle, which the pod takes instead (`ChurnedError`)."""
+"""More than 1/8 of the rows changed since a signature's last pod: its entry is rebuilt, or,
+when it served no pod since it was built, the pod takes the full cycle (`ChurnedError`)."""
 LOOKAHEAD_BATCH = 64
 """Rows whose look-ahead is recomputed together (one scratch copy of the columns)."""
 SMALL_CHANGE = 64
@@ -147,6 +147,9 @@ class Entry:
     """The node-local plugins that skipped at PreFilter and at PreScore."""
     stale: set[int] = field(default_factory=set)
     """Rows whose look-ahead is out of date, recomputed LOOKAHEAD_BATCH at a time."""
+    hits: int = 0
+    """Pods it served since it was built: one that served none before its rows churned
+    sends its signature cold (reuse.py `_current`)."""
 
     # ----------------------------------------------------------- evaluating
     def evaluate(self, pod: Pod, nodes: NodeColumns, rows: NDArray[np.intp]) -> Results:

@@ -189,11 +189,13 @@ class SignatureCache:
 
     def _current(self, signature: Signature, pod: Pod, nodes: NodeColumns) -> Entry:
         """The signature's entry, brought up to date or built. An entry whose update fails
-        part way is dropped (the next pod of the signature builds a new one); one that
-        would re-evaluate more than 1/REBUILD_FRACTION of the rows is dropped too, and the
-        signature goes cold: bringing an entry up to date then costs the full cycle's
-        Filter and Score work and more (on 19 nodes, 90 signatures taking turns, rebuilding
-        instead made reuse cost 2.7x the full cycle)."""
+        part way is dropped (the next pod of the signature builds a new one). One that would
+        re-evaluate more than 1/REBUILD_FRACTION of the rows is rebuilt if it served pods
+        since it was built (its signature's pods come together: a LocalQueue's batch);
+        else it is dropped and the signature goes cold, its pods taking the full cycle
+        (`_warm`): a build costs the full cycle's Filter and Score work and more, and on 19
+        nodes with 90 signatures taking turns, rebuilding for every pod made reuse cost
+        2.7x the full cycle."""
         entry = self._entries.get(signature)
         if entry is None:
             self._warm(signature, nodes)
@@ -201,11 +203,13 @@ class SignatureCache:
             if entry is not None and self._refresh(entry, pod, nodes):
                 self._entries.move_to_end(signature)
                 self.stats.hits += 1
+                entry.hits += 1
                 return entry
         except ChurnedError:
             self._entries.pop(signature, None)
-            self._cool(signature, nodes)
-            raise
+            if entry is None or not entry.hits:
+                self._cool(signature, nodes)
+                raise
         except BaseException:
             self._entries.pop(signature, None)
             raise

@@ -204,6 +204,27 @@ def test_a_signature_whose_rows_churn_between_its_pods_takes_the_full_cycle() ->
     assert signatures.stats.hits == hits + 3
 
 
+def test_a_signature_whose_pods_come_in_pairs_is_rebuilt_not_cold() -> None:
+    """The same 19 nodes and 30 signatures, but each signature's pods two at a time (the
+    dispatcher hands a worker a LocalQueue's pods together): the rows churn between pairs,
+    and an entry that served a pod since it was built is rebuilt for the next pair, not
+    sent cold (the first of each pair would take the full cycle and the second build)."""
+    nodes = [make_node(f"n{i}").capacity(cpu=64, memory="64Gi", pods=500).obj() for i in range(19)]
+    templates = [make_pod(f"t{q}").req(cpu="1").label("queue", f"q{q}") for q in range(30)]
+    clusters = [LocalCluster(nodes), LocalCluster(nodes)]
+    frameworks = [_frameworks(6, clusters[0], True), _frameworks(6, clusters[1], False)]
+    for i in range(5):
+        for q, template in enumerate(templates):
+            for k in (0, 1):
+                pod = template.name(f"p{i}-{q}-{k}").uid(f"p{i}-{q}-{k}").obj()
+                answers = [_outcome(f, c, pod) for f, c in zip(frameworks, clusters, strict=True)]
+                assert answers[0] == answers[1], pod.metadata.name
+    signatures = frameworks[0].signatures
+    assert signatures is not None
+    assert signatures.stats.fallbacks == {}
+    assert (signatures.stats.builds, signatures.stats.hits) == (5 * 30, 5 * 30)
+
+
 def test_plugins_that_read_other_nodes_run_in_full_beside_the_kept_results() -> None:
     zone = "topology.kubernetes.io/zone"
     nodes = [
