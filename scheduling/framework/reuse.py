@@ -199,20 +199,21 @@ class SignatureCache:
         entry = self._entries.get(signature)
         if entry is None:
             self._warm(signature, nodes)
-        try:
-            if entry is not None and self._refresh(entry, pod, nodes):
-                self._entries.move_to_end(signature)
-                self.stats.hits += 1
-                entry.hits += 1
-                return entry
-        except ChurnedError:
-            self._entries.pop(signature, None)
-            if entry is None or not entry.hits:
-                self._cool(signature, nodes)
+        else:
+            try:
+                if self._refresh(entry, pod, nodes):
+                    self._entries.move_to_end(signature)
+                    self.stats.hits += 1
+                    entry.hits += 1
+                    return entry
+            except ChurnedError:
+                self._entries.pop(signature, None)
+                if not entry.hits:
+                    self._cool(signature, nodes)
+                    raise
+            except BaseException:
+                self._entries.pop(signature, None)
                 raise
-        except BaseException:
-            self._entries.pop(signature, None)
-            raise
         self._entries.pop(signature, None)
         entry = self._build(pod, nodes)
         self._entries[signature] = entry
