@@ -25,6 +25,9 @@ async def test_a_small_distributed_bench_reports_every_figure(dev_servers: DevSe
     assert redis["xadd"]["calls"] >= 2
     assert redis["evalsha"]["us"] > 0
     assert redis["(reads)"]["calls"] > 0
+    # The bench's own CPU (apply, observer, waiting) is shown apart from the pipeline's.
+    assert result["harness_cpu_ms_per_pod"] > 0
+    assert "harness" not in result["cpu_ms_per_pod"]
 
 
 async def test_steady_load_offers_pods_open_loop(dev_servers: DevServers) -> None:
