@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from redis.asyncio import Redis
 
@@ -49,6 +49,7 @@ from services.queue.quota.workload import QUOTA_KINDS, QUOTA_OBJECTS_CHANGED, Qu
 from services.queue.records import PodOp, PodRecord
 from shared.messaging.wire import MessageError
 from shared.models import POD_GROUP_LABEL, Node
+from shared.models.evolve import evolve
 from shared.runtime.lua import LuaScripts
 from shared.runtime.retry import Retry
 from shared.store import Change, ClusterStore, StreamGapError
@@ -277,7 +278,7 @@ class StoreInformer:
             # A binding: the stored object is the pending pod's, bound. Its record is the
             # pending record, bound (the queue routes a bound pod by its node and labels;
             # body and fingerprint describe the same spec), without reading it again.
-            record = replace(
+            record = evolve(
                 old,
                 node_name=change.node_name,
                 nominated_node_name=change.nominated_node_name,

@@ -5,18 +5,23 @@ poison later attempts."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
 
-from services.queue.client import judge_lease
+from services.queue.client import judge_lease, lease_reader
 from services.queue.clock import ManualClock
 from services.queue.config import QueueConfig
+from services.queue.keys import QueueKeys
 from services.queue.records import PodRecord
 from services.queue.store import QueueStore
 from shared.messaging.proposals import Proposal
 from shared.store import PodCharge
+from shared.store.batch import ScriptBatcher
 from tests.binder.conftest import Harness, make_harness, proposal
 from tests.binder.test_binder import node
 from tests.builders import make_pod
@@ -152,3 +157,62 @@ def test_judge_lease(
     p = Proposal(tenant="default", pod_key="default/p", uid="u", attempt=attempt, node_name="n1")
     verdict = judge_lease(p, in_flight, leased, uid)
     assert (verdict.kind, verdict.reason) == (kind, reason)
+
+
+class _CountingBatcher(ScriptBatcher):
+    """The binder's batcher, counting the script calls made through it."""
+
+    def __init__(self, redis: aioredis.Redis) -> None:
+        super().__init__(redis)
+        self.calls: list[tuple[str, int]] = []
+        """(first key, number of arguments) per script call."""
+
+    def submit(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        self.calls.append((str(keys[0]), len(args)))
+        return super().submit(script, keys, args)
+
+
+async def test_the_lease_checks_of_one_loop_turn_are_one_script_call_per_tenant(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    prefix = f"{redis_prefix}q:"
+    queue = QueueStore(
+        redis_client, QueueConfig(key_prefix=prefix, max_inflight_per_tenant=0), ManualClock()
+    )
+    pods = {
+        tenant: [make_pod(f"p{i}").namespace(tenant).req(cpu="1").obj() for i in range(40)]
+        for tenant in ("team-a", "team-b")
+    }
+    for tenant, tenant_pods in pods.items():
+        await queue.add([PodRecord.from_pod(p) for p in tenant_pods])
+        popped = await queue.pop(tenant, 30)  # the last ten stay queued, not in flight
+        assert len(popped) == 30
+    batcher = _CountingBatcher(redis_client)
+    reader = lease_reader(redis_client, prefix, batcher)
+    asked = [
+        (tenant, p, attempt)
+        for tenant, tenant_pods in pods.items()
+        for p in tenant_pods
+        for attempt in (1, 2)  # 1 was leased to the popped ones; 2 was never dispatched
+    ]
+    stranger = make_pod("nobody").namespace("team-a").obj()
+    asked.append(("team-a", stranger, 1))
+    verdicts = await asyncio.gather(
+        *(reader.verdict(proposal(p, "n1", attempt=a)) for _, p, a in asked)
+    )
+    keys = QueueKeys(prefix)
+    assert sorted(batcher.calls) == [
+        (keys.key("team-a", "cyc"), 81),
+        (keys.key("team-b", "cyc"), 80),
+    ]
+    for (tenant, p, attempt), verdict in zip(asked, verdicts, strict=True):
+        index = pods[tenant].index(p) if p is not stranger else -1
+        if p is stranger:
+            expected = ("refused", "the queue holds no pod team-a/nobody")
+        elif index >= 30:
+            expected = ("stale", f"{p.key} is not in flight (its attempt {attempt} ended)")
+        elif attempt == 1:
+            expected = ("ok", "")
+        else:
+            expected = ("refused", f"attempt 2 of {p.key} was not dispatched (lease 1)")
+        assert (verdict.kind, verdict.reason) == expected, p.key
