@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.partitioner import murmur2
 
+from shared.messaging.murmur2 import murmur2
 from shared.messaging.wire import pack_batch, with_headers
 
 MAX_ITEMS = 256

@@ -5,17 +5,20 @@ costing the others. The sender runs against the session's real broker."""
 from __future__ import annotations
 
 import asyncio
+import random
 from collections import defaultdict
 from typing import Any, cast
 
 import msgpack
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.partitioner import murmur2 as aiokafka_murmur2
 
 from shared.messaging import batch_sender
 from shared.messaging.batch_sender import BatchSender
 from shared.messaging.kafka import Topics, assign_all, ensure_topics
 from shared.messaging.messages import Outcome
+from shared.messaging.murmur2 import murmur2
 from shared.messaging.proposals import Proposal
 from shared.messaging.wire import SCHEMA_VERSION, BatchItem, MessageError, batch_items, pack_batch
 
@@ -24,6 +27,33 @@ TRACE = [("traceparent", b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-
 
 def outcome(i: int, result: str = "scheduled") -> Outcome:
     return Outcome("t", f"ns/p{i}", f"uid-{i}", 1, result, node_name=f"n{i % 7}")  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------ the partition
+
+
+@pytest.mark.parametrize(
+    ("key", "signed"),
+    [  # Kafka's own table (clients UtilsTest.testMurmur2)
+        (b"21", -973932308),
+        (b"foobar", -790332482),
+        (b"a-little-bit-long-string", -985981536),
+        (b"a-little-bit-longer-string", -1486304829),
+        (b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8", -58897971),
+        (b"abc", 479470107),
+        (b"", 275646681),  # the empty key (a word count of zero, no tail)
+    ],
+)
+def test_murmur2_is_kafkas(key: bytes, signed: int) -> None:
+    assert murmur2(key) == signed % 2**32
+
+
+def test_murmur2_agrees_with_aiokafkas_for_every_length_and_tail() -> None:
+    rng = random.Random(7)
+    for length in range(130):
+        for _ in range(20):
+            key = rng.randbytes(length)
+            assert murmur2(key) == aiokafka_murmur2(key), (length, key)
 
 
 # ---------------------------------------------------------------------------- the wire
