@@ -28,7 +28,7 @@ from redis.asyncio import Redis
 from shared.models import Node, Pod, PodGroup, decode, decode_many, encode
 from shared.models.codec import CodecError
 from shared.models.evolve import evolve
-from shared.models.schema import KIND_BY_CLASS, KubeObject
+from shared.models.schema import KIND_BY_CLASS, KindInfo, KubeObject
 from shared.store.batch import ScriptPipeline
 from shared.store.bindings import Bindings, HeldReservation
 from shared.store.errors import ApplyRejectedError, CorruptObjectError, StreamGapError
@@ -188,7 +188,15 @@ class ClusterStore:
 
     async def check_apply(self, objects: Sequence[KubeObject], *, kubelet: bool = False) -> None:
         """What `apply` checks before writing, alone (ApplyRejectedError, or nothing): for a
-        caller that writes several applies as one."""
+        caller that writes several applies as one.
+
+        The store's checks (apply.lua) look at pods with spec.nodeName only: without one among
+        `objects`, only the objects' kinds and names are checked, here, and nothing is sent
+        (a batch of new pods was otherwise encoded and sent twice)."""
+        for obj in objects:
+            _stored_kind(obj)
+        if not any(isinstance(obj, Pod) and obj.spec.node_name for obj in objects):
+            return
         for start in range(0, len(objects), APPLY_BATCH):
             batch = objects[start : start + APPLY_BATCH]
             await self._apply_batch(batch, start, check_only=True, kubelet=kubelet)
@@ -204,12 +212,8 @@ class ClusterStore:
         args: list[Any] = ["check" if check_only else self.stream_maxlen, len(batch)]
         names: list[tuple[str, str]] = []
         for obj in batch:
-            info = KIND_BY_CLASS.get(type(obj))
-            if info is None:
-                raise TypeError(f"cannot store a {type(obj).__name__}")
+            info = _stored_kind(obj)
             meta = obj.metadata
-            if not meta.name:
-                raise ValueError(f"{info.kind} without metadata.name")
             key = object_key(info.kind, meta.namespace, meta.name)
             facts = b""
             if isinstance(obj, Node):
@@ -469,6 +473,17 @@ class ClusterStore:
                 rv, op, kind, key, uid, None, node, nominated, same, holder, b"", attempt, usage
             )
         return Change(rv, op, kind, key, uid, obj, node, nominated, same, holder)
+
+
+def _stored_kind(obj: KubeObject) -> KindInfo:
+    """The kind `obj` is stored as (TypeError for a class the store does not keep,
+    ValueError for an object without a name)."""
+    info = KIND_BY_CLASS.get(type(obj))
+    if info is None:
+        raise TypeError(f"cannot store a {type(obj).__name__}")
+    if not obj.metadata.name:
+        raise ValueError(f"{info.kind} without metadata.name")
+    return info
 
 
 def restamp(pod: Pod, rv: int, node: str, nominated: str) -> Pod:

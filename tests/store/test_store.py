@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -210,6 +212,42 @@ async def test_an_apply_of_several_batches_writes_all_or_nothing(store: ClusterS
     assert await store.resource_version() == before
     assert await store.get_pod("default", "new-0") is None
     assert len(await store.list("Pod")) == 1
+
+
+def _count_apply_calls(store: ClusterStore) -> list[str]:
+    """The first argument of each apply script call from now on ("check": a check pass)."""
+    calls: list[str] = []
+    script = store.scripts.apply
+
+    async def counted(*, keys: Any, args: Any) -> Any:
+        calls.append(str(args[0]))
+        return await script(keys=keys, args=args)
+
+    store.scripts = dataclasses.replace(store.scripts, apply=counted)  # type: ignore[arg-type]
+    return calls
+
+
+async def test_new_pods_in_several_batches_are_sent_once(store: ClusterStore):
+    """Only a pod with spec.nodeName has anything for the store to check before the first
+    batch is written: pods without one are not encoded and sent a second time for it."""
+    await store.apply([make_node("n1").obj()])
+    calls = _count_apply_calls(store)
+    applied = await store.apply([make_pod(f"new-{i}").obj() for i in range(2 * APPLY_BATCH + 5)])
+    assert len(applied) == 2 * APPLY_BATCH + 5
+    assert calls == [str(store.stream_maxlen)] * 3
+    calls.clear()
+    bound = make_pod("bound").node("n1").obj()
+    await store.apply([*(make_pod(f"more-{i}").obj() for i in range(APPLY_BATCH)), bound])
+    assert calls == ["check", "check", str(store.stream_maxlen), str(store.stream_maxlen)]
+
+
+async def test_an_object_without_a_name_in_a_later_batch_writes_nothing(store: ClusterStore):
+    before = await store.resource_version()
+    nameless = make_pod("x").obj()
+    nameless.metadata.name = ""
+    with pytest.raises(ValueError, match=r"Pod without metadata\.name"):
+        await store.apply([*(make_pod(f"new-{i}").obj() for i in range(APPLY_BATCH)), nameless])
+    assert await store.resource_version() == before
 
 
 async def _take(store: ClusterStore, after: int, n: int, *, block_ms: int = 200) -> list[Change]:
