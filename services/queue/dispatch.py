@@ -120,6 +120,7 @@ class Dispatcher:
         return self._pop_round()
 
     async def _pop_round(self) -> _Round:
+        self.metrics["pop_rounds"] += 1
         tenants = await self.store.tenants_to_pop()
         if not tenants:
             return _Round([], 0)

@@ -66,6 +66,11 @@ from shared.store import ClusterStore
 log = logging.getLogger(__name__)
 
 INCOMING_QUEUES = ("active", "backoff", "unschedulable", "gated")
+_NOTHING_TO_DISPATCH = frozenset({"noted", "stale", "extended"})
+"""Outcome effects after which the dispatcher has nothing new to pop: no pod became active
+and no lease ended (a binding ends its pod's lease when the informer sees it, and wakes the
+dispatcher then). Every "scheduled" outcome is one of them: waking the dispatcher for each
+made a pop round that found nothing, a Redis round trip over every tenant."""
 """Outcome effects that put a pod in one of upstream's queues (ScheduleAttemptFailure)."""
 
 SERVICE_NAME = "queue"
@@ -131,6 +136,9 @@ class QueueService:
         )
         self._effects: dict[int, str] = {}
         """id(outcome) -> what the queue did with it, for its span (tracing only)."""
+        self._outcomes_freed = False
+        """Set by the outcomes applied since `handle_records` began when one may let the
+        dispatcher pop (see _NOTHING_TO_DISPATCH)."""
         self.informer: StoreInformer | None = None
         """Tails `cluster_store`'s change stream (None without: events via apply_events)."""
         self.admission: Admission | None = None  # quota admission, on the informer's events
@@ -282,11 +290,13 @@ class QueueService:
         decoded = [(source, "outcome", outcome) for source, outcome in outcomes]
         started = time.time()
         self._effects.clear()
+        self._outcomes_freed = False
         await self._apply_or_reject(decoded, self._dead_letter)
         if tracing_enabled():
             trace_outcomes([(s.headers, o) for s, o in outcomes], self._effects, started)
         self.metrics["consumed"] += len(records)
-        self._work.set()
+        if self._outcomes_freed:
+            self._work.set()
 
     async def _apply_or_reject(
         self,
@@ -410,6 +420,10 @@ class QueueService:
             self.metrics["deleted"] += await store.delete(step.items)
         elif step.kind == "outcome":
             effects = await store.record_outcomes(step.items)
+            if any(e not in _NOTHING_TO_DISPATCH for e in effects) or any(
+                o.pods_to_activate for o in step.items
+            ):
+                self._outcomes_freed = True
             if tracing_enabled():
                 self._effects.update(zip(map(id, step.items), effects, strict=True))
             self.metrics.update(f"outcome_{effect}" for effect in effects)

@@ -162,6 +162,41 @@ async def test_a_pod_activated_while_an_empty_pop_runs_is_dispatched_at_once(
         assert time.monotonic() - late[0] < 10
 
 
+async def _idle_rounds(service: QueueService) -> int:
+    """The dispatcher's pop rounds, once it stopped popping (no round for 0.3 s)."""
+    rounds = -1
+    while rounds != service.metrics["pop_rounds"]:
+        rounds = service.metrics["pop_rounds"]
+        await asyncio.sleep(0.3)
+    return rounds
+
+
+async def test_a_scheduled_outcome_makes_no_pop_round_and_a_failure_does(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
+) -> None:
+    """A "scheduled" outcome changes nothing the dispatcher could pop (the lease ends when
+    the informer sees the binding): no pop round follows it. A failure ends the pod's lease
+    (its tenant may dispatch again): a round follows at once, not after
+    dispatch_idle_interval (30 s here)."""
+    config = replace(service_config, dispatch_idle_interval=30.0, dispatch_concurrency=1)
+    async with (
+        make_service(config) as service,
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+    ):
+        await cluster.apply(pods("p"))
+        await reader.wait_until(lambda: len(reader.requests()) == 1)
+        [first] = reader.requests()
+        rounds = await _idle_rounds(service)
+        done = outcome(first, "scheduled")
+        await produce(kafka_bootstrap, topics.outcomes, [(b"x", done.encode())])
+        await wait_for(lambda: service.metrics["outcome_noted"] == 1)
+        assert await _idle_rounds(service) == rounds
+        failure = outcome(first, plugins=("NodeResourcesFit",), message="0/1 nodes")
+        await produce(kafka_bootstrap, topics.outcomes, [(b"y", failure.encode())])
+        await wait_for(lambda: service.metrics["outcome_unschedulable"] == 1)
+        await wait_for(lambda: service.metrics["pop_rounds"] > rounds, within=5)
+
+
 async def test_failure_then_node_add_redispatches(
     make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
 ) -> None:
