@@ -31,12 +31,10 @@ class QuotaRounds:
         admission: Admission,
         config: QueueConfig,
         settle: Callable[[Verdict], Awaitable[None]],
-        work: asyncio.Event,
     ) -> None:
         self.admission = admission
         self.config = config
         self._settle = settle
-        self._work = work
         self.lock = asyncio.Lock()
         """Held by the service while it applies a batch of store events, and by every round."""
         self.rounds = 0
@@ -122,4 +120,5 @@ class QuotaRounds:
             # Also after a bug (logged by the task's exception handler): the next event
             # defers a new round instead of waiting on this one forever.
             self._deferred = None
-        self._work.set()
+        # No wake-up of the dispatcher here: `settle` wakes it when the round admitted pods;
+        # one that admitted none has nothing for it (the wake-up made an empty pop round).

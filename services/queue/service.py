@@ -154,7 +154,7 @@ class QueueService:
             )
         self.rounds: QuotaRounds | None = None
         if self.admission is not None:
-            self.rounds = QuotaRounds(self.admission, self.config, self._settle, self._work)
+            self.rounds = QuotaRounds(self.admission, self.config, self._settle)
         self._batch_lock = self.rounds.lock if self.rounds is not None else asyncio.Lock()
         """A batch of store events never interleaves with a quota round."""
         self.housekeeping = Housekeeping(
