@@ -66,12 +66,12 @@ from shared.store import ClusterStore
 log = logging.getLogger(__name__)
 
 INCOMING_QUEUES = ("active", "backoff", "unschedulable", "gated")
+"""Outcome effects that put a pod in one of upstream's queues (ScheduleAttemptFailure)."""
 _NOTHING_TO_DISPATCH = frozenset({"noted", "stale", "extended"})
 """Outcome effects after which the dispatcher has nothing new to pop: no pod became active
 and no lease ended (a binding ends its pod's lease when the informer sees it, and wakes the
 dispatcher then). Every "scheduled" outcome is one of them: waking the dispatcher for each
 made a pop round that found nothing, a Redis round trip over every tenant."""
-"""Outcome effects that put a pod in one of upstream's queues (ScheduleAttemptFailure)."""
 
 SERVICE_NAME = "queue"
 
