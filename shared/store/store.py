@@ -171,67 +171,55 @@ class ClusterStore:
     async def apply(self, objects: Iterable[KubeObject], *, kubelet: bool = False) -> list[Applied]:
         """Create or update objects; an existing object keeps its uid. All of them are
         written, or (ApplyRejectedError) none: every batch of APPLY_BATCH objects (one
-        script each) is checked before the first is written, and each script checks its
-        batch again before writing any of it. (A binder starting to bind one of the pods
-        between the two checks is the only way an apply of several batches can stop half
-        way.) A pod with spec.nodeName is bound at once (its usage counted); `kubelet`: a
-        user's write, where such a pod must fit what its node has left (ApplyRejectedError
-        with the kubelet's reason, OutOfcpu and the like, otherwise)."""
+        script each) is encoded, and checked by the store when it holds a pod with
+        spec.nodeName (the only pods apply.lua checks), before the first is written, and
+        each script checks its batch again before writing any of it. (A binder starting to
+        bind one of the pods between the two checks is the only way an apply of several
+        batches can stop half way.) A pod with spec.nodeName is bound at once (its usage
+        counted); `kubelet`: a user's write, where such a pod must fit what its node has left
+        (ApplyRejectedError with the kubelet's reason, OutOfcpu and the like, otherwise)."""
         items = list(objects)
-        batches = [items[i : i + APPLY_BATCH] for i in range(0, len(items), APPLY_BATCH)]
+        batches = [
+            _ApplyBatch.of(items[i : i + APPLY_BATCH], i, kubelet)
+            for i in range(0, len(items), APPLY_BATCH)
+        ]
         if len(batches) > 1:
-            await self.check_apply(items, kubelet=kubelet)
+            await self._check(batches)
         out: list[Applied] = []
         for batch in batches:
-            out.extend(await self._apply_batch(batch, len(out), kubelet=kubelet))
+            out.extend(await self._write(batch))
         return out
 
     async def check_apply(self, objects: Sequence[KubeObject], *, kubelet: bool = False) -> None:
         """What `apply` checks before writing, alone (ApplyRejectedError, or nothing): for a
-        caller that writes several applies as one.
+        caller that writes several applies as one."""
+        await self._check(
+            [
+                _ApplyBatch.of(objects[i : i + APPLY_BATCH], i, kubelet)
+                for i in range(0, len(objects), APPLY_BATCH)
+            ]
+        )
 
-        The store's checks (apply.lua) look at pods with spec.nodeName only: without one among
-        `objects`, only the objects' kinds and names are checked, here, and nothing is sent
-        (a batch of new pods was otherwise encoded and sent twice)."""
-        for obj in objects:
-            _stored_kind(obj)
-        if not any(isinstance(obj, Pod) and obj.spec.node_name for obj in objects):
-            return
-        for start in range(0, len(objects), APPLY_BATCH):
-            batch = objects[start : start + APPLY_BATCH]
-            await self._apply_batch(batch, start, check_only=True, kubelet=kubelet)
+    async def _check(self, batches: Sequence[_ApplyBatch]) -> None:
+        """The store's checks of every batch (a batch of new pods was otherwise sent twice:
+        nothing is sent when no pod has spec.nodeName)."""
+        if any(batch.bound_by_name for batch in batches):
+            for batch in batches:
+                await self._call_apply(batch, "check")
 
-    async def _apply_batch(
-        self,
-        batch: Sequence[KubeObject],
-        offset: int,
-        *,
-        check_only: bool = False,
-        kubelet: bool = False,
-    ) -> list[Applied]:
-        args: list[Any] = ["check" if check_only else self.stream_maxlen, len(batch)]
-        names: list[tuple[str, str]] = []
-        for obj in batch:
-            info = _stored_kind(obj)
-            meta = obj.metadata
-            key = object_key(info.kind, meta.namespace, meta.name)
-            facts = b""
-            if isinstance(obj, Node):
-                facts = pack(node_facts(obj))
-            elif isinstance(obj, Pod):
-                facts = pack(pod_facts(obj, kubelet=kubelet))
-            args.extend((info.kind, key, encode(obj), meta.uid, facts))
-            names.append((info.kind, key))
-        reply = await self.scripts.apply(keys=[self.keys.rv], args=args)
-        if reply and _text(reply[0]) == "err":
-            index = int(reply[1])
-            raise ApplyRejectedError(offset + index, _text(reply[2]))
-        if check_only:
-            return []
+    async def _write(self, batch: _ApplyBatch) -> list[Applied]:
+        reply = await self._call_apply(batch, self.stream_maxlen)
         return [
             Applied(kind, key, int(reply[2 * i]), _text(reply[2 * i + 1]))
-            for i, (kind, key) in enumerate(names)
+            for i, (kind, key) in enumerate(batch.names)
         ]
+
+    async def _call_apply(self, batch: _ApplyBatch, mode: str | int) -> Any:
+        reply = await self.scripts.apply(keys=[self.keys.rv], args=[mode, *batch.args])
+        if reply and _text(reply[0]) == "err":
+            index = int(reply[1])
+            raise ApplyRejectedError(batch.offset + index, _text(reply[2]))
+        return reply
 
     async def delete(
         self, kind: str, namespace: str, name: str, *, uid: str | None = None
@@ -473,6 +461,39 @@ class ClusterStore:
                 rv, op, kind, key, uid, None, node, nominated, same, holder, b"", attempt, usage
             )
         return Change(rv, op, kind, key, uid, obj, node, nominated, same, holder)
+
+
+@dataclass(frozen=True, slots=True)
+class _ApplyBatch:
+    """One apply script's objects, encoded once (for the store's check pass and the write)."""
+
+    offset: int
+    """Where the batch starts in the apply (ApplyRejectedError's index)."""
+    args: list[Any]
+    """apply.lua's arguments after the first (its mode): n, then (kind, key, body, uid,
+    facts) per object."""
+    names: list[tuple[str, str]]
+    bound_by_name: bool
+    """A pod of the batch has spec.nodeName (only those have anything to check)."""
+
+    @classmethod
+    def of(cls, batch: Sequence[KubeObject], offset: int, kubelet: bool) -> _ApplyBatch:
+        args: list[Any] = [len(batch)]
+        names: list[tuple[str, str]] = []
+        bound_by_name = False
+        for obj in batch:
+            info = _stored_kind(obj)
+            meta = obj.metadata
+            key = object_key(info.kind, meta.namespace, meta.name)
+            facts = b""
+            if isinstance(obj, Node):
+                facts = pack(node_facts(obj))
+            elif isinstance(obj, Pod):
+                facts = pack(pod_facts(obj, kubelet=kubelet))
+                bound_by_name = bound_by_name or bool(obj.spec.node_name)
+            args.extend((info.kind, key, encode(obj), meta.uid, facts))
+            names.append((info.kind, key))
+        return cls(offset, args, names, bound_by_name)
 
 
 def _stored_kind(obj: KubeObject) -> KindInfo:

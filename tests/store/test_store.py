@@ -250,6 +250,18 @@ async def test_an_object_without_a_name_in_a_later_batch_writes_nothing(store: C
     assert await store.resource_version() == before
 
 
+async def test_an_object_that_does_not_encode_in_a_later_batch_writes_nothing(
+    store: ClusterStore,
+):
+    """Every batch is encoded before the first is written, with or without a check pass."""
+    before = await store.resource_version()
+    huge = make_pod("huge").obj()
+    huge.spec.priority = 2**70  # no msgpack integer holds it
+    with pytest.raises(OverflowError):
+        await store.apply([*(make_pod(f"new-{i}").obj() for i in range(APPLY_BATCH)), huge])
+    assert await store.resource_version() == before
+
+
 async def _take(store: ClusterStore, after: int, n: int, *, block_ms: int = 200) -> list[Change]:
     out: list[Change] = []
     stream = store.follow(after, block_ms=block_ms)
