@@ -192,7 +192,13 @@ class ClusterStore:
 
     async def check_apply(self, objects: Sequence[KubeObject], *, kubelet: bool = False) -> None:
         """What `apply` checks before writing, alone (ApplyRejectedError, or nothing): for a
-        caller that writes several applies as one."""
+        caller that writes several applies as one. Without a pod with spec.nodeName among
+        `objects` the store has nothing to check: only their kinds and names are, here, and
+        nothing is encoded (the applies that follow encode them; decoded objects encode)."""
+        for obj in objects:
+            _stored_kind(obj)
+        if not any(isinstance(obj, Pod) and obj.spec.node_name for obj in objects):
+            return
         await self._check(
             [
                 _ApplyBatch.of(objects[i : i + APPLY_BATCH], i, kubelet)

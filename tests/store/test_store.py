@@ -239,6 +239,12 @@ async def test_new_pods_in_several_batches_are_sent_once(store: ClusterStore):
     bound = make_pod("bound").node("n1").obj()
     await store.apply([*(make_pod(f"more-{i}").obj() for i in range(APPLY_BATCH)), bound])
     assert calls == ["check", "check", str(store.stream_maxlen), str(store.stream_maxlen)]
+    # The check alone (a caller applying in several calls): the same rule.
+    calls.clear()
+    await store.check_apply([make_pod(f"later-{i}").obj() for i in range(APPLY_BATCH + 1)])
+    assert calls == []
+    await store.check_apply([make_pod("later").obj(), make_pod("bound-2").node("n1").obj()])
+    assert calls == ["check"]
 
 
 async def test_an_object_without_a_name_in_a_later_batch_writes_nothing(store: ClusterStore):
