@@ -197,7 +197,7 @@ class ClusterStore:
         nothing is encoded (the applies that follow encode them; decoded objects encode)."""
         for obj in objects:
             _stored_kind(obj)
-        if not any(isinstance(obj, Pod) and obj.spec.node_name for obj in objects):
+        if not any(_checked_by_store(obj) for obj in objects):
             return
         await self._check(
             [
@@ -486,7 +486,7 @@ class _ApplyBatch:
     def of(cls, batch: Sequence[KubeObject], offset: int, kubelet: bool) -> _ApplyBatch:
         args: list[Any] = [len(batch)]
         names: list[tuple[str, str]] = []
-        bound_by_name = False
+        bound_by_name = any(_checked_by_store(obj) for obj in batch)
         for obj in batch:
             info = _stored_kind(obj)
             meta = obj.metadata
@@ -496,10 +496,15 @@ class _ApplyBatch:
                 facts = pack(node_facts(obj))
             elif isinstance(obj, Pod):
                 facts = pack(pod_facts(obj, kubelet=kubelet))
-                bound_by_name = bound_by_name or bool(obj.spec.node_name)
             args.extend((info.kind, key, encode(obj), meta.uid, facts))
             names.append((info.kind, key))
         return cls(offset, args, names, bound_by_name)
+
+
+def _checked_by_store(obj: KubeObject) -> bool:
+    """Whether apply.lua's check pass looks at `obj`: a pod with spec.nodeName (bound as
+    applied: it must not move, nor be bound by a binder meanwhile, and may have to fit)."""
+    return isinstance(obj, Pod) and bool(obj.spec.node_name)
 
 
 def _stored_kind(obj: KubeObject) -> KindInfo:
