@@ -28,9 +28,12 @@ from collections.abc import Callable
 from scheduling.cache.cache import ClusterCache
 from shared.runtime.retry import Retry
 from shared.runtime.tasks import finish
-from shared.store import ClusterStore, StreamGapError
+from shared.store import BodiesSkipped, ClusterStore, StreamGapError
 
 log = logging.getLogger(__name__)
+
+_DELETED = BodiesSkipped(deleted=True)
+"""A ClusterCache drops a deleted object by its key and uid: the body is not decoded."""
 
 
 class CacheSync:
@@ -125,6 +128,7 @@ class CacheSync:
                     count=self._count,
                     stop=self._interrupt,
                     previous=self.cache.previous,
+                    skip=_DELETED,
                 ):
                     async with self._lock:
                         self.cache.apply(changes)

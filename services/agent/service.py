@@ -50,7 +50,7 @@ from shared.lifecycle.taint_eviction import EVICTION_REASON, TaintEvictionQueue,
 from shared.models import Node, Pod, pod_group_key
 from shared.observability.logs import DecisionLog
 from shared.runtime.retry import Retry
-from shared.store import ClusterStore, StreamGapError
+from shared.store import BodiesSkipped, ClusterStore, StreamGapError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ NOT_READY_REASON = "KubeletNotReady"
 GANG_REASON = "GangEviction"
 PRESSURE_REASON = "Evicted"
 ORPHAN_REASON = "DeletionByPodGC"
+_NOT_BOUND = BodiesSkipped(deleted=True, unbound_pods=True)
+"""The agent runs bound pods only (AgentView): a pending pod, or a pod gone, is dropped by its
+key without decoding it (two of a finished pod's three changes)."""
 _FAILED = "node failed (berth node fail)"
 _READY = "kubelet is posting ready status"
 
@@ -133,7 +136,7 @@ class AgentService:
         while not self._stop.is_set():
             try:
                 async for batch in self.store.follow_batches(
-                    position, stop=self._stop, block_ms=500
+                    position, stop=self._stop, block_ms=500, skip=_NOT_BOUND
                 ):
                     now = time.time()
                     for change in batch:

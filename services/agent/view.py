@@ -61,7 +61,9 @@ class AgentView:
             return []
         if change.kind != "Pod":
             return []
-        if change.op == "delete":
+        if change.op == "delete" or not change.node_name:
+            # Gone, or not bound (put back to waiting, too): the body need not be read
+            # (the service follows with these bodies skipped).
             self.drop_pod(change.key)
             return []
         if isinstance(change.object, Pod):

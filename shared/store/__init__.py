@@ -30,6 +30,7 @@ from shared.store.records import NodeUsage, PodCharge
 from shared.store.store import (
     RESERVATION,
     Applied,
+    BodiesSkipped,
     Change,
     ClusterStore,
     PreviousLookup,
@@ -46,6 +47,7 @@ __all__ = [
     "ApplyRejectedError",
     "BindResult",
     "Bindings",
+    "BodiesSkipped",
     "Change",
     "ClusterStore",
     "CorruptObjectError",

@@ -95,6 +95,23 @@ class Change:
     change (views check what they count there against it)."""
 
 
+@dataclass(frozen=True, slots=True)
+class BodiesSkipped:
+    """Stream entries whose stored object a follower does not decode (its Change has
+    `object` None): decoding is most of what following costs, and every follower pays it
+    for every change of the cluster."""
+
+    deleted: bool = False
+    """Deletions (the object as it was last stored): a view drops what it holds by key."""
+    unbound_pods: bool = False
+    """Puts of pods not bound to a node (created, updated or put back to waiting)."""
+
+    def skips(self, kind: str, op: ChangeOp, node: str) -> bool:
+        if op == "delete":
+            return self.deleted
+        return self.unbound_pods and kind == "Pod" and not node
+
+
 @dataclass(slots=True)
 class Snapshot:
     """Every object, the per-node usage and the reservations held, as of
@@ -389,9 +406,11 @@ class ClusterStore:
         stop: asyncio.Event | None = None,
         previous: PreviousLookup | None = None,
         raw_kinds: frozenset[str] = frozenset(),
+        skip: BodiesSkipped = BodiesSkipped(),
     ) -> AsyncIterator[Sequence[Change]]:
         """`follow`, a batch (up to `count` changes) at a time; `stop` is looked at at least
-        every `block_ms`."""
+        every `block_ms`. `skip`: the bodies this follower has no use for (left undecoded:
+        `object` None)."""
         position = after
         stream = self.keys.stream
         while stop is None or not stop.is_set():
@@ -407,7 +426,7 @@ class ClusterStore:
                 rv = int(_text(entry_id).partition("-")[0])
                 if rv != position + 1:
                     raise StreamGapError(position, rv)
-                change = self._change(rv, fields, latest, previous, raw_kinds)
+                change = self._change(rv, fields, latest, previous, raw_kinds, skip)
                 latest[(change.kind, change.key)] = change.object
                 batch.append(change)
                 position = rv
@@ -420,6 +439,7 @@ class ClusterStore:
         latest: Mapping[tuple[str, str], KubeObject | None],
         previous: PreviousLookup | None,
         raw_kinds: frozenset[str] = frozenset(),
+        skip: BodiesSkipped = BodiesSkipped(),
     ) -> Change:
         kind = _text(fields.get(b"k"))
         key = _text(fields.get(b"n"))
@@ -448,7 +468,7 @@ class ClusterStore:
             holder = _text(fields.get(b"h"))
             raw = body if body is not None else b""
             return Change(rv, op, kind, key, uid, None, node, nominated, same, holder, raw)
-        if body is not None:
+        if body is not None and not skip.skips(kind, op, node):
             try:
                 obj = decode(body)
             except CodecError as exc:

@@ -18,11 +18,12 @@ from redis.asyncio import Redis
 from services.agent.config import AgentConfig
 from services.agent.partition import owner
 from services.agent.service import AgentService
+from services.agent.view import AgentView
 from shared.lifecycle.node_lifecycle import UNREACHABLE, ready_status
 from shared.lifecycle.pressure import PressureConfig
 from shared.lifecycle.state import LifecycleState
 from shared.models import POD_GROUP_LABEL, NodeCondition, Pod, Taint
-from shared.store import ClusterStore
+from shared.store import Change, ClusterStore
 from tests.builders import make_node, make_pod
 
 C = "pod-complete.stage.kwok.x-k8s.io/delay"
@@ -548,3 +549,19 @@ async def test_a_stage_fires_when_due_not_at_the_next_tick(
         await slow.stop()
     assert 0.15 <= first < 1.0, first
     assert 0.1 <= second < 1.0, second
+
+
+def test_the_agents_view_drops_a_pod_put_back_to_waiting_without_its_body() -> None:
+    """The agent follows with pending pods' bodies skipped (BodiesSkipped): a bound pod put
+    back to waiting (quota reclaim) comes as a change with no object, and must still go."""
+    pod = make_pod("job").req(cpu="1").node("n1").obj()
+    view = AgentView()
+    bound = Change(5, "put", "Pod", pod.key, pod.metadata.uid, pod, node_name="n1")
+    assert view.apply(bound) == [pod]
+    assert view.pods_on("n1") == [pod]
+    waiting = Change(6, "put", "Pod", pod.key, pod.metadata.uid, None)
+    assert view.apply(waiting) == []
+    assert view.pods_on("n1") == []
+    assert pod.key not in view.pods
+    gone = Change(7, "delete", "Pod", pod.key, pod.metadata.uid, None)
+    assert view.apply(gone) == []

@@ -14,6 +14,7 @@ from shared.models import HostPort, KubeObject, Node, Pod
 from shared.store import (
     RESERVATION,
     ApplyRejectedError,
+    BodiesSkipped,
     Change,
     ClusterStore,
     HeldReservation,
@@ -341,3 +342,29 @@ async def test_a_binding_reuses_the_followers_copy_of_the_pod(
     assert got.metadata.labels == {"app": "web"}
     assert (got.spec.containers is held.spec.containers) is with_previous
     assert held.spec.node_name == ""  # the follower's copy is not touched
+
+
+@pytest.mark.parametrize(
+    "skip",
+    [BodiesSkipped(), BodiesSkipped(deleted=True), BodiesSkipped(deleted=True, unbound_pods=True)],
+)
+async def test_a_follower_decodes_only_the_bodies_it_does_not_skip(
+    store: ClusterStore, skip: BodiesSkipped
+):
+    """Skipped bodies come as `object` None, with everything else a change says."""
+    after = await store.resource_version()
+    pod = make_pod("p").req(cpu="1").obj()
+    await store.apply([make_node("n1").capacity(cpu="4", pods=10).obj(), pod])
+    bound = make_pod("bound").req(cpu="1").node("n1").obj()
+    await store.apply([bound])
+    await store.delete("Pod", "default", "p")
+    changes = await _follow_all(store, after, skip=skip)
+    seen = [(c.kind, c.op, c.key, c.uid, c.node_name, type(c.object).__name__) for c in changes]
+    pending = "NoneType" if skip.unbound_pods else "Pod"
+    deleted = "NoneType" if skip.deleted else "Pod"
+    assert seen == [
+        ("Node", "put", "n1", changes[0].uid, "", "Node"),
+        ("Pod", "put", "default/p", pod.metadata.uid, "", pending),
+        ("Pod", "put", "default/bound", bound.metadata.uid, "n1", "Pod"),
+        ("Pod", "delete", "default/p", pod.metadata.uid, "", deleted),
+    ]
