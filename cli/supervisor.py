@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from cli.processes import ManagedProcess
 from cli.server_watch import ServerWatch
 from cli.servers import DevServers, start_dev_servers
-from shared.messaging.kafka import DEFAULT_PARTITIONS, ensure_topics
+from shared.messaging.kafka import ensure_topics
 from shared.runtime.env import (
     ENV_DASHBOARD_HOST,
     ENV_DASHBOARD_PORT,
@@ -233,7 +233,13 @@ class RunningStack:
 
 async def recreate_topics(settings: StackSettings, stack: Stack) -> None:
     """Every topic again, on a broker that came back empty (its storage is memory)."""
-    await create_topics(settings, ordered=settings.ordered, workers=len(stack.names("worker")))
+    await create_topics(
+        settings,
+        ordered=settings.ordered,
+        workers=len(stack.names("worker")),
+        binders=len(stack.names("binder")),
+        queues=len(stack.names("queue")),
+    )
 
 
 async def supervise(
@@ -290,14 +296,25 @@ async def supervise(
 
 
 async def create_topics(
-    settings: StackSettings, *, ordered: bool = False, workers: int = 1
+    settings: StackSettings,
+    *,
+    ordered: bool = False,
+    workers: int = 1,
+    binders: int = 1,
+    queues: int = 1,
 ) -> None:
-    """Every topic. `ordered` (berth run; the queue hears of pods in the order they were
-    applied from the store's change stream): `berth.schedule` with one partition per worker, so a
-    worker schedules them in the order the queue dispatched them; proposals on one partition,
-    so the binder handles them in the order they were decided."""
+    """Every topic, with a partition per replica of the role that has the most (a stack's
+    replicas are fixed when it starts): every consumer of a group gets one, and no fetch
+    names partitions nobody needs. The embedded broker reads every partition a fetch names,
+    and answers a fetch only when its wait runs out (shared.messaging.kafka
+    FETCH_MAX_WAIT_MS): each consumer fetches ~50 times a second, busy or idle. Eight
+    partitions a topic for one worker and one binder cost the broker ~105 ms of CPU a second
+    idle, two ~70. `ordered` (berth run; the queue hears of pods in the order they were applied
+    from the store's change stream): `berth.schedule` with one partition per worker, so a
+    worker schedules them in the order the queue dispatched them; proposals on one
+    partition, so the binder handles them in the order they were decided."""
     topics = settings.topics
-    wanted = dict.fromkeys(topics.all(), max(workers, DEFAULT_PARTITIONS))
+    wanted = dict.fromkeys(topics.all(), max(workers, binders, queues, 1))
     if ordered:
         wanted[topics.schedule] = max(1, workers)
         wanted[topics.proposals] = 1
@@ -346,7 +363,9 @@ async def start_stack(
             ordered=ordered,
             kube=kube or settings.kube,
         )
-        await create_topics(settings, ordered=ordered, workers=workers)
+        await create_topics(
+            settings, ordered=ordered, workers=workers, binders=binders, queues=queues
+        )
         owns_workdir = workdir is None
         workdir = workdir or Path(tempfile.mkdtemp(prefix="berth-stack-"))
         stack = Stack(

@@ -169,7 +169,9 @@ def up_run(args: Args) -> int:
             redis_security=endpoints.redis_security,
             kafka_security=endpoints.kafka_security,
         )
-        asyncio.run(create_topics(settings, workers=args.workers))
+        asyncio.run(
+            create_topics(settings, workers=args.workers, binders=args.binders, queues=args.queues)
+        )
         workdir = Path(tempfile.mkdtemp(prefix="berth-up-"))
         stack = Stack(
             settings,
