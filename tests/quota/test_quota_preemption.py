@@ -17,7 +17,9 @@ from services.queue.quota.preemption import (
     IN_COHORT_RECLAMATION,
     Candidate,
     Preemptor,
+    candidate_queues,
     plan,
+    preemption_flavors,
 )
 from shared.models import load_manifest_text
 from shared.models.kueue import ClusterQueue, quota_value
@@ -353,6 +355,43 @@ def test_kueue_preemption_cases(
     )
     got = None if found is None else {(t.candidate.key, t.reason) for t in found.targets}
     assert got == want
+
+
+@pytest.mark.parametrize(("queue", "admitted", "incoming", "want"), CASES)
+def test_candidates_from_the_queues_preemption_can_touch_give_the_same_plan(
+    queue: str,
+    admitted: list[Candidate],
+    incoming: tuple[int, float, dict[str, str]],
+    want: set[tuple[str, str]] | None,
+) -> None:
+    """Admission builds candidates only from `candidate_queues`: Kueue's cases, with the
+    other queues' workloads left out, plan the same evictions."""
+    prio, created, req = incoming
+    request = {r: quota_value(r, q) for r, q in req.items()}
+    cohort = cohort_with(queue, admitted)
+    policy = BY_NAME[queue].spec.preemption
+    assigned = preemption_flavors(cohort, queue, request)
+    needs = frozenset() if assigned is None else assigned[1]
+    queues = candidate_queues(cohort, policy, queue, needs)
+    assert queue in queues
+    kept = [c for c in admitted if c.queue in queues]
+    found = plan(cohort, policy, Preemptor(queue, prio, created, request), kept)
+    got = None if found is None else {(t.candidate.key, t.reason) for t in found.targets}
+    assert got == want
+
+
+def test_only_the_own_queue_and_the_cohorts_borrowers_can_lose_workloads() -> None:
+    # c1 and c2 share a cohort (6 cpu each, c2 lends); c2 borrows 2 cpu from c1's quota.
+    admitted = [wl("c1-low", "c1", -1, cpu="4"), wl("c2-big", "c2", -1, cpu="8")]
+    cohort = cohort_with("c1", admitted)
+    needs = frozenset({("default", "cpu")})
+    assert candidate_queues(cohort, BY_NAME["c1"].spec.preemption, "c1", needs) == {"c1", "c2"}
+    # c2 borrows nothing once its workload is gone: only c1's own workloads remain.
+    cohort = cohort_with("c1", admitted[:1])
+    assert candidate_queues(cohort, BY_NAME["c1"].spec.preemption, "c1", needs) == {"c1"}
+    # A queue that never reclaims keeps to its own workloads, borrowers or not.
+    never = BY_NAME["standalone"].spec.preemption
+    assert candidate_queues(cohort_with("c1", admitted), never, "c1", needs) == {"c1"}
 
 
 def test_the_plan_leaves_the_cohort_as_it_found_it() -> None:

@@ -11,7 +11,7 @@ from services.queue.quota.cohorts import Cohort, FlavorResource
 from services.queue.quota.effects import Budgets, admitted_workloads, requeue
 from services.queue.quota.fair_preemption import fair_plan
 from services.queue.quota.flavor_assign import Assignment
-from services.queue.quota.preemption import Candidate, Plan, Preemptor, plan
+from services.queue.quota.preemption import Candidate, Plan, Preemptor, candidate_queues, plan
 from shared.models.kueue import PREEMPTION_NEVER, STOP_HOLD_AND_DRAIN, ClusterQueuePreemption
 
 PREEMPTED = "Preempted"
@@ -43,9 +43,10 @@ async def preempt(
     if pending and pending & self.admitted.keys():
         return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
     already = set().union(*self.evicting.values())
-    # Only the cohort's workloads can be preempted for `wl` (preemption.allowed): the
-    # others are skipped by one look at their queue instead of being built as candidates.
-    queues = cohort.queues
+    # Only its own queue's workloads and those of the cohort's borrowers can be preempted
+    # for `wl` (preemption.allowed): the others are skipped by one look at their queue
+    # instead of being built as candidates.
+    queues = candidate_queues(cohort, policy, wl.queue, assignment.needs_preemption)
     mine = {key: rec for key, rec in self.admitted.items() if rec["cq"] in queues}
     members = admitted_workloads(mine, already)
     preemptor = Preemptor(wl.queue, wl.priority, wl.created, wl.request())

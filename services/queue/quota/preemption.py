@@ -205,6 +205,22 @@ def plan(
     return minimal(own, True, None)
 
 
+def candidate_queues(
+    cohort: Cohort,
+    policy: ClusterQueuePreemption,
+    queue: str,
+    needs: Iterable[FlavorResource],
+) -> frozenset[str]:
+    """The queues whose workloads `allowed` can let a preemptor from `queue` evict: its own,
+    and, when it is in a cohort and may reclaim, the cohort's queues that borrow what it
+    `needs`. A caller builds candidates only from these (building one costs more than this
+    look at its queue; in a busy cohort most queues lend rather than borrow)."""
+    needs = tuple(needs)
+    if not cohort.queues[queue].cohort or policy.reclaim_within_cohort == PREEMPTION_NEVER:
+        return frozenset((queue,))
+    return frozenset(q for q in cohort.queues if q == queue or _borrowing(cohort, q, needs))
+
+
 def allowed(
     policy: ClusterQueuePreemption,
     preemptor: Preemptor,
