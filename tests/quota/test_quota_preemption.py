@@ -338,44 +338,28 @@ CASES: list[Any] = [
 ]  # fmt: skip
 
 
+@pytest.mark.parametrize("prefiltered", [False, True], ids=["all candidates", "prefiltered"])
 @pytest.mark.parametrize(("queue", "admitted", "incoming", "want"), CASES)
 def test_kueue_preemption_cases(
     queue: str,
     admitted: list[Candidate],
     incoming: tuple[int, float, dict[str, str]],
     want: set[tuple[str, str]] | None,
+    prefiltered: bool,
 ) -> None:
-    prio, created, req = incoming
-    request = {r: quota_value(r, q) for r, q in req.items()}
-    found = plan(
-        cohort_with(queue, admitted),
-        BY_NAME[queue].spec.preemption,
-        Preemptor(queue, prio, created, request),
-        admitted,
-    )
-    got = None if found is None else {(t.candidate.key, t.reason) for t in found.targets}
-    assert got == want
-
-
-@pytest.mark.parametrize(("queue", "admitted", "incoming", "want"), CASES)
-def test_candidates_from_the_queues_preemption_can_touch_give_the_same_plan(
-    queue: str,
-    admitted: list[Candidate],
-    incoming: tuple[int, float, dict[str, str]],
-    want: set[tuple[str, str]] | None,
-) -> None:
-    """Admission builds candidates only from `candidate_queues`: Kueue's cases, with the
-    other queues' workloads left out, plan the same evictions."""
+    """`prefiltered`: as admission calls it, with candidates only from `candidate_queues`
+    (the other queues' workloads left out must not change the plan)."""
     prio, created, req = incoming
     request = {r: quota_value(r, q) for r, q in req.items()}
     cohort = cohort_with(queue, admitted)
     policy = BY_NAME[queue].spec.preemption
-    assigned = preemption_flavors(cohort, queue, request)
-    needs = frozenset() if assigned is None else assigned[1]
-    queues = candidate_queues(cohort, policy, queue, needs)
-    assert queue in queues
-    kept = [c for c in admitted if c.queue in queues]
-    found = plan(cohort, policy, Preemptor(queue, prio, created, request), kept)
+    if prefiltered:
+        assigned = preemption_flavors(cohort, queue, request)
+        needs = frozenset() if assigned is None else assigned[1]
+        queues = candidate_queues(cohort, policy, queue, needs)
+        assert queue in queues
+        admitted = [c for c in admitted if c.queue in queues]
+    found = plan(cohort, policy, Preemptor(queue, prio, created, request), admitted)
     got = None if found is None else {(t.candidate.key, t.reason) for t in found.targets}
     assert got == want
 
