@@ -16,7 +16,7 @@ from services.queue.quota.fair_preemption import (
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
     fair_plan,
 )
-from services.queue.quota.preemption import Candidate, Preemptor
+from services.queue.quota.preemption import Candidate, Preemptor, candidate_queues
 from shared.models import load_manifest_text
 from shared.models.kueue import ClusterQueue, quota_value
 
@@ -193,10 +193,13 @@ CASES: list[Any] = [
 ]
 
 
+@pytest.mark.parametrize("prefiltered", [False, True], ids=["all candidates", "prefiltered"])
 @pytest.mark.parametrize(("admitted", "incoming", "victims"), CASES)
 def test_fair_preemptions(
-    admitted: list[Candidate], incoming: tuple[str, str], victims: set[str]
+    admitted: list[Candidate], incoming: tuple[str, str], victims: set[str], prefiltered: bool
 ) -> None:
+    """`prefiltered`: as admission calls it, with candidates only from `candidate_queues`
+    (fair sharing's, not classical preemption's)."""
     (cohort,) = cohorts_of(QUEUES).values()
     for c in admitted:
         usage = cohort.usage.setdefault(c.queue, {})
@@ -204,6 +207,11 @@ def test_fair_preemptions(
     queue, cpu = incoming
     request = {CPU: quota_value("cpu", cpu)}
     needs = frozenset(fr for fr, a in request.items() if a > cohort.available(queue, fr))
+    if prefiltered:
+        queues = candidate_queues(
+            cohort, BY_NAME[queue].spec.preemption, queue, needs, classical=False
+        )
+        admitted = [c for c in admitted if c.queue in queues]
     found = fair_plan(
         cohort,
         BY_NAME[queue].spec.preemption,

@@ -364,18 +364,49 @@ def test_kueue_preemption_cases(
     assert got == want
 
 
+TRIO = {
+    q.metadata.name: q
+    for q in load_manifest_text(
+        "\n---\n".join(_queue(name, "trio", (6,), None, LOW) for name in ("t1", "t2", "t3"))
+    ).queue_objects
+    if isinstance(q, ClusterQueue)
+}
+
+
+def _trio(admitted: list[Candidate]) -> Cohort:
+    (cohort,) = cohorts_of(list(TRIO.values())).values()
+    for c in admitted:
+        usage = cohort.usage.setdefault(c.queue, {})
+        for fr, amount in c.usage.items():
+            usage[fr] = usage.get(fr, 0) + amount
+    return cohort
+
+
 def test_only_the_own_queue_and_the_cohorts_borrowers_can_lose_workloads() -> None:
-    # c1 and c2 share a cohort (6 cpu each, c2 lends); c2 borrows 2 cpu from c1's quota.
-    admitted = [wl("c1-low", "c1", -1, cpu="4"), wl("c2-big", "c2", -1, cpu="8")]
-    cohort = cohort_with("c1", admitted)
+    # Three queues of 6 cpu each; t2 borrows 3 of t3's.
     needs = frozenset({("default", "cpu")})
-    assert candidate_queues(cohort, BY_NAME["c1"].spec.preemption, "c1", needs) == {"c1", "c2"}
-    # c2 borrows nothing once its workload is gone: only c1's own workloads remain.
-    cohort = cohort_with("c1", admitted[:1])
-    assert candidate_queues(cohort, BY_NAME["c1"].spec.preemption, "c1", needs) == {"c1"}
+    policy = TRIO["t1"].spec.preemption
+    borrower = wl("t2-big", "t2", -1, cpu="9")
+    # t1 under its nominal quota may reclaim from t2, the borrower; never from t3.
+    cohort = _trio([wl("t1-low", "t1", -1, cpu="4"), borrower])
+    assert candidate_queues(cohort, policy, "t1", needs) == {"t1", "t2"}
+    # At its nominal quota, classical preemption (no borrowWithinCohort) evicts from its
+    # own queue only; fair sharing may still reclaim from the borrower.
+    admitted = [wl("t1-low", "t1", -1, cpu="6"), borrower]
+    cohort = _trio(admitted)
+    assert candidate_queues(cohort, policy, "t1", needs) == {"t1"}
+    assert candidate_queues(cohort, policy, "t1", needs, classical=False) == {"t1", "t2"}
+    preemptor = Preemptor("t1", 0, 0.0, {"cpu": 4000})  # 3 cpu free in the cohort
+    found = plan(cohort, policy, preemptor, admitted)
+    assert found is not None
+    assert {t.candidate.key for t in found.targets} == {"t1-low"}
+    assert plan(cohort, policy, preemptor, admitted[:1]) == found
+    # Nobody borrows: only its own workloads.
+    cohort = _trio([wl("t1-low", "t1", -1, cpu="4")])
+    assert candidate_queues(cohort, policy, "t1", needs) == {"t1"}
     # A queue that never reclaims keeps to its own workloads, borrowers or not.
     never = BY_NAME["standalone"].spec.preemption
-    assert candidate_queues(cohort_with("c1", admitted), never, "c1", needs) == {"c1"}
+    assert candidate_queues(_trio([borrower]), never, "t1", needs) == {"t1"}
 
 
 def test_the_plan_leaves_the_cohort_as_it_found_it() -> None:

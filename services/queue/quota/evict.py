@@ -44,9 +44,10 @@ async def preempt(
         return f"preempting: waiting for {len(pending)} evicted pod(s) to leave", True
     already = set().union(*self.evicting.values())
     # Only its own queue's workloads and those of the cohort's borrowers can be preempted
-    # for `wl` (preemption.allowed): the others are skipped by one look at their queue
-    # instead of being built as candidates.
-    queues = candidate_queues(cohort, policy, wl.queue, assignment.needs_preemption)
+    # for `wl` (preemption.candidate_queues): the others are skipped by one look at their
+    # queue instead of being built as candidates.
+    needs = assignment.needs_preemption
+    queues = candidate_queues(cohort, policy, wl.queue, needs, classical=not self.fair_sharing)
     mine = {key: rec for key, rec in self.admitted.items() if rec["cq"] in queues}
     members = admitted_workloads(mine, already)
     preemptor = Preemptor(wl.queue, wl.priority, wl.created, wl.request())

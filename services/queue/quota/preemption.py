@@ -187,9 +187,7 @@ def plan(
     if len(own) == len(candidates):
         return minimal(candidates, True, None)
     borrow_policy = policy.borrow_within_cohort
-    under_nominal = all(
-        sim.used(queue, fr) < cohort.queues[queue].limits[fr].nominal for fr in needs
-    )
+    under_nominal = _under_nominal(sim, queue, needs)
     if borrow_policy.policy != PREEMPTION_NEVER:
         threshold = preemptor.priority
         limit = borrow_policy.max_priority_threshold
@@ -210,14 +208,24 @@ def candidate_queues(
     policy: ClusterQueuePreemption,
     queue: str,
     needs: Iterable[FlavorResource],
+    *,
+    classical: bool = True,
 ) -> frozenset[str]:
-    """The queues whose workloads `allowed` can let a preemptor from `queue` evict: its own,
+    """The queues whose workloads a plan can evict for a preemptor from `queue`: its own,
     and, when it is in a cohort and may reclaim, the cohort's queues that borrow what it
-    `needs`. A caller builds candidates only from these (building one costs more than this
+    `needs` (`allowed`), unless `classical` preemption (`plan`, not fair sharing's) would
+    look at its own queue only: no borrowWithinCohort and the queue at or above its nominal
+    quota. A caller builds candidates only from these (building one costs more than this
     look at its queue; in a busy cohort most queues lend rather than borrow)."""
     needs = tuple(needs)
     if not cohort.queues[queue].cohort or policy.reclaim_within_cohort == PREEMPTION_NEVER:
         return frozenset((queue,))
+    if (
+        classical
+        and policy.borrow_within_cohort.policy == PREEMPTION_NEVER
+        and not _under_nominal(cohort, queue, needs)
+    ):
+        return frozenset((queue,))  # `plan` then evicts from its own queue only
     return frozenset(q for q in cohort.queues if q == queue or _borrowing(cohort, q, needs))
 
 
@@ -236,6 +244,11 @@ def allowed(
     return _borrowing(cohort, c.queue, needs) and satisfies(
         policy.reclaim_within_cohort, preemptor, c
     )
+
+
+def _under_nominal(cohort: Cohort, queue: str, needs: Iterable[FlavorResource]) -> bool:
+    limits = cohort.queues[queue].limits
+    return all(fr in limits and cohort.used(queue, fr) < limits[fr].nominal for fr in needs)
 
 
 def _borrowing(cohort: Cohort, queue: str, needs: Iterable[FlavorResource]) -> bool:
