@@ -64,10 +64,13 @@ class Results:
         self._producer: AIOKafkaProducer | None = None
         self._proposals: BatchSender | None = None
         self._outcomes: BatchSender | None = None
-        """Proposals and outcomes, one record per partition for the pods of one schedule
-        batch (shared.messaging.batch_sender): flushed after the batch, and before a
-        preemptor waits."""
+        """Proposals and outcomes, one record per partition for the pods of one flush
+        (shared.messaging.batch_sender): flushed after a schedule batch that leaves FLUSH_AT
+        of them unsent or after a fetch's last batch (services.scheduler.service), and
+        before a preemptor waits."""
         self._sequence = 0
+        self.unsent = 0
+        """Decisions submitted since the last `flush`."""
 
     async def start(self, producer: AIOKafkaProducer) -> None:
         topics = self.config.topics
@@ -104,6 +107,7 @@ class Results:
         """Queue the decision's proposal or outcome (sent at the next `flush`)."""
         assert self._proposals is not None
         assert self._outcomes is not None
+        self.unsent += 1
         if decision.proposal is not None:
             # Numbered in decision order: the binder merges its partitions by it.
             self._sequence += 1
@@ -122,6 +126,7 @@ class Results:
     async def flush(self) -> None:
         assert self._proposals is not None
         assert self._outcomes is not None
+        self.unsent = 0
         await self._proposals.flush()
         await self._outcomes.flush()
 

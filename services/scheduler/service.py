@@ -84,6 +84,12 @@ FOLLOW_LINGER_SECONDS = 0.05
 """How long the follower lets changes gather after a short batch (scheduling/cache/sync.py).
 The view barrier before each batch of pods hurries it, so no pod waits for the linger."""
 YIELD_EVERY = 32
+FLUSH_AT = 64
+"""Decisions sent together: after a schedule record whose pods bring this many unsent, else
+after the last record of the fetch. The queue's records carry 64 pods of one tenant when it
+is busy, so those go one record each as they come; with many tenants a record may carry one
+or two pods (Kueue's baseline: 30 ClusterQueues), and their decisions leave together, a
+Kafka record per partition for the fetch instead of one per schedule record."""
 """Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
 
 
@@ -254,6 +260,7 @@ class SchedulerWorker:
                     for record in records:
                         deliveries += await self._process(tp, record)
                         offsets[tp] = record.offset + 1
+                await self.results.flush()
                 if deliveries:
                     await asyncio.gather(*deliveries)
                 retry.succeeded()
@@ -296,7 +303,8 @@ class SchedulerWorker:
 
     async def _process(self, tp: TopicPartition, record: Any) -> list[asyncio.Future[Any]]:
         """Schedule one record's pods; the futures say when their proposals and outcomes
-        (and dead letters) landed."""
+        (and dead letters) landed. They are sent here when FLUSH_AT decisions wait, else by
+        the caller's flush after the fetch's last record."""
         refused = refusal(self._verifier, record)
         if refused:
             return [await self.results.dead_letter(record, refused)]
@@ -331,7 +339,8 @@ class SchedulerWorker:
                 await self.results.flush()
                 await asyncio.gather(*deliveries)
                 await self._await_victims(proposal)
-        await self.results.flush()
+        if self.results.unsent >= FLUSH_AT:
+            await self.results.flush()
         self.stats.cycle_seconds += time.perf_counter() - started
         self.stats.pods += len(batch.requests)
         return deliveries

@@ -62,6 +62,8 @@ class TopicReader:
         self._topic = topic
         self._decode: Callable[[bytes], list[Any]] = decode
         self.items: list[Any] = []
+        self.records = 0
+        """Records read (a batch record holds several items)."""
 
     async def start(self) -> None:
         await self._consumer.start()
@@ -89,5 +91,6 @@ class TopicReader:
             batches = await self._consumer.getmany(timeout_ms=100)
             for records in batches.values():
                 for record in records:
+                    self.records += 1
                     self.items.extend(self._decode(record.value))
         return self.items

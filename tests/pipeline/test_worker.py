@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 
 from services.scheduler import SchedulerWorker, WorkerConfig, read_heartbeats
 from shared.messaging.kafka import Topics
-from shared.messaging.messages import Outcome
+from shared.messaging.messages import Outcome, ScheduleBatch
 from shared.messaging.proposals import Proposal
 from shared.models import Node
 from shared.observability.health import HealthServer
@@ -276,3 +276,17 @@ async def test_a_batch_of_pods_is_proposed_in_decision_order(rig: Rig) -> None:
     proposals = await rig.proposals.until(lambda items: len(items) >= 4)
     assert {p.pod_key: p.sequence for p in proposals} == {p.key: i + 1 for i, p in enumerate(pods)}
     assert rig.worker.stats.proposals == 4
+
+
+async def test_small_schedule_records_of_one_fetch_are_proposed_together(rig: Rig) -> None:
+    """Eight schedule records of one pod each (many tenants, a pod or two each), fetched
+    together: their proposals leave in one record per proposals partition (two nodes: at
+    most two), not one record per schedule record."""
+    pods = [make_pod(f"s{i}").req(cpu="100m").obj() for i in range(8)]
+    await rig.store.apply(pods)
+    # One key: one partition, appended as one batch, so one fetch takes all eight.
+    records = [(b"tenants", ScheduleBatch((schedule_request(p),)).encode()) for p in pods]
+    await publish(rig.bootstrap, rig.topics.schedule, records)
+    proposals = await rig.proposals.until(lambda items: len(items) >= 8)
+    assert {p.pod_key for p in proposals} == {p.key for p in pods}
+    assert rig.proposals.records <= 2
