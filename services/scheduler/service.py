@@ -84,13 +84,13 @@ FOLLOW_LINGER_SECONDS = 0.05
 """How long the follower lets changes gather after a short batch (scheduling/cache/sync.py).
 The view barrier before each batch of pods hurries it, so no pod waits for the linger."""
 YIELD_EVERY = 32
+"""Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
 FLUSH_AT = 64
 """Decisions sent together: after a schedule record whose pods bring this many unsent, else
 after the last record of the fetch. The queue's records carry 64 pods of one tenant when it
 is busy, so those go one record each as they come; with many tenants a record may carry one
 or two pods (Kueue's baseline: 30 ClusterQueues), and their decisions leave together, a
 Kafka record per partition for the fetch instead of one per schedule record."""
-"""Pods scheduled between two yields to the event loop (stream, heartbeats, Kafka)."""
 
 
 class WorkerFailedError(RuntimeError):
