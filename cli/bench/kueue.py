@@ -1,17 +1,23 @@
 """`berth bench --mode kueue`: Kueue's scheduler performance harness, run on the whole stack.
 
     berth bench --mode kueue --generator FILE [--rangespec FILE] [--time-scale K]
-                [--timeout S] [--workers N] [--binders M] [-o json]
+                [--runtime-from admission|start] [--timeout S] [--workers N] [--binders M]
+                [-o json]
 
 The generator's ResourceFlavor ("rf"), ClusterQueues (one flavor, cpu), namespaces and
 LocalQueues are applied to a fresh stack (queue, workers, binders as processes on Redis and
 the broker), with nodes sized so that quota, not nodes, decides (twice the total nominal quota,
 each node big enough for the largest request). Each workload is one pod with the config's cpu
 request, priority and class, created on the config's schedule; the harness watches admissions
-(the queue's admitted records). Each pod carries KWOK's `pod-complete` stage delay of its
-`runtimeMs`: the node agent (services/agent) ends it Succeeded that long after it is bound,
-giving its quota back (an evicted one starts again when bound again); the harness reads the
-agent's completion records (`lifecycle:finished`) for the finish times.
+(the queue's admitted records). A workload finishes as Kueue's runner finishes it
+(test/performance/scheduler/runner/controller): `runtimeMs` after its admission, re-admitted
+after an eviction from the new admission; the harness completes its pod then, as the node
+agent's `pod-complete` stage does (Succeeded, recorded, gone from the store: its quota goes
+back), but never before the pod is bound (`finish_due`). `--runtime-from start` is the
+stricter measure: each pod carries KWOK's `pod-complete` stage delay of its `runtimeMs`, and
+the node agent (services/agent) ends it that long after it is bound, so the quota is held
+for the pipeline's admission -> start as well. Either way the harness reads the completion
+records (`lifecycle:finished`) for the finish times.
 
 `--time-scale K` runs the config K times faster (every interval and runtime divided by K); the
 figures are reported in the config's time (measured x K), so the rangespec applies as it is
@@ -24,6 +30,7 @@ checker's failures, and exit code 1 when there are any.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import math
 import os
@@ -41,6 +48,7 @@ from cli.bench.kueue_summary import WorkloadRecord, summarize
 from cli.run import Pipeline, pipeline
 from cli.servers import DevServers
 from services.queue.client import QueueClient
+from shared.lifecycle import actions
 from shared.lifecycle.kwok import COMPLETE, delay_annotation
 from shared.lifecycle.state import LifecycleState
 from shared.models import (
@@ -59,6 +67,7 @@ from shared.models import (
 from shared.models.kueue import QUEUE_NAME_LABEL
 from shared.observability.stats import percentile
 from shared.runtime.env import ENV_PROFILE_DIR
+from shared.store import ClusterStore
 from shared.store.objects import read_heartbeats
 
 FLAVOR = "rf"
@@ -69,6 +78,12 @@ POLL_S = 0.02
 ESTIMATES_POLL_S = 0.5
 """How often the waiting pods' reasons are read for their estimates."""
 ESTIMATE = re.compile(r"admission estimated in ~(\d+)s")
+RUNTIME_FROM = ("admission", "start")
+"""When a workload's runtime starts: at its admission (Kueue's runner) or at its pod's start."""
+FINISH_MIN_SLEEP_S = 0.005
+"""The finisher's shortest sleep: workloads due within it finish together (one round trip)."""
+UNBOUND_RETRY_S = 0.005
+"""A workload due whose pod is not bound yet is looked at again this much later."""
 NODE_CPU_MILLI = 64_000
 
 
@@ -131,9 +146,9 @@ def uid_of(w: PlannedWorkload) -> str:
     return f"uid-{w.queue}-{w.name}"
 
 
-def pod_of(w: PlannedWorkload, scale: float = 1.0) -> Pod:
-    """The workload's pod; it runs `runtimeMs / scale` once bound (KWOK's pod-complete stage,
-    carried out by the node agent)."""
+def pod_of(w: PlannedWorkload, scale: float = 1.0, *, stage: bool = True) -> Pod:
+    """The workload's pod; with `stage`, it runs `runtimeMs / scale` once bound (KWOK's
+    pod-complete stage, carried out by the node agent); without, until the harness ends it."""
     runtime = f"{max(1, round(w.runtime_ms / scale))}ms"
     return Pod(
         metadata=ObjectMeta(
@@ -141,7 +156,7 @@ def pod_of(w: PlannedWorkload, scale: float = 1.0) -> Pod:
             namespace=w.queue,
             uid=uid_of(w),
             labels={QUEUE_NAME_LABEL: w.queue, CLASS_LABEL: w.class_name},
-            annotations={delay_annotation(COMPLETE): runtime},
+            annotations={delay_annotation(COMPLETE): runtime} if stage else {},
             creation_timestamp=time.time(),
         ),
         spec=PodSpec(
@@ -179,9 +194,33 @@ class Tracker:
     """Admitted minus predicted (seconds), one per estimated workload."""
     inferred: int = 0
     """Admissions no read saw (`finish_unseen`)."""
+    finish_after_admission: bool = False
+    """Kueue's runner: the harness ends each workload `runtimeMs` after its admission
+    (`finish_due`), not the agent after its pod started."""
+    due: list[tuple[float, str, float]] = field(default_factory=list)
+    """A heap of (when, pod key, the admission it is for): workloads the harness ends."""
 
     def ms(self, at: float) -> float:
         return (at - self.started) * 1000 * self.scale
+
+    def runtime_s(self, key: str) -> float:
+        return self.planned[key].runtime_ms / 1000 / self.scale
+
+    def due_now(self, now: float) -> list[tuple[str, float]]:
+        """The workloads to end now, each with its admission: the ones whose runtime since
+        their current admission is over (one evicted or ended since is left out)."""
+        out = []
+        while self.due and self.due[0][0] <= now:
+            _, key, at = heapq.heappop(self.due)
+            if self.admitted_at.get(key) == at:
+                out.append((key, at))
+        return out
+
+    def due_again(self, key: str, at: float, when: float) -> None:
+        heapq.heappush(self.due, (when, key, at))
+
+    def next_due(self) -> float | None:
+        return self.due[0][0] if self.due else None
 
     def created(self, w: PlannedWorkload, at: float) -> None:
         key = f"{w.queue}/{w.name}"
@@ -211,6 +250,8 @@ class Tracker:
                 self._end(key, at)
             self.admitted_at[key] = at
             record.admitted_ms = self.ms(at)
+            if self.finish_after_admission:
+                heapq.heappush(self.due, (at + self.runtime_s(key), key, at))
             if key in self.predicted:
                 self.estimate_errors.append(at - self.predicted.pop(key))
         for key in [k for k in self.admitted_at if k not in seen]:
@@ -331,7 +372,7 @@ class Tracker:
         two, the harness being slower than the workload): it held its quota at least for
         its runtime, so it counts as admitted `runtime` before it finished (a lower bound:
         its time to admission is at most that much short), and `inferred` says how many."""
-        runtime_s = self.planned[key].runtime_ms / 1000 / self.scale
+        runtime_s = self.runtime_s(key)
         self.admitted_at[key] = at - runtime_s
         self.records[key].admitted_ms = self.ms(at - runtime_s)
         self.inferred += 1
@@ -373,7 +414,50 @@ async def _create(run: Pipeline, tracker: Tracker) -> None:
             i += 1
         for w in batch:
             tracker.created(w, time.time())
-        await run.apply(Manifests(pods=[pod_of(w, tracker.scale) for w in batch]))
+        stage = not tracker.finish_after_admission
+        await run.apply(Manifests(pods=[pod_of(w, tracker.scale, stage=stage) for w in batch]))
+
+
+async def finish_due(
+    store: ClusterStore,
+    state: LifecycleState,
+    tracker: Tracker,
+    started_at: Mapping[str, float],
+    now: float,
+) -> int:
+    """End the workloads due now (`Tracker.due_now`), as Kueue's runner marks them Finished:
+    each one's pod completes as the agent's pod-complete stage would complete it (Succeeded,
+    recorded with `started_at[uid]`, its start as the observer saw it, then deleted: its
+    quota goes back), the ones due together in three round trips. A pod not bound yet is
+    looked at again UNBOUND_RETRY_S later: a workload never ends before its pod started.
+    Returns how many pods completed."""
+    due = tracker.due_now(now)
+    if not due:
+        return 0
+    nodes = await store.redis.hmget(store.keys.pod_node, [key for key, _ in due])
+    ending: list[tuple[Pod, float | None]] = []
+    for (key, at), node in zip(due, nodes, strict=True):
+        if node is None:
+            tracker.due_again(key, at, now + UNBOUND_RETRY_S)
+            continue
+        w = tracker.planned[key]
+        pod = Pod(
+            metadata=ObjectMeta(name=w.name, namespace=w.queue, uid=uid_of(w)),
+            spec=PodSpec(node_name=node.decode() if isinstance(node, bytes) else node),
+        )
+        ending.append((pod, started_at.get(uid_of(w))))
+    return sum(await actions.complete_all(store, state, ending, now=now))
+
+
+async def _finishing(run: Pipeline, tracker: Tracker) -> None:
+    """`finish_due` whenever a workload falls due (its admission seen by `_drive`)."""
+    store = run.client.store
+    state = LifecycleState(run.client.redis, store.keys)
+    while True:
+        await finish_due(store, state, tracker, run.observer.bound_at, time.time())
+        wake = tracker.next_due()
+        pause = POLL_S if wake is None else min(POLL_S, wake - time.time())
+        await asyncio.sleep(max(FINISH_MIN_SLEEP_S, pause))
 
 
 async def _read_finished(
@@ -406,13 +490,17 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
     """Create, watch and finish until every workload is finished (True) or the timeout."""
     queue = QueueClient(run.client.redis, run.client.settings.queue_prefix)
     creator = asyncio.create_task(_create(run, tracker), name="kueue-create")
+    tasks = [creator]
+    if tracker.finish_after_admission:
+        tasks.append(asyncio.create_task(_finishing(run, tracker), name="kueue-finish"))
     deadline = time.time() + timeout_s
     total = len(tracker.plan.workloads)
     next_estimates = 0.0
     try:
         while tracker.finished < total and time.time() < deadline:
-            if creator.done() and creator.exception() is not None:
-                raise creator.exception()  # type: ignore[misc]
+            for task in tasks:
+                if task.done() and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
             now = time.time()
             admitted, usage = await queue.admission_records()
             # Finished first (the agent records a completion before the pod leaves the
@@ -427,8 +515,9 @@ async def _drive(run: Pipeline, tracker: Tracker, timeout_s: float) -> bool:
                 tracker.read_estimates(whys, now)
             await asyncio.sleep(POLL_S)
     finally:
-        if not creator.done():
-            creator.cancel()
+        for task in tasks:
+            if not task.done():
+                task.cancel()
     return tracker.finished == total
 
 
@@ -441,11 +530,14 @@ async def run_kueue_async(
     binders: int = 1,
     servers: DevServers | None = None,
     profile_dir: str | None = None,
+    runtime_from: str = "admission",
 ) -> dict[str, Any]:
     """See the module docstring; `servers` reuses a running Redis and broker (tests);
-    `profile_dir` gets a cProfile dump per service process."""
+    `profile_dir` gets a cProfile dump per service process; `runtime_from`: RUNTIME_FROM."""
     if time_scale <= 0:
         raise ValueError("--time-scale must be positive")
+    if runtime_from not in RUNTIME_FROM:
+        raise ValueError(f"--runtime-from must be one of {', '.join(RUNTIME_FROM)}")
     nodes = nodes_for(plan)
     profile = await asyncio.to_thread(os.path.abspath, profile_dir) if profile_dir else None
     async with pipeline(
@@ -463,7 +555,12 @@ async def run_kueue_async(
         await _wait_for_workers(run)
         cpu_before = _stack_cpu(run)
         harness_before = time.process_time()
-        tracker = Tracker(plan, time_scale, started=time.time())
+        tracker = Tracker(
+            plan,
+            time_scale,
+            started=time.time(),
+            finish_after_admission=runtime_from == "admission",
+        )
         settled = await _drive(run, tracker, timeout_s)
         harness_cpu = time.process_time() - harness_before
         cpu = {
@@ -484,6 +581,7 @@ async def run_kueue_async(
     return {
         "mode": "kueue",
         "timeScale": time_scale,
+        "runtimeFrom": runtime_from,
         "workloads": len(plan.workloads),
         "clusterQueues": len(plan.queues),
         "nodes": len(nodes),

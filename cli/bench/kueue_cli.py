@@ -47,6 +47,7 @@ def bench_kueue(args: Args) -> int:
         result = run_kueue(
             plan,
             time_scale=args.time_scale,
+            runtime_from=args.runtime_from,
             timeout_s=args.timeout,
             workers=args.workers,
             binders=args.binders,

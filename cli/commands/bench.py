@@ -136,6 +136,13 @@ def queue(**params: Any) -> int:
     help="run the config this many times faster (figures in the config's time)",
 )
 @click.option(
+    "--runtime-from",
+    type=click.Choice(["admission", "start"]),
+    default="admission",
+    show_default=True,
+    help="a workload runs from its admission (Kueue's runner) or from its pod's start",
+)
+@click.option(
     "--timeout", type=float, default=3600.0, show_default=True, help="give up after (seconds)"
 )
 @click.option("--workers", type=int, default=1, show_default=True, help="scheduler workers")

@@ -251,3 +251,50 @@ def test_estimates_are_read_once_per_workload_from_the_reasons_of_those_still_wa
     assert tracker.awaiting_estimates() == {queues[0]: [keys[2]], queues[1]: keys[3:]}
     tracker.read_estimates({keys[1]: why(9)}, 102)  # a later estimate does not replace it
     assert tracker.predicted == {keys[1]: 105.0}
+
+
+def test_a_workload_falls_due_its_runtime_after_its_current_admission() -> None:
+    """Kueue's runner ends a workload `runtimeMs` after its admission, counting again from a
+    re-admission: the harness's due list holds each admission seen, and only the current
+    one's falls due (an evicted one's is dropped when it comes up)."""
+    from cli.bench.kueue import Tracker
+
+    plan = baseline()
+    tracker = Tracker(plan, scale=2.0, started=100.0, finish_after_admission=True)
+    small, large = (
+        next(w for w in plan.workloads if w.class_name == c) for c in ("small", "large")
+    )
+    for w in (small, large):
+        tracker.created(w, 100.0)
+    s, big = f"{small.queue}/{small.name}", f"{large.queue}/{large.name}"
+    # runtimes 200 and 1,000 ms at scale 2: 0.1 and 0.5 s of wall time
+    tracker.observe({s: msgpack.packb({"at": 101.0}), big: msgpack.packb({"at": 101.0})}, 101.0)
+    assert tracker.next_due() == pytest.approx(101.1)
+    assert tracker.due_now(101.09) == []
+    assert tracker.due_now(101.1) == [(s, 101.0)]
+    tracker.due_again(s, 101.0, 101.105)  # not bound yet: looked at again
+    assert tracker.due_now(101.2) == [(s, 101.0)]
+    # the large one is evicted (gone from the admitted records), then admitted again
+    tracker.observe({}, 101.3)
+    tracker.observe({big: msgpack.packb({"at": 101.4})}, 101.4)
+    assert tracker.records[big].evictions == 1
+    assert tracker.due_now(101.5) == []  # its first admission's runtime is over: not counted
+    assert tracker.due_now(101.9) == [(big, 101.4)]
+    assert tracker.next_due() is None
+
+
+def test_without_finishing_at_admission_nothing_falls_due() -> None:
+    """`--runtime-from start`: the agent ends the pods (their pod-complete stage); the
+    harness's due list stays empty and the pods carry the stage."""
+    from cli.bench.kueue import Tracker, pod_of
+
+    plan = baseline()
+    tracker = Tracker(plan, scale=1.0, started=100.0)
+    w = plan.workloads[0]
+    tracker.created(w, 100.0)
+    tracker.observe({f"{w.queue}/{w.name}": msgpack.packb({"at": 100.5})}, 100.5)
+    assert tracker.due == []
+    assert tracker.due_now(1e12) == []
+    delay = "pod-complete.stage.kwok.x-k8s.io/delay"
+    assert pod_of(w, 2.0).metadata.annotations == {delay: f"{w.runtime_ms // 2}ms"}
+    assert pod_of(w, 2.0, stage=False).metadata.annotations == {}

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from cli.bench.kueue import run_kueue_async
 from cli.bench.kueue_cli import finish_result
 from cli.bench.kueue_config import lower_bound_ms, parse_generator, plan_of
@@ -15,11 +17,17 @@ from cli.servers import DevServers
 SMALL = Path(__file__).resolve().parents[2] / "examples" / "kueue-perf" / "small"
 
 
-async def test_small_kueue_config_end_to_end(dev_servers: DevServers) -> None:
+@pytest.mark.parametrize("runtime_from", ["admission", "start"])
+async def test_small_kueue_config_end_to_end(dev_servers: DevServers, runtime_from: str) -> None:
+    """Workloads run from their admission (Kueue's runner: the harness ends them) or from
+    their pod's start (the node agent's pod-complete stage ends them)."""
     plan = plan_of(parse_generator((SMALL / "generator.yaml").read_text()))
-    result = await run_kueue_async(plan, time_scale=2.0, timeout_s=240, servers=dev_servers)
+    result = await run_kueue_async(
+        plan, time_scale=2.0, timeout_s=240, servers=dev_servers, runtime_from=runtime_from
+    )
     assert result["settled"]
     assert result["timeScale"] == 2.0
+    assert result["runtimeFrom"] == runtime_from
     assert result["created"] == result["admitted"] == result["finished"] == 82
     classes = result["workloadClasses"]
     assert {name: c["count"] for name, c in classes.items()} == {
