@@ -427,9 +427,10 @@ async def finish_due(
 ) -> int:
     """End the workloads due now (`Tracker.due_now`), as Kueue's runner marks them Finished:
     each one's pod completes as the agent's pod-complete stage would complete it (Succeeded,
-    recorded with `started_at[uid]`, its start as the observer saw it, then deleted: its
-    quota goes back), the ones due together in three round trips. A pod not bound yet is
-    looked at again UNBOUND_RETRY_S later: a workload never ends before its pod started.
+    recorded with `started_at[uid]`, its binding as the observer saw it when that came after
+    the admission, then deleted: its quota goes back), the ones due together in three round
+    trips. A pod not bound yet is looked at again UNBOUND_RETRY_S later: a workload never
+    ends before its pod started.
     Returns how many pods completed."""
     due = tracker.due_now(now)
     if not due:
@@ -445,7 +446,10 @@ async def finish_due(
             metadata=ObjectMeta(name=w.name, namespace=w.queue, uid=uid_of(w)),
             spec=PodSpec(node_name=node.decode() if isinstance(node, bytes) else node),
         )
-        ending.append((pod, started_at.get(uid_of(w))))
+        started = started_at.get(uid_of(w))
+        # the observer keeps a pod's first binding: one before this admission was of an
+        # earlier one (evicted since), and this one's start is not known
+        ending.append((pod, started if started is not None and started >= at else None))
     return sum(await actions.complete_all(store, state, ending, now=now))
 
 

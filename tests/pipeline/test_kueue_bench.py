@@ -40,6 +40,9 @@ async def test_small_kueue_config_end_to_end(dev_servers: DevServers, runtime_fr
         assert c["averageTimeToAdmissionMs"] >= 0
         assert c["averageTimeToFinishMs"] >= c["averageTimeToAdmissionMs"] + runtime[name]
         assert c["totalEvictions"] >= 0
+        # from the last admission to the start: never negative (an earlier life's start
+        # is not this admission's)
+        assert c["averageAdmissionToStartMs"] is None or c["averageAdmissionToStartMs"] >= 0
     # Usage never above what quota allows: a queue within nominal + borrowingLimit, the
     # cohort within its total nominal quota.
     assert set(result["peakUsage"]) == {q.name for q in plan.queues}
