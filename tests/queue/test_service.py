@@ -162,6 +162,48 @@ async def test_a_pod_activated_while_an_empty_pop_runs_is_dispatched_at_once(
         assert time.monotonic() - late[0] < 10
 
 
+async def test_a_round_that_takes_every_pod_it_could_is_not_followed_by_an_empty_one(
+    make_service, service_config: QueueConfig, kafka_bootstrap: str, topics: Topics, cluster
+) -> None:
+    """A round whose tenants gave fewer pods than asked took all there was: the next round
+    waits for a wake-up (an activation, a freed lease) instead of popping at once, which
+    came back empty (Kueue's harness: admissions let pods in a few at a time, and every
+    other round was empty, a round trip per known tenant). A full round is still followed
+    by another at once: 5 pods, 2 a round, go in rounds of 2, 2 and 1, and no empty one."""
+    config = replace(
+        service_config, dispatch_idle_interval=30.0, dispatch_concurrency=1, dispatch_batch=2
+    )
+    async with (
+        make_service(config) as service,
+        TopicReader(kafka_bootstrap, topics.schedule) as reader,
+    ):
+        reads = service.dispatcher.store
+        asked, popped = reads.tenants_to_pop, reads.pop_batches
+        rounds: list[int] = []
+        tenants_read = 0
+
+        async def count_rounds() -> list[str]:
+            nonlocal tenants_read
+            tenants_read += 1
+            tenants: list[str] = await asked()
+            return tenants
+
+        async def count_pods(*args: Any, **kwargs: Any) -> Any:
+            batches = await popped(*args, **kwargs)
+            rounds.append(sum(m.count for messages in batches for m in messages))
+            return batches
+
+        reads.tenants_to_pop = count_rounds
+        reads.pop_batches = count_pods
+        await cluster.apply(pods(*[f"p{i}" for i in range(5)]))
+        await reader.wait_until(lambda: len(reader.requests()) == 5)
+        await _idle_rounds(service)
+        assert sum(rounds) == 5
+        assert 0 not in rounds
+        assert max(rounds) == 2
+        assert tenants_read == len(rounds)  # no round found no tenant with pods either
+
+
 async def _idle_rounds(service: QueueService) -> int:
     """The dispatcher's pop rounds, once it stopped popping (no round for 0.3 s)."""
     rounds = -1
