@@ -95,9 +95,9 @@ class Dispatcher:
                     # The round took every pod it could (none, or fewer than each tenant was
                     # asked for): the next pops once something may have changed that, i.e.
                     # `work` was set since the round began (`_popping`), at once if it was.
-                    # A round popped ahead after each round with pods came back empty
-                    # whenever admissions let pods in a few at a time (Kueue's harness:
-                    # one round in two, each a round trip per known tenant).
+                    # A round popped ahead after every round with pods found only what was
+                    # activated meanwhile: under quota admission, which lets pods in a few at
+                    # a time, mostly nothing, for a command per known tenant.
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self.work.wait(), self.config.dispatch_idle_interval)
             if prefetched is not None:

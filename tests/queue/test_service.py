@@ -167,8 +167,8 @@ async def test_a_round_that_takes_every_pod_it_could_is_not_followed_by_an_empty
 ) -> None:
     """A round whose tenants gave fewer pods than asked took all there was: the next round
     waits for a wake-up (an activation, a freed lease) instead of popping at once, which
-    came back empty (Kueue's harness: admissions let pods in a few at a time, and every
-    other round was empty, a round trip per known tenant). A full round is still followed
+    found only what was activated meanwhile (under quota admission mostly nothing, for a
+    command per known tenant). A full round is still followed
     by another at once: 5 pods, 2 a round, go in rounds of 2, 2 and 1, and no empty one."""
     config = replace(
         service_config, dispatch_idle_interval=30.0, dispatch_concurrency=1, dispatch_batch=2
