@@ -174,7 +174,7 @@ def test_a_workload_admitted_and_finished_between_two_reads_still_finishes() -> 
     One in the admitted records just read is not unseen: its own record says when."""
     import msgpack
 
-    from cli.bench.kueue import Tracker
+    from cli.bench.kueue_tracker import Tracker
 
     plan = baseline()
     tracker = Tracker(plan, scale=2.0, started=100.0)
@@ -200,7 +200,7 @@ def test_admission_to_start_is_split_into_its_hops_per_class() -> None:
     """Each hop's average over the workloads admitted once and seen at every hop, in
     config-time ms (scale 2: one wall second is 2,000 ms); an evicted workload and one the
     observer missed are left out."""
-    from cli.bench.kueue import STAGES, Tracker, uid_of
+    from cli.bench.kueue_tracker import STAGES, Tracker, uid_of
 
     plan = baseline()
     tracker = Tracker(plan, scale=2.0, started=100.0)
@@ -230,7 +230,7 @@ def test_admission_to_start_is_split_into_its_hops_per_class() -> None:
 def test_estimates_are_read_once_per_workload_from_the_reasons_of_those_still_waiting() -> None:
     """The harness asks only for the reasons it still needs (waiting, never admitted, no
     estimate read yet), per LocalQueue; the first estimate read is the one kept."""
-    from cli.bench.kueue import Tracker
+    from cli.bench.kueue_tracker import Tracker
 
     plan = baseline()
     tracker = Tracker(plan, scale=1.0, started=100.0)
@@ -257,7 +257,7 @@ def test_a_workload_falls_due_its_runtime_after_its_current_admission() -> None:
     """Kueue's runner ends a workload `runtimeMs` after its admission, counting again from a
     re-admission: the harness's due list holds each admission seen, and only the current
     one's falls due (an evicted one's is dropped when it comes up)."""
-    from cli.bench.kueue import Tracker
+    from cli.bench.kueue_tracker import Tracker
 
     plan = baseline()
     tracker = Tracker(plan, scale=2.0, started=100.0, finish_after_admission=True)
@@ -286,7 +286,8 @@ def test_a_workload_falls_due_its_runtime_after_its_current_admission() -> None:
 def test_without_finishing_at_admission_nothing_falls_due() -> None:
     """`--runtime-from start`: the agent ends the pods (their pod-complete stage); the
     harness's due list stays empty and the pods carry the stage."""
-    from cli.bench.kueue import Tracker, pod_of
+    from cli.bench.kueue import pod_of
+    from cli.bench.kueue_tracker import Tracker
 
     plan = baseline()
     tracker = Tracker(plan, scale=1.0, started=100.0)
@@ -298,3 +299,24 @@ def test_without_finishing_at_admission_nothing_falls_due() -> None:
     delay = "pod-complete.stage.kwok.x-k8s.io/delay"
     assert pod_of(w, 2.0).metadata.annotations == {delay: f"{w.runtime_ms // 2}ms"}
     assert pod_of(w, 2.0, stage=False).metadata.annotations == {}
+
+
+def test_a_workload_the_harness_is_ending_is_not_counted_evicted() -> None:
+    """The queue may drop a workload's admitted record (its pod deleted) before the harness's
+    `finish_due` is back from ending it: that read is no eviction, and the workload keeps its
+    admission until the harness finishes it."""
+    from cli.bench.kueue_tracker import Tracker
+
+    plan = baseline()
+    tracker = Tracker(plan, scale=1.0, started=100.0, finish_after_admission=True)
+    w = plan.workloads[0]
+    tracker.created(w, 100.0)
+    key = f"{w.queue}/{w.name}"
+    tracker.observe({key: msgpack.packb({"at": 101.0})}, 101.0)
+    tracker.finishing.add(key)
+    tracker.observe({}, 101.5)
+    assert tracker.records[key].evictions == 0
+    assert tracker.admitted_at == {key: 101.0}
+    tracker.finishing.discard(key)
+    tracker.observe({}, 101.6)  # once no longer being ended, a missing record is an eviction
+    assert tracker.records[key].evictions == 1

@@ -8,8 +8,9 @@ from __future__ import annotations
 import msgpack
 from redis.asyncio import Redis
 
-from cli.bench.kueue import UNBOUND_RETRY_S, Tracker, finish_due, pod_of, uid_of
+from cli.bench.kueue import UNBOUND_RETRY_S, finish_due, pod_of
 from cli.bench.kueue_config import parse_generator, plan_of
+from cli.bench.kueue_tracker import Tracker, uid_of
 from shared.lifecycle.state import LifecycleState
 from shared.models.evolve import evolve
 from shared.store import ClusterStore
@@ -37,6 +38,10 @@ async def test_a_due_workload_ends_once_its_pod_is_bound(
     assert await finish_due(store, state, tracker, started, 101.1) == 0  # not due yet
     assert await finish_due(store, state, tracker, started, 101.2) == 1
     assert await store.get_pod(first.queue, first.name) is None
+    assert tracker.finished == 1  # finished as it ended, not read back
+    assert tracker.records[keys[0]].finished_ms == tracker.ms(101.2)
+    assert tracker.records[keys[0]].periods == [(tracker.ms(101.0), tracker.ms(101.2))]
+    assert tracker.finishing == set()
     record = (await state.finished())[keys[0]]
     assert (record["uid"], record["time"], record["started"]) == (uid_of(first), 101.2, 101.05)
     assert [e.reason for e in await state.events(keys[0])] == ["Completed"]
@@ -51,6 +56,7 @@ async def test_a_due_workload_ends_once_its_pod_is_bound(
     # the observer's binding of the second is from before this admission (an earlier life)
     assert await finish_due(store, state, tracker, {uid_of(second): 100.5}, 101.3) == 1
     assert await store.get_pod(second.queue, second.name) is None
+    assert tracker.finished == 2
     record = (await state.finished())[keys[1]]
     assert record["uid"] == uid_of(second)
     assert "started" not in record  # the observer saw no start: none is claimed
