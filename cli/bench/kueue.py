@@ -16,8 +16,9 @@ agent's `pod-complete` stage does (Succeeded, recorded, gone from the store: its
 back), but never before the pod is bound (`finish_due`). `--runtime-from start` is the
 stricter measure: each pod carries KWOK's `pod-complete` stage delay of its `runtimeMs`, and
 the node agent (services/agent) ends it that long after it is bound, so the quota is held
-for the pipeline's admission -> start as well. Either way the harness reads the completion
-records (`lifecycle:finished`) for the finish times.
+for the pipeline's admission -> start as well. A workload's finish time is then read from
+the agent's completion record (`lifecycle:finished`); from admission, the harness records it
+as it ends the workload.
 
 `--time-scale K` runs the config K times faster (every interval and runtime divided by K); the
 figures are reported in the config's time (measured x K), so the rangespec applies as it is

@@ -8,7 +8,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from cli.bench.kueue import nodes_for, quota_objects
+from cli.bench.kueue import nodes_for, pod_of, quota_objects
 from cli.bench.kueue_cli import finish_result
 from cli.bench.kueue_config import (
     ConfigError,
@@ -19,6 +19,7 @@ from cli.bench.kueue_config import (
     plan_of,
 )
 from cli.bench.kueue_summary import WorkloadRecord, check_range, summarize
+from cli.bench.kueue_tracker import STAGES, Tracker, uid_of
 
 ROOT = Path(__file__).resolve().parents[2] / "examples" / "kueue-perf"
 
@@ -172,9 +173,6 @@ def test_a_workload_admitted_and_finished_between_two_reads_still_finishes() -> 
     between two reads is found by its completion (`unseen`), counted admitted its runtime
     before it finished and `inferred`, so the run ends instead of waiting for the timeout.
     One in the admitted records just read is not unseen: its own record says when."""
-    import msgpack
-
-    from cli.bench.kueue_tracker import Tracker
 
     plan = baseline()
     tracker = Tracker(plan, scale=2.0, started=100.0)
@@ -200,8 +198,6 @@ def test_admission_to_start_is_split_into_its_hops_per_class() -> None:
     """Each hop's average over the workloads admitted once and seen at every hop, in
     config-time ms (scale 2: one wall second is 2,000 ms); an evicted workload and one the
     observer missed are left out."""
-    from cli.bench.kueue_tracker import STAGES, Tracker, uid_of
-
     plan = baseline()
     tracker = Tracker(plan, scale=2.0, started=100.0)
     small = [w for w in plan.workloads if w.class_name == "small"][:4]
@@ -230,8 +226,6 @@ def test_admission_to_start_is_split_into_its_hops_per_class() -> None:
 def test_estimates_are_read_once_per_workload_from_the_reasons_of_those_still_waiting() -> None:
     """The harness asks only for the reasons it still needs (waiting, never admitted, no
     estimate read yet), per LocalQueue; the first estimate read is the one kept."""
-    from cli.bench.kueue_tracker import Tracker
-
     plan = baseline()
     tracker = Tracker(plan, scale=1.0, started=100.0)
     queues = sorted({w.queue for w in plan.workloads})[:2]
@@ -257,8 +251,6 @@ def test_a_workload_falls_due_its_runtime_after_its_current_admission() -> None:
     """Kueue's runner ends a workload `runtimeMs` after its admission, counting again from a
     re-admission: the harness's due list holds each admission seen, and only the current
     one's falls due (an evicted one's is dropped when it comes up)."""
-    from cli.bench.kueue_tracker import Tracker
-
     plan = baseline()
     tracker = Tracker(plan, scale=2.0, started=100.0, finish_after_admission=True)
     small, large = (
@@ -286,9 +278,6 @@ def test_a_workload_falls_due_its_runtime_after_its_current_admission() -> None:
 def test_without_finishing_at_admission_nothing_falls_due() -> None:
     """`--runtime-from start`: the agent ends the pods (their pod-complete stage); the
     harness's due list stays empty and the pods carry the stage."""
-    from cli.bench.kueue import pod_of
-    from cli.bench.kueue_tracker import Tracker
-
     plan = baseline()
     tracker = Tracker(plan, scale=1.0, started=100.0)
     w = plan.workloads[0]
@@ -305,8 +294,6 @@ def test_a_workload_the_harness_is_ending_is_not_counted_evicted() -> None:
     """The queue may drop a workload's admitted record (its pod deleted) before the harness's
     `finish_due` is back from ending it: that read is no eviction, and the workload keeps its
     admission until the harness finishes it."""
-    from cli.bench.kueue_tracker import Tracker
-
     plan = baseline()
     tracker = Tracker(plan, scale=1.0, started=100.0, finish_after_admission=True)
     w = plan.workloads[0]
