@@ -543,3 +543,35 @@ async def test_reclaim_spares_pods_a_disruption_budget_protects(
     assert "insufficient unused quota for cpu in flavor default, 1 more needed; " in why
     assert "preemption blocked: team-b/b3" in why
     assert "disruption budget" in why
+
+
+async def test_a_pod_that_ends_while_it_is_evicted_stays_gone(
+    redis_client: aioredis.Redis, redis_prefix: str
+) -> None:
+    """Eviction puts a pod back to waiting with a delete and an apply; a pod that ran to
+    completion (deleted by its node) between the eviction's read and its delete is not put
+    back: it came back to life under its old uid, was admitted and bound again, and held its
+    quota with no one left to end it (seen on Kueue's baseline: a workload the harness had
+    finished, bound again)."""
+    from services.queue.quota.effects import requeue
+
+    class EndsAsItIsRead(ClusterStore):
+        async def get_pod(self, namespace: str, name: str) -> Pod | None:
+            found = await super().get_pod(namespace, name)
+            await super().delete("Pod", namespace, name)  # its node ends it meanwhile
+            return found
+
+    store = EndsAsItIsRead(redis_client, prefix=redis_prefix)
+    running = make_pod("done").namespace("team-a").node("n1").obj()
+    [applied] = await store.apply([running])
+    await requeue(store, "team-a/done", applied.uid)
+    assert await ClusterStore(redis_client, prefix=redis_prefix).get_pod("team-a", "done") is None
+
+    # Without the race, eviction is a delete and a return to waiting, same uid, unbound.
+    plain = ClusterStore(redis_client, prefix=redis_prefix)
+    [again] = await plain.apply([make_pod("evicted").namespace("team-a").node("n1").obj()])
+    await requeue(plain, "team-a/evicted", again.uid)
+    back = await plain.get_pod("team-a", "evicted")
+    assert back is not None
+    assert back.metadata.uid == again.uid
+    assert not back.spec.node_name

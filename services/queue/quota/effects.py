@@ -56,12 +56,16 @@ async def place_on_flavors(
 
 async def requeue(store: ClusterStore, key: str, uid: str) -> None:
     """Evict an admitted pod by putting it back to waiting: unbound, same uid (the
-    informer then brings its deletion, which releases its quota, and its return)."""
+    informer then brings its deletion, which releases its quota, and its return). A pod
+    deleted by someone else between the read and this delete (it ran to completion) stays
+    deleted: put back, it came back to life under its old uid, was admitted and bound again,
+    and held its quota with no one left to end it."""
     namespace, _, name = key.partition("/")
     pod = await store.get_pod(namespace, name)
     if pod is None or pod.metadata.uid != uid:
         return
-    await store.delete("Pod", namespace, name, uid=uid)
+    if await store.delete("Pod", namespace, name, uid=uid) is None:
+        return
     pod.spec.node_name = ""
     pod.status.nominated_node_name = ""
     await store.apply([pod])
