@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from shared.store import StoreKeys
 
@@ -154,8 +155,15 @@ class LifecycleState:
         """Each pod's end record, in one write."""
         if not ends:
             return
-        bodies = {end.pod_key: json.dumps(end.record()) for end in ends}
-        await self.redis.hset(self.keys.finished, mapping=cast(Any, bodies))
+        pipe = self.redis.pipeline(transaction=False)
+        self.finish_on(pipe, ends)
+        await pipe.execute()
+
+    def finish_on(self, pipe: Pipeline, ends: Sequence[Finish]) -> None:
+        """`finish_all`'s write, queued on `pipe` (ahead of the pods' deletion)."""
+        if ends:
+            bodies = {end.pod_key: json.dumps(end.record()) for end in ends}
+            pipe.hset(self.keys.finished, mapping=cast(Any, bodies))
 
     async def unfinish(self, pod_key: str, uid: str) -> None:
         """Withdraw the end record of `uid` (its pod was gone before it could end)."""

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
 
 from shared.models import Node, Pod, PodGroup, decode, decode_many, encode
 from shared.models.codec import CodecError
@@ -254,18 +255,27 @@ class ClusterStore:
         return rv
 
     async def delete_all(
-        self, objects: Sequence[tuple[str, str, str, str | None]]
+        self,
+        objects: Sequence[tuple[str, str, str, str | None]],
+        *,
+        ahead: Callable[[Pipeline], object] | None = None,
     ) -> list[int | None]:
         """`delete` of each (kind, namespace, name, uid), in order, in one round trip (a
-        script call each): the node agent ends hundreds of pods a second."""
+        script call each): the node agent ends hundreds of pods a second. `ahead` queues
+        plain commands that go first in the same round trip: what must be written before
+        anyone sees the objects gone (why a pod ended), without a round trip of its own."""
         if not objects:
             return []
         pipe = ScriptPipeline(self.redis)
+        if ahead is not None:
+            ahead(pipe.pipe)
+        first = len(pipe.pipe)
         for kind, namespace, name, uid in objects:
             key = object_key(check_kind(kind), namespace, name)
             args: list[str | int] = [self.stream_maxlen, kind, key, uid or ""]
             pipe.call(self.scripts.delete, [self.keys.rv], args)
-        return [rv if (rv := int(reply[0])) > 0 else None for reply in await pipe.execute()]
+        replies = (await pipe.execute())[first:]
+        return [rv if (rv := int(reply[0])) > 0 else None for reply in replies]
 
     # ------------------------------------------------------------------- reads
     async def resource_version(self) -> int:

@@ -107,11 +107,11 @@ async def test_stages_due_together_end_in_a_few_round_trips(
     calls: list[int] = []
     delete_all = store.delete_all
 
-    async def counted(objects: Any) -> Any:
+    async def counted(objects: Any, **options: Any) -> Any:
         calls.append(len(objects))
         if len(objects) == 20:  # one goes away meanwhile (its user deleted it)
             await delete_all([("Pod", "default", "p0", None)])
-        return await delete_all(objects)
+        return await delete_all(objects, **options)
 
     monkeypatch.setattr(store, "delete_all", counted)
     await agent.start()
