@@ -207,9 +207,10 @@ async def finish_due(
     each one's pod completes as the agent's pod-complete stage would complete it (Succeeded,
     recorded with `started_at[uid]`, its binding as the observer saw it when that came after
     the admission, then deleted: its quota goes back), the ones due together in three round
-    trips. A pod not bound yet is looked at again UNBOUND_RETRY_S later: a workload never
-    ends before its pod started. The workloads ended are finished in `tracker` at once (no
-    completion record needs reading back). Returns how many pods completed."""
+    trips (their nodes read; the end records with the deletions; the Events). A pod not bound
+    yet is looked at again UNBOUND_RETRY_S later: a workload never ends before its pod
+    started. The workloads ended are finished in `tracker` at once (no completion record
+    needs reading back). Returns how many pods completed."""
     due = tracker.due_now(now)
     if not due:
         return 0
