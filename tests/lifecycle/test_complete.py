@@ -4,18 +4,16 @@ deletes it, ahead of the deletion; the Events follow in a second one."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-
 import pytest
 from redis.asyncio import Redis
 
 from shared.lifecycle import actions
 from shared.lifecycle.state import LifecycleState
 from shared.models import Pod
-from shared.store import Change, ClusterStore
+from shared.store import ClusterStore
 from tests.builders import make_pod
 from tests.redis_sends import count_sends
+from tests.stream import follow_all
 
 
 async def test_the_end_records_and_the_deletions_go_in_one_round_trip(
@@ -44,7 +42,7 @@ async def test_the_end_records_and_the_deletions_go_in_one_round_trip(
         assert record["started"] == 5.0
         [event] = await state.events(pod.key)
         assert event.reason == "Completed"
-    deletions = [c.key async for c in _changes(store, position)]
+    deletions = [c.key for c in await follow_all(store, position)]
     assert deletions == [p.key for p in pods]
 
 
@@ -60,13 +58,3 @@ async def test_a_pod_gone_before_its_end_has_no_end_record(
     assert done == [False, True]
     assert set(await state.finished()) == {kept.key}
     assert await state.events(gone.key) == []
-
-
-async def _changes(store: ClusterStore, after: int) -> AsyncIterator[Change]:
-    """The stream's changes after `after`, up to the store's version now."""
-    stop = asyncio.Event()
-    async for batch in store.follow_batches(after, stop=stop, block_ms=100):
-        for change in batch:
-            yield change
-        if await store.resource_version() <= batch[-1].resource_version:
-            stop.set()

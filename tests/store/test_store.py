@@ -33,6 +33,7 @@ from tests.builders import (
     make_pod_group,
     make_priority_class,
 )
+from tests.stream import follow_all
 
 
 async def test_apply_get_list_round_trip(store: ClusterStore):
@@ -289,16 +290,6 @@ def _request(pod: Pod, node: str, holder: str) -> ReserveRequest:
     )
 
 
-async def _follow_all(store: ClusterStore, after: int, **options: object) -> list[Change]:
-    target = await store.resource_version()
-    out: list[Change] = []
-    async for batch in store.follow_batches(after, block_ms=100, **options):  # type: ignore[arg-type]
-        out.extend(batch)
-        if out[-1].resource_version >= target:
-            break
-    return out
-
-
 async def test_reservations_are_streamed_with_their_holder(store: ClusterStore):
     kept, released = make_pod("kept").obj(), make_pod("released").obj()
     await store.apply([make_node("n1").capacity(pods=10).obj(), kept, released])
@@ -307,7 +298,7 @@ async def test_reservations_are_streamed_with_their_holder(store: ClusterStore):
         result = await store.bindings.reserve(_request(pod, "n1", "binder-a"), 0.0)
         assert result.status is ReserveStatus.OK
     await store.bindings.unreserve(released.key, released.metadata.uid, 1, "c")
-    changes = await _follow_all(store, after)
+    changes = await follow_all(store, after)
     assert [(c.kind, c.op, c.key, c.node_name, c.holder, c.object) for c in changes] == [
         (RESERVATION, "put", "default/kept", "n1", "binder-a", None),
         (RESERVATION, "put", "default/released", "n1", "binder-a", None),
@@ -333,7 +324,7 @@ async def test_a_binding_reuses_the_followers_copy_of_the_pod(
     bound = await store.bindings.bind(held.key, held.metadata.uid, 1, "n1")
     copies = {held.key: held}
     previous = (lambda kind, key: copies.get(key)) if with_previous else None
-    changes = await _follow_all(store, snapshot.resource_version, previous=previous)
+    changes = await follow_all(store, snapshot.resource_version, previous=previous)
     change = changes[-1]
     assert (change.kind, change.same_body, change.node_name) == ("Pod", True, "n1")
     got = change.object
@@ -358,7 +349,7 @@ async def test_a_follower_decodes_only_the_bodies_it_does_not_skip(
     bound = make_pod("bound").req(cpu="1").node("n1").obj()
     await store.apply([bound])
     await store.delete("Pod", "default", "p")
-    changes = await _follow_all(store, after, skip=skip)
+    changes = await follow_all(store, after, skip=skip)
     seen = [(c.kind, c.op, c.key, c.uid, c.node_name, type(c.object).__name__) for c in changes]
     pending = "NoneType" if skip.unbound_pods else "Pod"
     deleted = "NoneType" if skip.deleted else "Pod"
