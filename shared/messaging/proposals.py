@@ -32,7 +32,9 @@ class Victim(WireBody):
     uid: str = field(metadata=wire("uid", "uid"))
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (read-only by convention), as ScheduleRequest: one per scheduled pod, built,
+# stamped and decoded on the hot path; frozen, its __init__ cost 2.4 µs against 0.4.
+@dataclass(slots=True)
 class Proposal(BatchedMessage):
     tenant: str = field(metadata=wire("tenant", "tenant"))
     pod_key: str = field(metadata=wire("key", "pod-key"))

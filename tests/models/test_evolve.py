@@ -13,6 +13,7 @@ from shared.messaging.messages import Outcome
 from shared.messaging.proposals import Proposal
 from shared.models import ObjectMeta, Pod
 from shared.models.evolve import evolve
+from shared.store import NodeUsage
 from tests.builders import make_pod
 
 
@@ -70,7 +71,8 @@ def test_an_unknown_field_is_a_type_error_as_with_replace(obj: Any) -> None:
 
 
 def test_a_frozen_copy_stays_frozen() -> None:
-    copied = evolve(Proposal("t", "ns/p", "u", 1, "n1"), sequence=2)
+    copied = evolve(NodeUsage(pods=1), pods=2)
+    assert copied == NodeUsage(pods=2)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        copied.sequence = 3  # type: ignore[misc]
+        copied.pods = 3  # type: ignore[misc]
     assert isinstance(evolve(POD), Pod)
