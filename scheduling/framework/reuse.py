@@ -215,7 +215,7 @@ class SignatureCache:
                 self._entries.pop(signature, None)
                 raise
         self._entries.pop(signature, None)
-        entry = self._build(pod, nodes)
+        entry = self._build(signature, pod, nodes)
         self._entries[signature] = entry
         if len(self._entries) > MAX_SIGNATURES:
             self._entries.popitem(last=False)
@@ -313,7 +313,7 @@ class SignatureCache:
         return signature
 
     # ------------------------------------------------------------- building
-    def _build(self, pod: Pod, nodes: NodeColumns) -> Entry:
+    def _build(self, signature: Signature, pod: Pod, nodes: NodeColumns) -> Entry:
         framework = self.framework
         state = CycleState()
         pre = framework.run_pre_filter_plugins(state, pod, nodes)
@@ -344,6 +344,7 @@ class SignatureCache:
         n = len(nodes)
         entry = Entry(
             framework=framework,
+            signature=signature,
             stats=self.stats,
             state=state,
             columns=nodes,

@@ -41,6 +41,18 @@ def pod_signature(pod: Pod) -> Signature | None:
     full path (a nominated node is tried before the search)."""
     if pod.status.nominated_node_name:
         return None
+    return _signature(pod, pod.spec.node_name)
+
+
+def placed_signature(pod: Pod) -> Signature:
+    """The signature a pod counted on a node had while it waited (its binding and any
+    nomination set aside). A pod counted on a row whose placed signature is a signature's
+    own changes the row as one more pod of that signature would: the same requests, ports,
+    labels and terms (kept.py promotes the row from its look-ahead, whoever placed it)."""
+    return _signature(pod, "")
+
+
+def _signature(pod: Pod, node_name: str) -> Signature:
     meta, spec = pod.metadata, pod.spec
     return (
         spec.scheduler_name,
@@ -48,7 +60,7 @@ def pod_signature(pod: Pod) -> Signature | None:
         _items(meta.labels),
         tuple((o.api_version, o.kind, o.name, o.controller) for o in meta.owner_references),
         spec.priority,
-        spec.node_name,
+        node_name,
         spec.host_network,
         _items(spec.node_selector),
         _items(spec.overhead),
