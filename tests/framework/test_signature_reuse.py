@@ -145,9 +145,9 @@ def _run(seed: int, steps: int) -> tuple[list[tuple[object, ...]], Framework]:
         pod = template.obj()
         pod = replace(pod, metadata=replace(pod.metadata, name=f"p{step}", uid=f"uid-p{step}"))
         if roll < 0.2:  # placed by another worker: its binding comes from the stream
-            node = rng.choice(nodes).metadata.name
+            host = rng.choice(nodes).metadata.name
             for cluster in clusters:
-                _bound_elsewhere(cluster, pod, node)
+                _bound_elsewhere(cluster, pod, host)
             continue
         answers = [_outcome(f, c, pod) for f, c in zip(frameworks, clusters, strict=True)]
         assert answers[0] == answers[1], (
