@@ -27,6 +27,7 @@ on noisy cores: they are clamped at zero, and the raw figures are kept beside th
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -174,6 +175,37 @@ def fit(runs: Sequence[Mapping[str, Any]]) -> CapacityModel:
     return CapacityModel(worker, binder, queue, server("redis"), server("kafka"))
 
 
+_MEDIAN_FIGURES = ("pods_per_second", "cpu_window_seconds", "bound", "conflicts")
+_FRACTIONAL = frozenset({"pods_per_second", "cpu_window_seconds"})
+_MEDIAN_MAPS = ("cpu_ms_per_pod", "idle_cpu_ms_per_s")
+_REPEAT_FIGURES = ("runs", "pods_per_second_range", "cpu_ms_per_pod_range")
+
+
+def median_run(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One result for several runs of one shape (`--repeat`): each figure the model reads is
+    the median of the runs' (each process's CPU per pod and idle CPU on its own, the total
+    too), with `runs` and the range of pods/s and of the total CPU per pod beside it. One
+    run's figures move by up to 2x on these shared cores; the median of three is steadier
+    than any one, and a difference of medians (the model's split) than one of single runs."""
+    first = runs[0]
+    out: dict[str, Any] = {"workers": first["workers"], "binders": first["binders"]}
+    for name in _MEDIAN_FIGURES:
+        middle = statistics.median(float(run.get(name, 0)) for run in runs)
+        out[name] = middle if name in _FRACTIONAL else round(middle)
+    for name in _MEDIAN_MAPS:
+        keys = sorted({key for run in runs for key in run.get(name, {})})
+        out[name] = {
+            key: round(statistics.median(float(run.get(name, {}).get(key, 0.0)) for run in runs), 3)
+            for key in keys
+        }
+    rates = [float(run["pods_per_second"]) for run in runs]
+    totals = [float(run["cpu_ms_per_pod"]["total"]) for run in runs]
+    out["runs"] = len(runs)
+    out["pods_per_second_range"] = [min(rates), max(rates)]
+    out["cpu_ms_per_pod_range"] = [min(totals), max(totals)]
+    return out
+
+
 def model_report(runs: Sequence[Mapping[str, Any]], floor: float) -> dict[str, Any]:
     """The model's figures from the three runs' results (`bench_distributed` output)."""
     model = fit(runs)
@@ -224,6 +256,7 @@ def model_report(runs: Sequence[Mapping[str, Any]], floor: float) -> dict[str, A
                 round(run["cpu_ms_per_pod"]["total"] / floor_ms, 2) if floor_ms else None
             ),
             "conflicts": run["conflicts"],
+            **{k: run[k] for k in _REPEAT_FIGURES if k in run},
         }
         for run in runs
     ]
@@ -249,11 +282,15 @@ def model_table(report: Mapping[str, Any]) -> str:
         "measured   pods/s   x floor   CPU ms/pod (floor units)   conflicts",
     ]
     for run in report["measured"]:
-        lines.append(
+        line = (
             f"{run['workers']}w/{run['binders']}b   {run['pods_per_second']:>9}   "
             f"{run['ratio_to_floor']:>6}x   {run['cpu_ms_per_pod']['total']:>8} "
             f"({run['cpu_floor_units_per_pod']})   {run['conflicts']:>13}"
         )
+        if "runs" in run:
+            low, high = run["cpu_ms_per_pod_range"]
+            line += f"   median of {run['runs']} runs (CPU {low}-{high})"
+        lines.append(line)
     lines += [
         "",
         "CPU ms per pod     scales out   every replica pays   idle ms/s (each replica)",

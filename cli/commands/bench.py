@@ -91,6 +91,13 @@ def in_process(**params: Any) -> int:
 @click.option(
     "--model", is_flag=True, help="run 1w/1b, 2w/1b and 2w/2b and print the capacity model"
 )
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="run each shape this many times, interleaved, and report each figure's median",
+)
 @click.option("--profile", metavar="DIR", help="cProfile dumps per process")
 @click.option(
     "--rate",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cli.bench.capacity import MODEL_RUNS, fit, model_report, model_table
+from cli.bench.capacity import MODEL_RUNS, fit, median_run, model_report, model_table
 
 # A pipeline where a worker decides for 0.4 ms and follows for 0.1 ms per pod, a binder binds
 # for 0.6 ms and follows for 0.05 ms, the queue spends 0.2 ms, Redis 0.1 ms plus 0.02 ms per
@@ -152,3 +152,83 @@ def test_idle_cost_is_a_cost_per_second_not_per_pod() -> None:
     assert bottleneck == "broker"
     # The worker's idle cost leaves 990 ms/s for its pods: 0.4 / 16 + 0.1 ms each.
     assert limits["workers"] == pytest.approx(990 / 0.125)
+
+
+def _scaled(cpu: dict[str, float], factor: float) -> dict[str, float]:
+    return {name: value * factor for name, value in cpu.items()}
+
+
+def test_repeated_runs_give_each_figure_its_median() -> None:
+    """`--repeat 3`: each process's figure is the median of its three, the total too (not
+    the sum of the medians), with the runs' ranges beside them."""
+    runs = [
+        run(_scaled(ONE_ONE, factor), workers=1, binders=1, pods_per_second=rate, conflicts=c)
+        for factor, rate, c in ((1.0, 2000.0, 0), (2.0, 900.0, 3), (1.1, 1800.0, 1))
+    ]
+    runs[2]["cpu_ms_per_pod"]["worker-0"] = 0.4  # the lowest worker figure: not the median
+    merged = median_run(runs)
+    assert merged["cpu_ms_per_pod"]["worker-0"] == pytest.approx(0.5)
+    assert merged["cpu_ms_per_pod"]["binder-0"] == pytest.approx(0.715)
+    assert merged["cpu_ms_per_pod"]["total"] == pytest.approx(1.1 * 1.56, abs=1e-3)
+    assert (merged["pods_per_second"], merged["conflicts"], merged["bound"]) == (1800.0, 1, 10_000)
+    assert merged["runs"] == 3
+    assert merged["pods_per_second_range"] == [900.0, 2000.0]
+    assert merged["cpu_ms_per_pod_range"] == pytest.approx([1.56, 3.12])
+
+
+def test_one_slow_run_of_each_shape_does_not_move_the_model() -> None:
+    """Three runs of each shape, one of them on a slow spell (every figure doubled, a
+    different run for each shape): the medians fit the model of the clean runs, where the
+    slow runs alone would double a replica's cost or clamp it to zero."""
+    shapes = []
+    cpus = (ONE_ONE, TWO_ONE, TWO_TWO)
+    for slow, ((w, b), cpu) in enumerate(zip(MODEL_RUNS, cpus, strict=True)):
+        figures = {"workers": w, "binders": b, "pods_per_second": 1000.0, "conflicts": 0}
+        shapes.append(
+            median_run([run(_scaled(cpu, 2.0 if i == slow else 1.0), **figures) for i in range(3)])
+        )
+    model = fit(shapes)
+    assert model.worker.scaled == pytest.approx(0.4)
+    assert model.worker.per_replica == pytest.approx(0.1)
+    assert model.binder.per_replica == pytest.approx(0.05)
+    assert model.redis.per_reader == pytest.approx(0.02)
+    table = model_table(model_report(shapes, floor=2000.0))
+    assert "median of 3 runs" in table
+
+
+def test_repeat_runs_the_shapes_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`berth bench distributed --model --repeat 2`: 1/1, 2/1, 2/2, 1/1, 2/1, 2/2 (a slow
+    spell falls on every shape alike), one median result per shape."""
+    from cli.bench import distributed, modes
+    from cli.commands import Args
+
+    order: list[tuple[int, int]] = []
+
+    def bench(**options: Any) -> dict[str, Any]:
+        shape = (options["workers"], options["binders"])
+        order.append(shape)
+        cpu = dict(zip(MODEL_RUNS, [ONE_ONE, TWO_ONE, TWO_TWO], strict=True))[shape]
+        return run(cpu, workers=shape[0], binders=shape[1], pods_per_second=1000.0, conflicts=0)
+
+    monkeypatch.setattr(distributed, "bench_distributed", bench)
+    monkeypatch.setattr(modes, "floor_pods_per_s", lambda: 2000.0)
+    args = Args.of(
+        {
+            "workload": "scheduling-basic",
+            "nodes": 10,
+            "pods": 10,
+            "running": 0,
+            "workers": 1,
+            "binders": 1,
+            "percentage": 100,
+            "seed": 0,
+            "profile": None,
+            "rate": 0.0,
+            "duration": 0.0,
+            "model": True,
+            "repeat": 2,
+            "output": "table",
+        }
+    )
+    assert modes.distributed(args) == 0
+    assert order == [*MODEL_RUNS, *MODEL_RUNS]
