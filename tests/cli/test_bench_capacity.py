@@ -183,11 +183,10 @@ def test_one_slow_run_of_each_shape_does_not_move_the_model() -> None:
     shapes = []
     cpus = (ONE_ONE, TWO_ONE, TWO_TWO)
     for slow, ((w, b), cpu) in enumerate(zip(MODEL_RUNS, cpus, strict=True)):
-        figures: dict[str, Any] = {"workers": w, "binders": b, "pods_per_second": 1000.0}
+        figures: dict[str, Any] = {"workers": w, "binders": b, "pods_per_second": 1e3}
+        figures["conflicts"] = 0
         shapes.append(
-            median_run(
-                [run(_scaled(cpu, 2.0 if i == slow else 1.0), conflicts=0, **figures) for i in range(3)]
-            )
+            median_run([run(_scaled(cpu, 2.0 if i == slow else 1.0), **figures) for i in range(3)])
         )
     model = fit(shapes)
     assert model.worker.scaled == pytest.approx(0.4)
