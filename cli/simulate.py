@@ -32,6 +32,11 @@ from shared.lifecycle.state import FAIL_NOT_READY, FAIL_UNREACHABLE, LifecycleSt
 from shared.models import ManifestError, Manifests, Node, Pod, load_manifests, pod_requests
 
 EVICTION_REASONS = frozenset({"TaintManagerEviction", "Evicted", "GangEviction"})
+ABSENCE_GRACE_SECONDS = 2.0
+"""Wall seconds a pod may be missing from the store, with no end recorded, before it counts
+as ended. An evicted pod's owner brings it back with a second write after the deletion
+(`shared.lifecycle.actions.evict`), so a sample can fall between the two: the pod is not
+ended then, only being replaced."""
 
 
 @dataclass(slots=True)
@@ -41,6 +46,30 @@ class PodLife:
     bound: float | None = None
     ended: float | None = None
     succeeded: bool = False
+    missing_since: tuple[float, float] | None = None
+    """(simulated, wall) time of the first sample that did not find the pod, while it has
+    no end recorded; cleared when it is found again."""
+
+    def observe(
+        self, t: float, wall: float, *, bound: bool | None, finished_at: float | None
+    ) -> None:
+        """One sample of this pod at simulated time `t`: `bound` is None when the store has
+        no pod of its key, else whether it has a node; `finished_at` is the simulated time
+        of its recorded end (Succeeded), if any."""
+        if self.ended is not None:
+            return
+        if bound is not None:
+            self.missing_since = None
+            if bound and self.bound is None:
+                self.bound = t
+            return
+        if finished_at is not None:
+            self.ended, self.succeeded = finished_at, True
+            return
+        if self.missing_since is None:
+            self.missing_since = (t, wall)
+        elif wall - self.missing_since[1] >= ABSENCE_GRACE_SECONDS:
+            self.ended = self.missing_since[0]
 
 
 @dataclass(slots=True)
@@ -181,18 +210,16 @@ class Driver:
             else:
                 row["pending"] += 1
         for key, life in self.result.pods.items():
-            if life.ended is not None:
-                continue
             stored = pods.get(key)
-            if stored is not None:
-                if stored.spec.node_name and life.bound is None:
-                    life.bound = t
-                continue
             record = finished.get(key)
-            life.ended = t
-            if record is not None:
-                life.succeeded = True
-                life.ended = self.sim(float(record["time"]) - self.started_epoch)
+            life.observe(
+                t,
+                wall,
+                bound=None if stored is None else bool(stored.spec.node_name),
+                finished_at=None
+                if record is None
+                else self.sim(float(record["time"]) - self.started_epoch),
+            )
         queues = {}
         for row in await self.run.client.cluster_queue_rows():
             resources = cast(list[dict[str, Any]], row.get("resources") or [])
