@@ -38,7 +38,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from cli.bench.distributed import cpu_seconds
+from cli.bench.distributed import cpu_seconds, redis_command_usec, redis_us_per_pod
 from cli.bench.kueue_config import Plan, PlannedWorkload, lower_bound_ms
 from cli.bench.kueue_summary import summarize
 from cli.bench.kueue_tracker import Tracker, uid_of
@@ -348,6 +348,7 @@ async def run_kueue_async(
         await run.apply(objects)
         await _wait_for_workers(run)
         cpu_before = _stack_cpu(run)
+        redis_before = await redis_command_usec(run.client.redis)
         harness_before = time.process_time()
         tracker = Tracker(
             plan,
@@ -357,6 +358,7 @@ async def run_kueue_async(
         )
         settled = await _drive(run, tracker, timeout_s)
         harness_cpu = time.process_time() - harness_before
+        redis_after = await redis_command_usec(run.client.redis)
         cpu = {
             name: round(used - cpu_before.get(name, 0.0), 2)
             for name, used in _stack_cpu(run).items()
@@ -404,6 +406,12 @@ async def run_kueue_async(
         # topics' observer): it shares the machine's cores with the stack.
         "harnessCpuSeconds": round(harness_cpu, 2),
         "cpuMsPerWorkload": round(total_cpu * 1000 / max(len(records), 1), 2),
+        # What Redis spent per workload, by command (as the distributed bench's
+        # redis_us_per_pod: a script's EVALSHA includes the commands it runs), and its reads
+        # of client requests ("(reads)": one per request batch any client sent).
+        "redisUsPerWorkload": redis_us_per_pod(
+            redis_before, redis_after, max(len(records), 1), top=16
+        ),
         "mCPU": int(total_cpu * 1000 / measured_s),
     }
 

@@ -59,6 +59,12 @@ async def test_small_kueue_config_end_to_end(dev_servers: DevServers, runtime_fr
     assert result["wallToLowerBound"] >= 1.0
     assert result["cpuSecondsTotal"] > 0
     assert result["harnessCpuSeconds"] > 0
+    # Redis's work per workload: each one's pod is written, admitted, bound and ended by
+    # script calls, each request batch read once.
+    redis = result["redisUsPerWorkload"]
+    assert redis["evalsha"]["calls"] >= 2
+    assert redis["evalsha"]["us"] > 0
+    assert redis["(reads)"]["calls"] > 0
     # The queue's estimated admission times were read from waiting pods' reasons and
     # compared with the admissions that followed.
     estimates = result["admissionEstimates"]
